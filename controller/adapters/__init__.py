@@ -1,0 +1,1 @@
+"""Adapters: each owns one outside library or resource and translates its errors into ours."""

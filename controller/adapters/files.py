@@ -1,0 +1,143 @@
+"""Reading spec and policy files from disk, confined to the specs tree, and the packaged schemas."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.core.diagnostics import Diagnostic, Location
+from controller.core.spec import SourceFile
+from controller.core.yamlsafe import MAX_BYTES
+from controller.errors import ConfigError
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+POLICY_STEM = "policy"
+_SCHEMA_DIRS = (Path(__file__).resolve().parents[2] / "schemas", Path(__file__).resolve().parents[1] / "_schemas")
+
+
+@dataclass
+class SpecTree:
+    """What `collect` found: spec files, the policy file, and files that could not be read."""
+
+    specs: list[SourceFile] = field(default_factory=list)
+    policy: SourceFile | None = None
+    problems: list[Diagnostic] = field(default_factory=list)
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    """Read `schemas/<name>` from the source tree, or the copy packaged in the wheel."""
+    for folder in _SCHEMA_DIRS:
+        candidate = folder / name
+        if candidate.is_file():
+            data: dict[str, Any] = json.loads(candidate.read_text(encoding="utf-8"))
+            return data
+    raise ConfigError(
+        f"schema {name} not found in {', '.join(map(str, _SCHEMA_DIRS))}",
+        hint="reinstall the package: pip install -e .",
+    )
+
+
+def collect(paths: Sequence[Path], specs_dir: Path) -> SpecTree:
+    """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists."""
+    tree = SpecTree()
+    policy_path = _policy_path(specs_dir)
+    if policy_path is not None:
+        tree.policy = _read(policy_path, specs_dir, tree)
+    for path in sorted(set(_expand(paths, tree))):
+        if policy_path is None or path.resolve() != policy_path.resolve():
+            source = _read(path, _root_for(path, paths), tree)
+            if source is not None:
+                tree.specs.append(source)
+    return tree
+
+
+def _policy_path(specs_dir: Path) -> Path | None:
+    for suffix in SPEC_SUFFIXES:
+        candidate = specs_dir / f"{POLICY_STEM}{suffix}"
+        if candidate.exists() or candidate.is_symlink():
+            return candidate
+    return None
+
+
+def _expand(paths: Sequence[Path], tree: SpecTree) -> Iterable[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from (p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES and not p.is_dir())
+        elif path.exists() or path.is_symlink():
+            yield path
+        else:
+            raise ConfigError(
+                f"{path}: no such file or directory",
+                hint="pass spec files or folders, e.g. `backfillctl validate specs/`",
+            )
+
+
+def _root_for(path: Path, roots: Sequence[Path]) -> Path:
+    for root in roots:
+        if root.is_dir() and path.is_relative_to(root):
+            return root
+    return path.parent
+
+
+def display(path: Path) -> str:
+    """The path as users typed it: relative to the working directory when below it."""
+    try:
+        return path.absolute().relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _read(path: Path, root: Path, tree: SpecTree) -> SourceFile | None:
+    shown = display(path)
+    problem = _unsafe(path, root)
+    if problem is None:
+        try:
+            return SourceFile(shown, _stem(path), _read_bounded(path))
+        except OSError as exc:
+            problem = f"cannot read the file: {exc.strerror or exc}"
+    hint = _HINTS.get(problem, "a spec is a few hundred bytes; is this the right file?")
+    tree.problems.append(Diagnostic(Location(shown, 1, 1), problem, hint))
+    return None
+
+
+def _stem(path: Path) -> str:
+    return path.name[: -len(path.suffix)] if path.suffix in SPEC_SUFFIXES else path.stem
+
+
+def _unsafe(path: Path, root: Path) -> str | None:
+    if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
+        return "symlink points outside the specs tree"
+    if not path.is_file():
+        return "not a regular file"
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        return f"file is {size} bytes; the limit is {MAX_BYTES} (1 MiB)"
+    return None
+
+
+def _read_bounded(path: Path) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(MAX_BYTES + 1)
+
+
+_HINTS = {
+    "symlink points outside the specs tree": "copy the spec into the tree instead of linking to it",
+    "not a regular file": "specs must be ordinary files",
+}
+
+
+def write_new(path: Path, text: str) -> None:
+    """Create a new file; refuse to overwrite an existing one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise ConfigError(
+            f"{display(path)} already exists", hint="choose another name; specs are never overwritten"
+        ) from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)

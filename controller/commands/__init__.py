@@ -1,0 +1,1 @@
+"""Orchestration: the only layer that sequences I/O steps (adapters) around the pure core."""

@@ -1,0 +1,47 @@
+"""Settings from the environment (and flags); secrets only ever from the environment."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.core.secret import Secret
+
+DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    specs_dir: Path = Path("specs")
+    store_url: str = DEFAULT_STORE_URL
+    airflow_url: str | None = None
+    airflow_token: Secret | None = None
+    airflow_username: str | None = None
+    airflow_password: Secret | None = None
+    actor: str = "unknown"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        def get(name: str) -> str | None:
+            value = env.get(f"BACKFILLCTL_{name}", "").strip()
+            return value or None
+
+        token, password = get("AIRFLOW_TOKEN"), get("AIRFLOW_PASSWORD")
+        return cls(
+            specs_dir=Path(get("SPECS_DIR") or "specs"),
+            store_url=get("STORE_URL") or DEFAULT_STORE_URL,
+            airflow_url=(get("AIRFLOW_URL") or "").rstrip("/") or None,
+            airflow_token=Secret(token) if token else None,
+            airflow_username=get("AIRFLOW_USERNAME"),
+            airflow_password=Secret(password) if password else None,
+            actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
+        )
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

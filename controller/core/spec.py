@@ -1,0 +1,148 @@
+"""The backfill spec as an immutable, typed value (pure).
+
+`parse_spec` turns a schema-valid document into a `BackfillSpec`: dates become aware UTC datetimes (a
+date means 00:00 UTC), lists become tuples, `dag_run_conf` a read-only mapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from controller.core.yamlsafe import Document
+
+
+class ReprocessBehavior(StrEnum):
+    NONE = "none"
+    FAILED = "failed"
+    COMPLETED = "completed"
+
+
+class DesiredState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A spec or policy file as read by an adapter: display path, file stem and raw bytes."""
+
+    path: str
+    stem: str
+    raw: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillSpec:
+    name: str
+    dag_id: str
+    from_date: datetime
+    to_date: datetime
+    reprocess_behavior: ReprocessBehavior
+    max_active_runs: int
+    ticket: str
+    reason: str
+    requested_by: str
+    approvers: tuple[str, ...]
+    path: str
+    digest: str
+    run_backwards: bool = False
+    dag_run_conf: Mapping[str, Any] | None = None
+    run_on_latest_version: bool | None = None
+    state: DesiredState = DesiredState.ACTIVE
+    expected_runs: int | None = None
+    downstream: tuple[str, ...] = ()
+
+    def conf_json(self) -> str | None:
+        """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
+        return None if self.dag_run_conf is None else canonical_json(_thaw(self.dag_run_conf))
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the backfill in Airflow; they must not change once applied."""
+        return {
+            "dag_id": self.dag_id,
+            "from_date": format_utc(self.from_date),
+            "to_date": format_utc(self.to_date),
+            "reprocess_behavior": self.reprocess_behavior.value,
+            "max_active_runs": self.max_active_runs,
+            "run_backwards": self.run_backwards,
+            "dag_run_conf": self.conf_json(),
+            "run_on_latest_version": self.run_on_latest_version,
+        }
+
+
+def parse_date(text: str) -> datetime:
+    """`2025-01-01` → 2025-01-01T00:00Z; an RFC 3339 date-time → the same instant in UTC."""
+    if len(text) == 10:
+        return datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
+    value = datetime.fromisoformat(text.upper().replace(" ", "T"))
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return value.astimezone(UTC)
+
+
+def format_utc(value: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, seconds precision unless sub-second parts are set."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def parse_spec(doc: Document, source: SourceFile) -> BackfillSpec:
+    """Build the value from a document that passed the schema (dates were format-checked there)."""
+    data: dict[str, Any] = doc.data
+    conf = data.get("dag_run_conf")
+    return BackfillSpec(
+        name=data["name"],
+        dag_id=data["dag_id"],
+        from_date=parse_date(data["from_date"]),
+        to_date=parse_date(data["to_date"]),
+        reprocess_behavior=ReprocessBehavior(data["reprocess_behavior"]),
+        max_active_runs=data["max_active_runs"],
+        ticket=data["ticket"],
+        reason=data["reason"],
+        requested_by=data["requested_by"],
+        approvers=tuple(data["approvers"]),
+        path=source.path,
+        digest=digest(source.raw),
+        run_backwards=data.get("run_backwards", False),
+        dag_run_conf=None if conf is None else _freeze(conf),
+        run_on_latest_version=data.get("run_on_latest_version"),
+        state=DesiredState(data.get("state", "active")),
+        expected_runs=data.get("expected_runs"),
+        downstream=tuple(data.get("downstream", ())),
+    )
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def thaw_conf(spec: BackfillSpec) -> dict[str, Any] | None:
+    """A plain, JSON-serialisable copy of the spec's dag_run_conf."""
+    return None if spec.dag_run_conf is None else dict(_thaw(spec.dag_run_conf))

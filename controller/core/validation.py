@@ -1,0 +1,262 @@
+"""Validate a tree of specs: YAML → schema → model → semantic rules → policy → tree rules (pure).
+
+Nothing fails fast: every file is read and every problem collected, then returned as one sorted list
+of located diagnostics.  `now` is a parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
+from controller.core.policy import DEFAULT_POLICY, Policy, parse_policy
+from controller.core.schema import Schema, SchemaValidator
+from controller.core.spec import BackfillSpec, ReprocessBehavior, SourceFile, format_utc, parse_spec
+from controller.core.yamlsafe import Document, load_document
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSpec:
+    spec: BackfillSpec
+    doc: Document
+    stem: str
+
+    def at(self, *path: PathPart) -> Location:
+        return self.doc.locate(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    specs: tuple[BackfillSpec, ...]
+    policy: Policy
+    diagnostics: tuple[Diagnostic, ...]
+    files_checked: int
+    loaded: tuple[LoadedSpec, ...] = field(default=(), repr=False)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if not d.is_error)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class SpecValidator:
+    """Checks specs and the policy; the schemas are passed in (ports via the constructor)."""
+
+    def __init__(self, spec_schema: Schema, policy_schema: Schema) -> None:
+        self._spec_schema = SchemaValidator(spec_schema)
+        self._policy_schema = SchemaValidator(policy_schema)
+
+    def validate(
+        self,
+        files: Sequence[SourceFile],
+        *,
+        now: datetime,
+        policy_file: SourceFile | None = None,
+        read_problems: Sequence[Diagnostic] = (),
+    ) -> ValidationResult:
+        diagnostics: list[Diagnostic] = list(read_problems)
+        policy = self._policy(policy_file, diagnostics)
+        loaded = [item for source in files if (item := self._spec(source, diagnostics)) is not None]
+        for item in loaded:
+            diagnostics.extend(check_spec(item, policy, now))
+        diagnostics.extend(check_unique_names(loaded))
+        counted = len(files) + (policy_file is not None) + len(read_problems)
+        ordered = sorted(loaded, key=lambda item: (item.spec.name, item.spec.path))
+        return ValidationResult(
+            specs=tuple(item.spec for item in ordered),
+            policy=policy,
+            diagnostics=tuple(sorted(set(diagnostics), key=Diagnostic.sort_key)),
+            files_checked=counted,
+            loaded=tuple(ordered),
+        )
+
+    def load_one(self, source: SourceFile) -> tuple[LoadedSpec | None, list[Diagnostic]]:
+        """Load and schema-check one spec (no policy or tree rules)."""
+        diagnostics: list[Diagnostic] = []
+        return self._spec(source, diagnostics), diagnostics
+
+    def _policy(self, source: SourceFile | None, diagnostics: list[Diagnostic]) -> Policy:
+        if source is None:
+            return DEFAULT_POLICY
+        doc = self._document(source, self._policy_schema, diagnostics)
+        return DEFAULT_POLICY if doc is None else parse_policy(doc.data, source.path)
+
+    def _spec(self, source: SourceFile, diagnostics: list[Diagnostic]) -> LoadedSpec | None:
+        doc = self._document(source, self._spec_schema, diagnostics)
+        if doc is None:
+            return None
+        return LoadedSpec(parse_spec(doc, source), doc, source.stem)
+
+    @staticmethod
+    def _document(source: SourceFile, schema: SchemaValidator, diagnostics: list[Diagnostic]) -> Document | None:
+        doc, problems = load_document(source.path, source.raw)
+        diagnostics.extend(problems)
+        if doc is None:
+            return None
+        problems = schema.validate(doc)
+        diagnostics.extend(problems)
+        return None if problems else doc
+
+
+Check = Callable[[LoadedSpec, Policy, datetime], Iterator[Diagnostic]]
+
+
+def check_spec(item: LoadedSpec, policy: Policy, now: datetime) -> Iterator[Diagnostic]:
+    """Every per-spec rule the schema cannot express."""
+    for check in _CHECKS:
+        yield from check(item, policy, now)
+
+
+def _name_matches_file(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    stem = item.stem
+    if item.spec.name != stem:
+        yield Diagnostic(
+            item.at("name"),
+            f"name {item.spec.name!r} does not match the file name {stem!r}",
+            f"rename the file to {item.spec.name}.yaml or set `name: {stem}`",
+        )
+
+
+def _dates_ordered(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.from_date > spec.to_date:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is before from_date {format_utc(spec.from_date)}",
+            "the range is inclusive: to_date must be on or after from_date",
+        )
+
+
+def _not_in_future(item: LoadedSpec, _policy: Policy, now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.from_date >= now:
+        yield Diagnostic(
+            item.at("from_date"),
+            f"the whole range is in the future (from_date {format_utc(spec.from_date)} has not happened yet)",
+            "a backfill re-runs the past; Airflow refuses future dates",
+        )
+    elif spec.to_date > now:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is in the future; Airflow only creates runs whose "
+            "interval has already ended",
+            None,
+            Severity.WARNING,
+        )
+
+
+def _requester_not_approver(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.requested_by in spec.approvers:
+        index = spec.approvers.index(spec.requested_by)
+        yield Diagnostic(
+            item.at("approvers", index),
+            f"{spec.requested_by!r} requested the backfill and cannot also approve it",
+            "ask someone else to review; separation of duties",
+        )
+
+
+def _ticket(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    pattern = policy.ticket_pattern
+    if pattern is not None and re.search(pattern, item.spec.ticket) is None:
+        yield Diagnostic(
+            item.at("ticket"),
+            f"ticket {item.spec.ticket!r} does not match the policy's pattern {pattern!r}",
+            f"use a ticket id that matches {pattern} ({policy.path or 'policy'})",
+        )
+
+
+def _max_active_runs(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    rule = policy.rule_for(item.spec.dag_id)
+    limit = rule.max_active_runs_limit if rule and rule.max_active_runs_limit else policy.max_active_runs_limit
+    if limit is not None and item.spec.max_active_runs > limit:
+        scope = f"rule {rule.index + 1} ({', '.join(rule.dags)})" if rule and rule.max_active_runs_limit else "policy"
+        yield Diagnostic(
+            item.at("max_active_runs"),
+            f"max_active_runs {item.spec.max_active_runs} is over the limit of {limit} set by {scope}",
+            f"lower it to {limit} or less",
+        )
+
+
+def _expected_runs(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec, rule = item.spec, policy.rule_for(item.spec.dag_id)
+    if spec.expected_runs is None and policy.require_expected_runs:
+        yield Diagnostic(
+            item.at(),
+            "missing required field 'expected_runs' (the policy requires it)",
+            "add `expected_runs:` with the most DAG runs you expect; `backfillctl plan` shows the count",
+        )
+    if (
+        spec.expected_runs is not None
+        and rule is not None
+        and rule.max_runs is not None
+        and spec.expected_runs > rule.max_runs
+    ):
+        yield Diagnostic(
+            item.at("expected_runs"),
+            f"expected_runs {spec.expected_runs} is over max_runs {rule.max_runs} for DAGs {', '.join(rule.dags)}",
+            "split the range into smaller specs",
+        )
+
+
+def _approvers_allowed(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    rule = policy.rule_for(item.spec.dag_id)
+    if rule is None or rule.approvers is None:
+        return
+    for index, login in enumerate(item.spec.approvers):
+        if login not in rule.approvers:
+            yield Diagnostic(
+                item.at("approvers", index),
+                f"{login!r} may not approve backfills of {item.spec.dag_id!r}",
+                f"allowed approvers: {', '.join(rule.approvers)}",
+            )
+
+
+def _approver_count(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec, rule = item.spec, policy.rule_for(item.spec.dag_id)
+    if rule is None:
+        return
+    needed, why = rule.min_approvers, f"DAGs {', '.join(rule.dags)}"
+    if spec.reprocess_behavior is ReprocessBehavior.COMPLETED and rule.min_approvers_for_completed:
+        needed, why = max(needed, rule.min_approvers_for_completed), "reprocess_behavior 'completed' on " + why
+    if len(spec.approvers) < needed:
+        yield Diagnostic(
+            item.at("approvers"),
+            f"{len(spec.approvers)} approver(s) listed; {why} need at least {needed}",
+            "add approvers allowed by the policy",
+        )
+
+
+_CHECKS: tuple[Check, ...] = (
+    _name_matches_file,
+    _dates_ordered,
+    _not_in_future,
+    _requester_not_approver,
+    _ticket,
+    _max_active_runs,
+    _expected_runs,
+    _approvers_allowed,
+    _approver_count,
+)
+
+
+def check_unique_names(loaded: Sequence[LoadedSpec]) -> Iterator[Diagnostic]:
+    first: dict[str, LoadedSpec] = {}
+    for item in sorted(loaded, key=lambda i: i.spec.path):
+        seen = first.setdefault(item.spec.name, item)
+        if seen is not item:
+            yield Diagnostic(
+                item.at("name"),
+                f"name {item.spec.name!r} is already used by {seen.at('name')}",
+                "every spec needs a unique name",
+            )

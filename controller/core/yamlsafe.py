@@ -1,0 +1,239 @@
+"""Strict, located YAML loading (pure: text in, values and positions out).
+
+Only a small, predictable subset of YAML is accepted:
+
+* no anchors, aliases, merge keys (`<<`) or explicit tags other than `!!str`: they are errors, raised
+  at the first occurrence, so an alias bomb costs one event, not an expansion;
+* duplicate keys are errors naming the first occurrence;
+* plain (unquoted) scalars are resolved by YAML 1.2's core schema, not YAML 1.1: `no`, `yes`, `on`,
+  `off` stay strings, `2025-01-01` stays the string "2025-01-01" (never a date), `1:20` and `1_000`
+  stay strings; only `true`/`false`, `null`/`~`/empty, decimal integers and decimal floats convert;
+* integers with a leading zero (`010`: octal 8 in YAML 1.1, 10 in YAML 1.2) are ambiguous and refused;
+* one document per file, and the top level must be a mapping (checked by the schema).
+
+Every value remembers where it came from: `Document.value_marks` maps a JSON path (a tuple of keys and
+indexes) to the (line, column) of the value, `key_marks` to the position of the key naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from controller.core.diagnostics import Diagnostic, Location, PathPart
+
+MAX_BYTES = 1024 * 1024
+
+_PLAIN = "tag:backfillctl:plain"
+_STR = "tag:yaml.org,2002:str"
+_MAP = "tag:yaml.org,2002:map"
+_SEQ = "tag:yaml.org,2002:seq"
+_ALLOWED_TAGS = {_PLAIN, _STR, _MAP, _SEQ}
+
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_LEADING_ZERO_INT = re.compile(r"^[-+]?0[0-9]+$")
+_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+
+
+class YamlProblem(Exception):
+    """Raised inside the loader; converted to a Diagnostic at the boundary of `load_document`."""
+
+    def __init__(self, message: str, line: int, column: int, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line, self.column, self.hint = message, line, column, hint
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A loaded YAML document: plain Python values plus where each one was written."""
+
+    source: str
+    data: Any
+    value_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
+    key_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: tuple[PathPart, ...], *, at_key: bool = False) -> Location:
+        """The closest known position for `path` (the value's, or its key's when `at_key`)."""
+        marks = self.key_marks if at_key else self.value_marks
+        probe = path
+        while probe not in marks and probe:
+            probe = probe[:-1]
+        line, column = marks.get(probe, self.value_marks.get((), (1, 1)))
+        return Location(self.source, line, column, path)
+
+
+class _Resolver(yaml.resolver.BaseResolver):
+    """Marks plain scalars for our own resolution and leaves quoted ones as strings."""
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        if kind is yaml.ScalarNode:
+            return _PLAIN if implicit[0] else _STR
+        return _SEQ if kind is yaml.SequenceNode else _MAP
+
+
+class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml.composer.Composer, _Resolver):
+    """Reader → scanner → parser → composer, refusing anchors and aliases as soon as they appear."""
+
+    def __init__(self, text: str) -> None:
+        yaml.reader.Reader.__init__(self, text)
+        yaml.scanner.Scanner.__init__(self)
+        yaml.parser.Parser.__init__(self)
+        yaml.composer.Composer.__init__(self)
+        _Resolver.__init__(self)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            raise _problem("aliases (*name) are not allowed", event.start_mark, "write the value out in full")
+        if getattr(event, "anchor", None) is not None:
+            raise _problem("anchors (&name) are not allowed", event.start_mark, "write the value out in full")
+        return super().compose_node(parent, index)
+
+
+def _problem(message: str, mark: Any, hint: str | None = None) -> YamlProblem:
+    return YamlProblem(message, mark.line + 1, mark.column + 1, hint)
+
+
+def load_document(source: str, raw: bytes) -> tuple[Document | None, list[Diagnostic]]:
+    """Decode and load one YAML document; never raises for bad input, returns located diagnostics."""
+    if len(raw) > MAX_BYTES:
+        return None, [
+            _file_error(
+                source,
+                f"file is {len(raw)} bytes; the limit is {MAX_BYTES} (1 MiB)",
+                "a spec is a few hundred bytes; is this the right file?",
+            )
+        ]
+    text, problem = _decode(raw)
+    if problem is not None:
+        return None, [_located(source, problem)]
+    try:
+        return _compose(source, text), []
+    except YamlProblem as exc:
+        return None, [_located(source, exc)]
+    except yaml.MarkedYAMLError as exc:
+        return None, [_located(source, _from_yaml_error(exc))]
+    except yaml.YAMLError as exc:  # reader errors carry no mark of the MarkedYAMLError kind
+        return None, [_file_error(source, f"YAML error: {exc}", None)]
+
+
+def _decode(raw: bytes) -> tuple[str, YamlProblem | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        message = f"file is not valid UTF-8: byte 0x{raw[exc.start]:02x} cannot be decoded"
+        return "", YamlProblem(message, line, column, "save the file as UTF-8")
+    return text.removeprefix("\ufeff"), None
+
+
+def _compose(source: str, text: str) -> Document:
+    if not text.strip():
+        raise YamlProblem("file is empty", 1, 1, "a spec is a YAML mapping; run `backfillctl new` for a template")
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+    finally:
+        loader.dispose()
+    if node is None:
+        raise YamlProblem("file holds no YAML document", 1, 1, "a spec is a YAML mapping of fields")
+    doc = Document(source, None)
+    data = _convert(node, (), doc)
+    return Document(source, data, doc.value_marks, doc.key_marks)
+
+
+def _convert(node: Any, path: tuple[PathPart, ...], doc: Document) -> Any:
+    doc.value_marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if node.tag not in _ALLOWED_TAGS:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise _problem(
+            f"tag {tag} is not allowed", node.start_mark, "remove the tag; only plain YAML values are accepted"
+        )
+    if isinstance(node, yaml.MappingNode):
+        return _convert_mapping(node, path, doc)
+    if isinstance(node, yaml.SequenceNode):
+        return [_convert(item, (*path, i), doc) for i, item in enumerate(node.value)]
+    return _scalar(node)
+
+
+def _convert_mapping(node: Any, path: tuple[PathPart, ...], doc: Document) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key = _key(key_node)
+        child = (*path, key)
+        if key in result:
+            first = doc.key_marks[child][0]
+            raise _problem(
+                f"duplicate key {key!r} (first at line {first})",
+                key_node.start_mark,
+                "each key may appear once; delete one of them",
+            )
+        doc.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        result[key] = _convert(value_node, child, doc)
+    return result
+
+
+def _key(node: Any) -> str:
+    if node.tag == _PLAIN and node.value == "<<":
+        raise _problem("merge keys (<<) are not allowed", node.start_mark, "write every key out in full")
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in (_PLAIN, _STR):
+        raise _problem("mapping keys must be plain strings", node.start_mark, "field names are plain words like dag_id")
+    return str(node.value)
+
+
+def _scalar(node: Any) -> Any:
+    value: str = node.value
+    if node.tag == _STR:
+        return value
+    if _NULL.match(value):
+        return None
+    if value in _BOOL:
+        return _BOOL[value]
+    if _LEADING_ZERO_INT.match(value):
+        raise _problem(
+            f"{value!r} is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal",
+            node.start_mark,
+            f"write it without leading zeros ({int(value)}) or quote it",
+        )
+    if _INT.match(value):
+        return int(value)
+    if _FLOAT.match(value) and any(c.isdigit() for c in value):
+        return float(value)
+    return value
+
+
+def _from_yaml_error(exc: yaml.MarkedYAMLError) -> YamlProblem:
+    mark = exc.problem_mark or exc.context_mark
+    text = "YAML syntax error: " + " ".join(p for p in (exc.context, exc.problem) if p)
+    hint = None
+    if "expected a single document" in text:
+        text, hint = "file holds more than one YAML document", "put one spec per file (remove the `---`)"
+    elif "found character '\\t'" in text:
+        hint = "indent with spaces, not tabs"
+    elif "quoted scalar" in text and exc.context_mark is not None:
+        mark, hint = exc.context_mark, "close the quote on the same line"
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    return YamlProblem(text, line, column, hint)
+
+
+def _located(source: str, problem: YamlProblem) -> Diagnostic:
+    return Diagnostic(Location(source, problem.line, problem.column, ()), problem.message, problem.hint)
+
+
+def _file_error(source: str, message: str, hint: str | None) -> Diagnostic:
+    return Diagnostic(Location(source, 1, 1, ()), message, hint)
+
+
+def yaml11_reading(value: Any) -> str | None:
+    """What YAML 1.1 (PyYAML's default) would have made of a plain string, for hints; None if the same."""
+    if isinstance(value, str) and value in _YAML11_BOOL:
+        truth = value.lower() in ("y", "yes", "on")
+        return f"YAML 1.1 tools read `{value}` as the boolean {str(truth).lower()}; this loader keeps the string"
+    return None

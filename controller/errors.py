@@ -1,0 +1,131 @@
+"""The controller's own exception tree and the one table of exit codes.
+
+Every layer raises these; adapters translate their library's exceptions into them, and the CLI's single
+top-level handler maps them to exit codes.  Messages never contain secrets: adapters build them from
+method, path, status and a truncated server detail only.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes (DESIGN.md §3)."""
+
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    UNEXPECTED = 3
+    CHANGES = 4
+    REFUSED = 5
+    INTERRUPTED = 130
+
+
+DETAIL_LIMIT = 256
+
+
+def truncate(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """Cut a server- or user-supplied text to `limit` characters, marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class ControllerError(Exception):
+    """Root of every error the controller raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class ConfigError(ControllerError):
+    """Settings (environment, flags) are missing or malformed."""
+
+
+class SpecLoadError(ControllerError):
+    """A spec or policy file could not be read at all (path, size, encoding)."""
+
+
+class InvalidSpecs(ControllerError):
+    """Validation found errors; the diagnostics were already rendered."""
+
+
+class Refused(ControllerError):
+    """The controller refused to act: unsafe or stale plan, lock held."""
+
+    exit_code = ExitCode.REFUSED
+
+
+class LockHeld(Refused):
+    """Another reconciler holds the store's lease."""
+
+
+class StalePlan(Refused):
+    """`--plan-checksum` does not match the plan computed now."""
+
+
+class UnsafePlan(Refused):
+    """A create would exceed `expected_runs` or the policy's `max_runs`."""
+
+
+class StoreError(ControllerError):
+    """The audit/state store failed (open, migrate, write)."""
+
+
+class AuditIntegrityError(StoreError):
+    """The audit hash chain does not verify."""
+
+
+class GitError(ControllerError):
+    """Reading git history failed (missing ref, shallow clone, not a repository)."""
+
+
+class AirflowError(ControllerError):
+    """Root of Airflow REST errors; carries method, path, status and a truncated detail."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str = "",
+        path: str = "",
+        status: int | None = None,
+        detail: str = "",
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.method = method
+        self.path = path
+        self.status = status
+        self.detail = truncate(detail)
+
+
+class AirflowAuthError(AirflowError):
+    """401/403: credentials missing, wrong or not allowed."""
+
+
+class AirflowNotFound(AirflowError):
+    """404."""
+
+
+class AirflowConflict(AirflowError):
+    """409: another backfill is active, or the backfill is already completed."""
+
+
+class AirflowInvalid(AirflowError):
+    """400/422: Airflow rejected the request; retrying cannot help."""
+
+
+class AirflowUnavailable(AirflowError):
+    """5xx or a transport failure on a request that certainly had no effect (or is safe to repeat)."""
+
+
+class AirflowAmbiguous(AirflowError):
+    """A mutating request may have taken effect (timeout after send, 5xx): observe before retrying."""
+
+
+class AirflowVersionError(AirflowError):
+    """The server is not Airflow 3."""
