@@ -16,7 +16,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from controller import __version__
@@ -57,13 +56,19 @@ def _out(text: str) -> None:
     sys.stdout.flush()
 
 
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         _out(f"backfillctl {__version__}\n")
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Declarative, change-managed backfills for Apache Airflow 3."""
 
 
 @app.command()
@@ -125,17 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point for the console script and `python -m controller`."""
     try:
         result = app(args=argv, prog_name="backfillctl", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return ExitCode.USAGE if isinstance(exc, click.UsageError) else int(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("interrupted\n")
         return ExitCode.INTERRUPTED
     except ControllerError as exc:
         _report_error(exc)
         return int(exc.exit_code)
+    except typer.TyperException as exc:  # click's usage and parameter errors, vendored by typer
+        exc.show()  # type: ignore[attr-defined]
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
     except Exception as exc:
         return _report_unexpected(exc)
     return int(result) if isinstance(result, int) else ExitCode.OK

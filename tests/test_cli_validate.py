@@ -1,0 +1,181 @@
+"""`backfillctl validate` and `new` through the real entry point: formats, exit codes, error handling."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+
+SPEC = """version: 1
+name: {name}
+dag_id: orders_daily
+from_date: "2025-01-01"
+to_date: "{to}"
+reprocess_behavior: {reprocess}
+max_active_runs: 3
+ticket: CHG-1
+reason: A reason long enough.
+requested_by: alice
+approvers: [bob]
+"""
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", "specs")
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "alice")
+    (tmp_path / "specs" / "team").mkdir(parents=True)
+    (tmp_path / "specs" / "good.yaml").write_text(SPEC.format(name="good", to="2025-01-07", reprocess="none"))
+    (tmp_path / "specs" / "team" / "bad.yml").write_text(
+        SPEC.format(name="bad", to="2025-01-07", reprocess="sometimes")
+    )
+    (tmp_path / "specs" / "future.yaml").write_text(SPEC.format(name="future", to="2099-01-01", reprocess="failed"))
+    return tmp_path
+
+
+def test_text_reports_every_file_and_exits_1(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate"]) == 1
+    assert capsys.readouterr().out == (
+        "specs/future.yaml:5:10: $.to_date: warning: to_date 2099-01-01T00:00:00Z is in the future; "
+        "Airflow only creates runs whose interval has already ended\n"
+        "specs/team/bad.yml:6:21: $.reprocess_behavior: 'sometimes' is not one of ['none', 'failed', 'completed']\n"
+        "1 error, 1 warning in 3 files.\n"
+    )
+
+
+def test_valid_paths_exit_0(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "specs/good.yaml", "specs/future.yaml"]) == 0
+    assert capsys.readouterr().out.endswith("OK: 2 specs valid (2 files, 1 warning).\n")
+
+
+def test_json_is_versioned_and_complete(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--format", "json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["format_version"] == 1
+    assert document["valid"] is False
+    assert document["summary"] == {"errors": 1, "warnings": 1}
+    assert [s["name"] for s in document["specs"]] == ["future", "good"]
+    error = next(d for d in document["diagnostics"] if d["severity"] == "error")
+    assert error == {
+        "severity": "error",
+        "file": "specs/team/bad.yml",
+        "line": 6,
+        "column": 21,
+        "json_path": "$.reprocess_behavior",
+        "hint": None,
+        "message": "'sometimes' is not one of ['none', 'failed', 'completed']",
+    }
+
+
+ANNOTATION = re.compile(r"^::(error|warning) file=[^,:]+,line=\d+,col=\d+,title=[^,:]+::[^\r\n]*$")
+
+
+def test_github_annotations_are_workflow_commands(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "specs" / "hinted.yaml").write_text(SPEC.format(name="hinted", to="2025-01-07", reprocess="no"))
+    assert main(["validate", "--format", "github"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert all(ANNOTATION.match(line) for line in lines[:3]), lines
+    assert lines[1] == (
+        "::error file=specs/hinted.yaml,line=6,col=21,title=backfillctl validate::$.reprocess_behavior: "
+        "'no' is not one of ['none', 'failed', 'completed']%0Ahint: YAML 1.1 tools read `no` as the boolean "
+        "false; this loader keeps the string; did you mean 'none'?"
+    )
+    assert lines[3] == "2 errors, 1 warning in 4 files."
+
+
+def test_missing_path_is_a_located_error(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "specs/nope.yaml"]) == 1
+    assert capsys.readouterr().err == (
+        "error: specs/nope.yaml: no such file or directory\n"
+        "  hint: pass spec files or folders, e.g. `backfillctl validate specs/`\n"
+    )
+
+
+def test_symlink_outside_the_tree_is_refused(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tree / "outside.yaml"
+    outside.write_text(SPEC.format(name="link", to="2025-01-07", reprocess="none"))
+    (tree / "specs" / "link.yaml").symlink_to(outside)
+    assert main(["validate", "specs/link.yaml", "specs/good.yaml"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("specs/link.yaml:1:1: symlink points outside the specs tree\n")
+
+
+def test_usage_error_exits_2(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--format", "xml"]) == 2
+    assert "Invalid value for '--format'" in capsys.readouterr().err
+
+
+def test_unknown_command_exits_2(tree: Path) -> None:
+    assert main(["frobnicate"]) == 2
+
+
+def test_unexpected_error_exits_3_without_traceback_or_locals(tree: Path, tmp_path: Path) -> None:
+    script = (
+        "import sys; import controller.commands.validate as v\n"
+        "secret_local = 'CANARY-LOCAL-123'\n"
+        "def boom(*a, **k):\n    token = 'CANARY-LOCAL-456'\n    raise RuntimeError('boom')\n"
+        "v.validate_paths = boom\n"
+        "from controller.cli import main; sys.exit(main(['validate']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], cwd=tree, capture_output=True, text=True, check=False)
+    assert result.returncode == 3
+    assert result.stdout == ""
+    assert result.stderr.startswith("unexpected error: RuntimeError; this is a bug in backfillctl.\n")
+    assert "Traceback" not in result.stderr
+    crash_file = Path(result.stderr.split(": ")[-1].strip())
+    assert "RuntimeError: boom" in crash_file.read_text()
+    assert "CANARY-LOCAL" not in crash_file.read_text()
+    crash_file.unlink()
+
+
+def test_python_dash_m_works(tree: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "controller", "--version"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("backfillctl ")
+
+
+def test_new_writes_a_spec_that_validates(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        "new",
+        "orders-jan",
+        "--dag-id",
+        "orders_daily",
+        "--from",
+        "2025-01-01",
+        "--to",
+        "2025-01-31",
+        "--reprocess",
+        "failed",
+        "--approver",
+        "bob",
+        "--approver",
+        "carol",
+    ]
+    assert main(args) == 0
+    assert capsys.readouterr().out == (
+        "wrote specs/orders-jan.yaml\n"
+        "next: fill in the TODO placeholders, then `backfillctl validate` and `backfillctl plan`\n"
+    )
+    text = (tree / "specs" / "orders-jan.yaml").read_text()
+    assert "expected_runs: 31 " in text
+    assert "requested_by: alice\n" in text
+    assert main(["validate", "specs/orders-jan.yaml"]) == 0
+    assert main(args) == 1
+    assert "error: specs/orders-jan.yaml already exists" in capsys.readouterr().err
+
+
+def test_new_reports_policy_problems(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "specs" / "policy.yaml").write_text("version: 1\nticket_pattern: '^INC-[0-9]+$'\n")
+    assert main(["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 1
+    out = capsys.readouterr().out
+    assert "specs/x.yaml:12:9: $.ticket: ticket 'CHG-0000' does not match the policy's pattern '^INC-[0-9]+$'" in out

@@ -1,0 +1,111 @@
+"""The strict loader: values, positions, refusals, and never a crash (Hypothesis)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.core.diagnostics import Diagnostic
+from controller.core.yamlsafe import load_document
+
+
+def load(text: str) -> tuple[object, list[Diagnostic]]:
+    doc, problems = load_document("x.yaml", text.encode())
+    return (doc.data if doc else None), problems
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("a: 2025-01-01", {"a": "2025-01-01"}),
+        ("a: no", {"a": "no"}),
+        ("a: yes", {"a": "yes"}),
+        ("a: off", {"a": "off"}),
+        ("a: true", {"a": True}),
+        ("a: False", {"a": False}),
+        ("a: 10", {"a": 10}),
+        ("a: -3", {"a": -3}),
+        ("a: 0", {"a": 0}),
+        ("a: 2.5", {"a": 2.5}),
+        ("a: 1:20", {"a": "1:20"}),
+        ("a: 1_000", {"a": "1_000"}),
+        ("a: 0x1f", {"a": "0x1f"}),
+        ("a: ~", {"a": None}),
+        ("a:", {"a": None}),
+        ("a: '010'", {"a": "010"}),
+        ('a: "true"', {"a": "true"}),
+        ("a: !!str 5", {"a": "5"}),
+        ("a: [1, b]", {"a": [1, "b"]}),
+        ("a: .inf", {"a": ".inf"}),
+    ],
+)
+def test_plain_scalars_follow_yaml_1_2_core(text: str, value: object) -> None:
+    assert load(text) == (value, [])
+
+
+def test_positions_of_values_and_keys() -> None:
+    doc, _ = load_document("s.yaml", b"a: 1\nlist:\n  - x\n  - y\nmap: {k: v}\n")
+    assert doc is not None
+    assert doc.value_marks[("list", 1)] == (4, 5)
+    assert doc.key_marks[("map",)] == (5, 1)
+    assert doc.value_marks[("map", "k")] == (5, 10)
+    assert str(doc.locate(("map", "missing", 3))) == "s.yaml:5:6"
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "line", "column"),
+    [
+        ("a: &x 1\nb: 2", "anchors (&name) are not allowed", 1, 4),
+        ("a: 1\nb: *x", "aliases (*name) are not allowed", 2, 4),
+        ("a: 1\na: 2", "duplicate key 'a' (first at line 1)", 2, 1),
+        ("<<: {a: 1}", "merge keys (<<) are not allowed", 1, 1),
+        ("a: !!python/name:os.system x", "tag !!python/name:os.system is not allowed", 1, 4),
+        ("a: !custom x", "tag '!custom' is not allowed".replace("'", ""), 1, 4),
+        ("a: 007", "'007' is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal", 1, 4),
+        ("? [a]\n: 1", "mapping keys must be plain strings", 1, 3),
+    ],
+)
+def test_refusals_are_located(text: str, message: str, line: int, column: int) -> None:
+    data, problems = load(text)
+    assert data is None
+    assert [(p.message, p.location.line, p.location.column) for p in problems] == [(message, line, column)]
+
+
+def test_alias_bomb_is_refused_at_the_first_anchor_quickly() -> None:
+    layers = ["a: &a [" + ",".join(['"lol"'] * 10) + "]"]
+    layers += [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 10) + "]" for i in range(8)]
+    started = time.perf_counter()
+    _, problems = load("\n".join(layers))
+    assert time.perf_counter() - started < 0.05
+    assert problems[0].message == "anchors (&name) are not allowed"
+
+
+def test_oversized_input_is_refused_without_parsing() -> None:
+    doc, problems = load_document("big.yaml", b"a: [" + b"1," * 600_000 + b"1]")
+    assert doc is None
+    assert problems[0].message == "file is 1200006 bytes; the limit is 1048576 (1 MiB)"
+
+
+def test_bom_is_accepted() -> None:
+    assert load("\ufeffa: 1") == ({"a": 1}, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_gives_a_value_or_located_errors(text: str) -> None:
+    doc, problems = load_document("fuzz.yaml", text.encode("utf-8", "surrogatepass"))
+    assert (doc is None) == bool(problems)
+    for problem in problems:
+        assert problem.location.line >= 1
+        assert problem.location.column >= 1
+        assert problem.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_give_a_value_or_located_errors(raw: bytes) -> None:
+    doc, problems = load_document("fuzz.yaml", raw)
+    assert (doc is None) == bool(problems)
