@@ -1,0 +1,422 @@
+"""Airflow 3 REST client (httpx): backfills, DAG details, DAG runs.
+
+Owns httpx: every httpx exception and every error status becomes a `controller.errors.AirflowError`
+subclass carrying method, path, status and Airflow's detail cut to 256 characters, never a header or a
+token.  Reads and connect failures are retried with capped exponential backoff and jitter; a POST that
+may have reached the server (timeout after send, 5xx) raises `AirflowAmbiguous` so the caller observes
+before trying again.  Facts of the 3.3.2 API this relies on are in ../shared/AIRFLOW-3.3.2-FACTS.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
+from controller.core.secret import Secret
+from controller.core.spec import format_utc
+from controller.errors import (
+    AirflowAmbiguous,
+    AirflowAuthError,
+    AirflowConflict,
+    AirflowError,
+    AirflowInvalid,
+    AirflowNotFound,
+    AirflowUnavailable,
+    AirflowVersionError,
+    truncate,
+)
+
+log = logging.getLogger(__name__)
+PAGE = 100  # the server clamps larger limits to 100 silently
+_STATUS_ERRORS: dict[int, type[AirflowError]] = {
+    400: AirflowInvalid,
+    401: AirflowAuthError,
+    403: AirflowAuthError,
+    404: AirflowNotFound,
+    409: AirflowConflict,
+    422: AirflowInvalid,
+}
+
+
+def parse_time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    id: int
+    dag_id: str
+    from_date: datetime
+    to_date: datetime
+    reprocess_behavior: str
+    max_active_runs: int
+    is_paused: bool
+    dag_run_conf: Mapping[str, Any] | None
+    created_at: datetime
+    completed_at: datetime | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Backfill:
+        return cls(
+            id=int(data["id"]),
+            dag_id=data["dag_id"],
+            from_date=_required_time(data["from_date"]),
+            to_date=_required_time(data["to_date"]),
+            reprocess_behavior=data["reprocess_behavior"],
+            max_active_runs=int(data["max_active_runs"]),
+            is_paused=bool(data["is_paused"]),
+            dag_run_conf=data.get("dag_run_conf"),
+            created_at=_required_time(data["created_at"]),
+            completed_at=parse_time(data.get("completed_at")),
+        )
+
+
+def _required_time(value: str) -> datetime:
+    parsed = parse_time(value)
+    assert parsed is not None
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRequest:
+    """A create or dry-run body; only fields that are set are sent (the API rejects unknown fields)."""
+
+    dag_id: str
+    from_date: datetime
+    to_date: datetime
+    reprocess_behavior: str | None = None
+    max_active_runs: int | None = None
+    run_backwards: bool | None = None
+    dag_run_conf: Mapping[str, Any] | None = None
+    run_on_latest_version: bool | None = None
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "dag_id": self.dag_id,
+            "from_date": format_utc(self.from_date),
+            "to_date": format_utc(self.to_date),
+        }
+        optional = {
+            "reprocess_behavior": self.reprocess_behavior,
+            "max_active_runs": self.max_active_runs,
+            "run_backwards": self.run_backwards,
+            "run_on_latest_version": self.run_on_latest_version,
+            "dag_run_conf": None if self.dag_run_conf is None else dict(self.dag_run_conf),
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class DagInfo:
+    dag_id: str
+    is_paused: bool
+    is_stale: bool
+    has_import_errors: bool
+    is_backfillable: bool
+    depends_on_past: bool
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DagRun:
+    run_id: str
+    logical_date: datetime
+    state: str
+    start_date: datetime | None
+    end_date: datetime | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DagRun:
+        return cls(
+            data["dag_run_id"],
+            _required_time(data["logical_date"]),
+            data["state"],
+            parse_time(data.get("start_date")),
+            parse_time(data.get("end_date")),
+        )
+
+
+Sleep = Callable[[float], None]
+
+
+class AirflowClient:
+    """One Airflow API server. Pass `transport` to test with a fake (httpx.MockTransport)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Secret | None = None,
+        username: str | None = None,
+        password: Secret | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        sleep: Sleep = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._token, self._username, self._password = token, username, password
+        self._backoff, self._sleep, self._rng = backoff or Backoff(), sleep, rng
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            transport=transport,
+            follow_redirects=False,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            headers={"Accept": "application/json"},
+        )
+        self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
+
+    def __repr__(self) -> str:
+        return f"AirflowClient({self.base_url!r}, token=[secure])"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AirflowClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- the API ------------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        data = self._json("GET", "/api/v2/version")
+        version = str(data.get("version", ""))
+        if not version or int(version.split(".")[0]) < 3:
+            raise AirflowVersionError(
+                f"Airflow at {self.base_url} reports version {version or 'unknown'}; backfillctl needs Airflow 3",
+                method="GET",
+                path="/api/v2/version",
+            )
+        return version
+
+    def list_backfills(self, dag_id: str) -> list[Backfill]:
+        items = self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "id"})
+        return [Backfill.from_json(item) for item in items]
+
+    def get_backfill(self, backfill_id: int) -> Backfill:
+        return Backfill.from_json(self._json("GET", f"/api/v2/backfills/{backfill_id}"))
+
+    def dry_run(self, request: BackfillRequest) -> list[datetime]:
+        data = self._json("POST", "/api/v2/backfills/dry_run", json=request.body(), idempotent=True)
+        return [_required_time(item["logical_date"]) for item in data["backfills"]]
+
+    def create(self, request: BackfillRequest) -> Backfill:
+        return Backfill.from_json(self._json("POST", "/api/v2/backfills", json=request.body()))
+
+    def pause(self, backfill_id: int) -> Backfill:
+        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/pause"))
+
+    def unpause(self, backfill_id: int) -> Backfill:
+        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/unpause"))
+
+    def cancel(self, backfill_id: int) -> Backfill:
+        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/cancel"))
+
+    def dag(self, dag_id: str) -> DagInfo:
+        details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
+        tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks")
+        return DagInfo(
+            dag_id=dag_id,
+            is_paused=bool(details["is_paused"]),
+            is_stale=bool(details.get("is_stale")),
+            has_import_errors=bool(details.get("has_import_errors")),
+            is_backfillable=bool(details.get("is_backfillable", details.get("timetable_periodic"))),
+            depends_on_past=any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
+            params=details.get("params") or {},
+        )
+
+    def dag_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun]:
+        params = {
+            "run_type": "backfill",
+            "logical_date_gte": format_utc(from_date),
+            "logical_date_lte": format_utc(to_date),
+            "order_by": "logical_date",
+        }
+        items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
+        return [DagRun.from_json(item) for item in items]
+
+    # --- plumbing ------------------------------------------------------------------------------------
+
+    def _paginate(self, path: str, key: str, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:
+        offset = 0
+        while True:
+            data = self._json("GET", path, params={**params, "limit": PAGE, "offset": offset})
+            items = data[key]
+            yield from items
+            offset += len(items)
+            if not items or offset >= int(data["total_entries"]):
+                return
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = False,
+    ) -> Any:
+        response = self._send(method, path, json=json, params=params, idempotent=idempotent)
+        try:
+            return response.json()
+        except ValueError:
+            raise AirflowUnavailable(
+                f"{method} {path} -> {response.status_code}: the body is not JSON",
+                method=method,
+                path=path,
+                status=response.status_code,
+            ) from None
+
+    def _send(
+        self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None, idempotent: bool
+    ) -> httpx.Response:
+        kind = "GET" if idempotent else method
+        reauthenticated = False
+        for attempt in range(1, self._backoff.attempts + 1):
+            response, error = self._attempt(method, path, json, params, kind)
+            if (
+                response is not None
+                and response.status_code in (401, 403)
+                and self._can_login()
+                and not reauthenticated
+            ):
+                self._token, reauthenticated = None, True
+                response, error = self._attempt(method, path, json, params, kind)
+            if error is None and response is not None:
+                verdict = classify_status(kind, response.status_code)
+                if verdict is Verdict.OK:
+                    return response
+                error = status_error(method, path, response)
+                if verdict is not Verdict.RETRY:
+                    raise error
+            assert error is not None
+            if attempt == self._backoff.attempts or isinstance(error, AirflowAmbiguous):
+                raise error
+            delay = self._backoff.delay(attempt, self._rng(), _retry_after(response))
+            log.warning(
+                "attempt #%d/%d failed; will retry in %.1fs: %s %s -> %s",
+                attempt,
+                self._backoff.attempts,
+                delay,
+                method,
+                path,
+                error.message,
+            )
+            self._sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _attempt(
+        self, method: str, path: str, json: Any, params: Mapping[str, Any] | None, kind: str
+    ) -> tuple[httpx.Response | None, AirflowError | None]:
+        try:
+            headers = self._auth_headers()
+            self.calls.append((method, path))
+            response = self._http.request(method, path, json=json, params=params, headers=headers)
+        except _HTTPX_ERRORS as exc:
+            return None, translate_any(method, path, exc, kind)
+        if response.is_redirect:
+            raise AirflowError(
+                f"{method} {path} -> {response.status_code}: unexpected redirect (not followed)",
+                method=method,
+                path=path,
+                status=response.status_code,
+                hint="BACKFILLCTL_AIRFLOW_URL must be the API server's own address",
+            )
+        return response, None
+
+    def _can_login(self) -> bool:
+        return self._username is not None and self._password is not None
+
+    def _auth_headers(self) -> dict[str, str]:
+        if self._token is None and self._can_login():
+            self._token = self._login()
+        return {} if self._token is None else {"Authorization": f"Bearer {self._token.reveal()}"}
+
+    def _login(self) -> Secret:
+        assert self._password is not None
+        path = "/auth/token"
+        try:
+            self.calls.append(("POST", path))
+            response = self._http.post(path, json={"username": self._username, "password": self._password.reveal()})
+        except _HTTPX_ERRORS as exc:
+            raise translate_any("POST", path, exc, "GET") from None
+        if response.status_code != 201:
+            raise status_error("POST", path, response)
+        return Secret(str(response.json()["access_token"]))
+
+
+def _retry_after(response: httpx.Response | None) -> float | None:
+    value = None if response is None else response.headers.get("Retry-After")
+    try:
+        return None if value is None else float(value)
+    except ValueError:
+        return None
+
+
+def detail_of(response: httpx.Response) -> str:
+    """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to 256 chars."""
+    try:
+        detail = response.json().get("detail", response.text)
+    except (ValueError, AttributeError):
+        detail = response.text
+    if isinstance(detail, list):
+        detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
+    return truncate(str(detail))
+
+
+def status_error(method: str, path: str, response: httpx.Response) -> AirflowError:
+    status, detail = response.status_code, detail_of(response)
+    cls = _STATUS_ERRORS.get(status)
+    if cls is None:
+        cls = AirflowUnavailable if method in ("GET", "PUT") or status < 500 else AirflowAmbiguous
+    hint = _HINTS.get(status)
+    return cls(
+        f"{method} {path} -> {status}: {detail}", method=method, path=path, status=status, detail=detail, hint=hint
+    )
+
+
+_HINTS = {
+    401: "set BACKFILLCTL_AIRFLOW_TOKEN, or BACKFILLCTL_AIRFLOW_USERNAME and BACKFILLCTL_AIRFLOW_PASSWORD",
+    403: "the token is invalid for this server or lacks permission; get a new one",
+}
+
+
+def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: str) -> AirflowError:
+    """Map an httpx exception: not sent → unavailable (retryable); maybe processed → ambiguous for POST."""
+    failure = (
+        Failure.NOT_SENT
+        if isinstance(
+            exc,
+            (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol, httpx.ProxyError),
+        )
+        else Failure.AFTER_SEND
+    )
+    text = f"{method} {path} failed: {type(exc).__name__}"
+    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
+        return AirflowError(text, method=method, path=path, hint="check BACKFILLCTL_AIRFLOW_URL (http://host:port)")
+    if classify_failure(kind, failure) is Verdict.AMBIGUOUS:
+        return AirflowAmbiguous(text + " (the request may have been processed)", method=method, path=path)
+    return AirflowUnavailable(text, method=method, path=path, hint="is Airflow's api-server running and reachable?")
+
+
+_HTTPX_ERRORS = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, httpx.CookieConflict)
+
+
+def translate_any(method: str, path: str, exc: Exception, kind: str | None = None) -> AirflowError:
+    """Every exception httpx can raise, as ours (the meta-test checks each httpx exception class)."""
+    if isinstance(exc, httpx.HTTPError):
+        return transport_error(method, path, exc, kind or method)
+    hint = "check BACKFILLCTL_AIRFLOW_URL (http://host:port)" if isinstance(exc, httpx.InvalidURL) else None
+    return AirflowError(f"{method} {path} failed: {type(exc).__name__}", method=method, path=path, hint=hint)

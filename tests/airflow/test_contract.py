@@ -1,0 +1,243 @@
+"""Contract tests of the Airflow client against a real Apache Airflow 3.3.2 (PostgreSQL, LocalExecutor).
+
+Each test uses its own DAG or date range, so they share one server without interfering: Airflow allows
+one active backfill per DAG, and reprocess behaviour depends on runs left by earlier backfills.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from controller.adapters.airflow import AirflowClient, Backfill, BackfillRequest
+from controller.core.secret import Secret
+from controller.errors import AirflowAuthError, AirflowConflict, AirflowError, AirflowInvalid, AirflowNotFound
+
+pytestmark = pytest.mark.airflow
+
+
+def day(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+@pytest.fixture
+def client(airflow_url: str) -> Iterator[AirflowClient]:
+    with AirflowClient(airflow_url, username="admin", password=Secret("admin")) as c:
+        yield c
+
+
+def cancel_active(client: AirflowClient, dag_id: str) -> None:
+    for backfill in client.list_backfills(dag_id):
+        if backfill.completed_at is None:
+            client.cancel(backfill.id)
+
+
+def wait_completed(client: AirflowClient, backfill_id: int, timeout: float = 120) -> Backfill:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        backfill = client.get_backfill(backfill_id)
+        if backfill.completed_at is not None:
+            return backfill
+        time.sleep(2)
+    raise AssertionError(f"backfill {backfill_id} not completed after {timeout}s")
+
+
+def test_version_is_airflow_3(client: AirflowClient) -> None:
+    assert client.version() == "3.3.2"
+
+
+def test_dry_run_lists_the_dates_that_would_run(client: AirflowClient) -> None:
+    dates = client.dry_run(BackfillRequest("demo_daily", day("2024-02-01"), day("2024-02-07")))
+    assert dates == [day(f"2024-02-0{d}") for d in range(1, 8)]
+    backwards = client.dry_run(BackfillRequest("demo_daily", day("2024-02-01"), day("2024-02-03"), run_backwards=True))
+    assert backwards == [day("2024-02-03"), day("2024-02-02"), day("2024-02-01")]
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "detail"),
+    [
+        (
+            BackfillRequest("demo_daily", day("2099-01-01"), day("2099-01-07")),
+            AirflowInvalid,
+            "Backfill cannot be executed for future dates.",
+        ),
+        (
+            BackfillRequest("demo_daily", day("2024-01-07"), day("2024-01-01")),
+            AirflowInvalid,
+            "from_date (2024-01-07T00:00:00+00:00) must not be after to_date (2024-01-01T00:00:00+00:00).",
+        ),
+        (
+            BackfillRequest("demo_manual", day("2024-01-01"), day("2024-01-03")),
+            AirflowInvalid,
+            "demo_manual has a non-periodic schedule that does not support backfills",
+        ),
+        (
+            BackfillRequest("demo_depends_on_past", day("2024-01-01"), day("2024-01-03")),
+            AirflowInvalid,
+            "Dag has tasks for which depends_on_past=True. You must set reprocess behavior to reprocess completed or "
+            "reprocess failed.",
+        ),
+        (
+            BackfillRequest(
+                "demo_depends_on_past",
+                day("2024-01-01"),
+                day("2024-01-03"),
+                reprocess_behavior="failed",
+                run_backwards=True,
+            ),
+            AirflowInvalid,
+            "Backfill cannot be run in reverse when the Dag has tasks where depends_on_past=True.",
+        ),
+        (
+            BackfillRequest("nope_not_a_dag", day("2024-01-01"), day("2024-01-03")),
+            AirflowNotFound,
+            "Could not find dag nope_not_a_dag",
+        ),
+    ],
+    ids=["future", "from-after-to", "non-periodic", "dop-none", "dop-backwards", "unknown-dag"],
+)
+def test_dry_run_rejections(
+    client: AirflowClient, request_: BackfillRequest, error: type[AirflowError], detail: str
+) -> None:
+    with pytest.raises(error) as caught:
+        client.dry_run(request_)
+    assert caught.value.detail == detail
+    assert caught.value.status == (404 if error is AirflowNotFound else 422)
+    assert str(caught.value) == f"POST /api/v2/backfills/dry_run -> {caught.value.status}: {detail}"
+
+
+def test_conf_rejected_by_params(client: AirflowClient) -> None:
+    with pytest.raises(AirflowInvalid) as caught:
+        client.dry_run(
+            BackfillRequest("demo_params", day("2024-01-01"), day("2024-01-02"), dag_run_conf={"region": "mars"})
+        )
+    assert caught.value.detail.startswith("Invalid input for param region: 'mars' is not one of ['eu', 'us']")
+    assert len(caught.value.detail) <= 256
+
+
+def test_create_conflict_pause_unpause_cancel(client: AirflowClient) -> None:
+    cancel_active(client, "demo_tz")
+    request = BackfillRequest(
+        "demo_tz",
+        day("2024-03-01"),
+        day("2024-03-20"),
+        reprocess_behavior="none",
+        max_active_runs=1,
+        dag_run_conf={"test": "contract"},
+    )
+    created = client.create(request)
+    assert (created.dag_id, created.max_active_runs, created.is_paused, created.completed_at) == (
+        "demo_tz",
+        1,
+        False,
+        None,
+    )
+    assert dict(created.dag_run_conf or {}) == {"test": "contract"}
+    with pytest.raises(AirflowConflict) as conflict:
+        client.create(request)
+    assert conflict.value.detail == "There is already a running backfill for dag demo_tz"
+    assert client.pause(created.id).is_paused is True
+    assert client.pause(created.id).is_paused is True  # idempotent
+    assert client.unpause(created.id).is_paused is False
+    cancelled = client.cancel(created.id)
+    assert cancelled.completed_at is not None
+    for action in (client.cancel, client.pause, client.unpause):
+        with pytest.raises(AirflowConflict) as done:
+            action(created.id)
+        assert done.value.detail == "Backfill is already completed."
+    assert created.id in [b.id for b in client.list_backfills("demo_tz")]
+
+
+def test_unknown_backfill_is_not_found(client: AirflowClient) -> None:
+    with pytest.raises(AirflowNotFound) as caught:
+        client.get_backfill(999999)
+    assert caught.value.detail == "Backfill not found"
+    with pytest.raises(AirflowNotFound):
+        client.cancel(999999)
+
+
+def test_dag_details(client: AirflowClient) -> None:
+    daily, dop, manual = client.dag("demo_daily"), client.dag("demo_depends_on_past"), client.dag("demo_manual")
+    assert (daily.is_paused, daily.is_stale, daily.is_backfillable, daily.depends_on_past) == (
+        False,
+        False,
+        True,
+        False,
+    )
+    assert dop.depends_on_past is True
+    assert manual.is_backfillable is False
+    assert client.dag("demo_params").params["region"]["value"] == "eu"
+    with pytest.raises(AirflowNotFound):
+        client.dag("nope_not_a_dag")
+
+
+def test_seven_day_backfill_runs_to_completion_with_failures(client: AirflowClient) -> None:
+    cancel_active(client, "demo_flaky")
+    request = BackfillRequest(
+        "demo_flaky", day("2024-05-01"), day("2024-05-07"), reprocess_behavior="none", max_active_runs=3
+    )
+    created = client.create(request)
+    done = wait_completed(client, created.id)
+    assert done.completed_at is not None
+    runs = client.dag_runs("demo_flaky", request.from_date, request.to_date)
+    assert [r.logical_date.day for r in runs] == [1, 2, 3, 4, 5, 6, 7]
+    assert Counter(r.state for r in runs) == {"failed": 4, "success": 3}
+    assert sorted(r.logical_date.day for r in runs if r.state == "failed") == [1, 3, 5, 7]
+    assert all(r.start_date is not None for r in runs)
+    retry = client.dry_run(
+        BackfillRequest("demo_flaky", day("2024-05-01"), day("2024-05-07"), reprocess_behavior="failed")
+    )
+    assert [d.day for d in retry] == [1, 3, 5, 7]
+    assert client.dry_run(BackfillRequest("demo_flaky", day("2024-05-01"), day("2024-05-07"))) == []
+
+
+def test_dag_runs_paginate_past_100(client: AirflowClient) -> None:
+    cancel_active(client, "demo_hourly")
+    request = BackfillRequest(
+        "demo_hourly",
+        day("2024-06-01"),
+        datetime(2024, 6, 5, 12, tzinfo=UTC),
+        reprocess_behavior="none",
+        max_active_runs=1,
+    )
+    created = client.create(request)
+    try:
+        client.pause(created.id)
+        runs = client.dag_runs("demo_hourly", request.from_date, request.to_date)
+        assert len(runs) == 109
+        assert len({r.run_id for r in runs}) == 109
+    finally:
+        client.cancel(created.id)
+
+
+def test_wrong_password_is_an_auth_error(airflow_url: str) -> None:
+    with (
+        AirflowClient(airflow_url, username="admin", password=Secret("wrong")) as bad,
+        pytest.raises(AirflowAuthError) as e,
+    ):
+        bad.list_backfills("demo_daily")
+    assert str(e.value) == "POST /auth/token -> 401: Invalid credentials"
+
+
+def test_invalid_token_reauthenticates_once(airflow_url: str) -> None:
+    with AirflowClient(airflow_url, token=Secret("garbage"), username="admin", password=Secret("admin")) as c:
+        assert c.list_backfills("nope_not_a_dag") == []
+        assert c.calls == [("GET", "/api/v2/backfills"), ("POST", "/auth/token"), ("GET", "/api/v2/backfills")]
+
+
+def test_invalid_token_without_credentials_fails_fast(airflow_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    canary = "CANARY-7f3a9c-token"
+    caplog.set_level(logging.DEBUG)
+    with AirflowClient(airflow_url, token=Secret(canary)) as c, pytest.raises(AirflowAuthError) as caught:
+        c.list_backfills("demo_daily")
+    assert caught.value.status == 403
+    assert str(caught.value) == "GET /api/v2/backfills -> 403: Invalid JWT token"
+    assert len(c.calls) == 1
+    assert canary not in repr(c)
+    assert canary not in repr(caught.value) + str(caught.value) + str(caught.value.hint)
+    assert all(canary not in record.getMessage() for record in caplog.records)
