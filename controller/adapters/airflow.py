@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -193,7 +194,7 @@ class AirflowClient:
     def version(self) -> str:
         data = self._json("GET", "/api/v2/version")
         version = str(data.get("version", ""))
-        if not version or int(version.split(".")[0]) < 3:
+        if not version or int(version.split(".", maxsplit=1)[0]) < 3:
             raise AirflowVersionError(
                 f"Airflow at {self.base_url} reports version {version or 'unknown'}; backfillctl needs Airflow 3",
                 method="GET",
@@ -298,7 +299,7 @@ class AirflowClient:
                 verdict = classify_status(kind, response.status_code)
                 if verdict is Verdict.OK:
                     return response
-                error = status_error(method, path, response)
+                error = status_error(method, path, response, self._redact)
                 if verdict is not Verdict.RETRY:
                     raise error
             assert error is not None
@@ -306,13 +307,7 @@ class AirflowClient:
                 raise error
             delay = self._backoff.delay(attempt, self._rng(), _retry_after(response))
             log.warning(
-                "attempt #%d/%d failed; will retry in %.1fs: %s %s -> %s",
-                attempt,
-                self._backoff.attempts,
-                delay,
-                method,
-                path,
-                error.message,
+                "attempt #%d/%d failed; will retry in %.1fs: %s", attempt, self._backoff.attempts, delay, error.message
             )
             self._sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -336,6 +331,13 @@ class AirflowClient:
             )
         return response, None
 
+    def _redact(self, text: str) -> str:
+        """Remove our secrets, and anything that looks like a bearer token, from server-supplied text."""
+        for secret in (self._token, self._password):
+            if secret is not None and secret.reveal():
+                text = text.replace(secret.reveal(), "[secure]")
+        return _BEARER.sub("Bearer [secure]", text)
+
     def _can_login(self) -> bool:
         return self._username is not None and self._password is not None
 
@@ -353,7 +355,7 @@ class AirflowClient:
         except _HTTPX_ERRORS as exc:
             raise translate_any("POST", path, exc, "GET") from None
         if response.status_code != 201:
-            raise status_error("POST", path, response)
+            raise status_error("POST", path, response, self._redact)
         return Secret(str(response.json()["access_token"]))
 
 
@@ -365,19 +367,24 @@ def _retry_after(response: httpx.Response | None) -> float | None:
         return None
 
 
-def detail_of(response: httpx.Response) -> str:
-    """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to 256 chars."""
+_BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
+
+
+def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
+    """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to `limit` chars."""
     try:
         detail = response.json().get("detail", response.text)
     except (ValueError, AttributeError):
         detail = response.text
     if isinstance(detail, list):
         detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-    return truncate(str(detail))
+    return str(detail) if limit is None else truncate(str(detail), limit)
 
 
-def status_error(method: str, path: str, response: httpx.Response) -> AirflowError:
-    status, detail = response.status_code, detail_of(response)
+def status_error(
+    method: str, path: str, response: httpx.Response, redact: Callable[[str], str] = lambda text: text
+) -> AirflowError:
+    status, detail = response.status_code, truncate(redact(detail_of(response, limit=None)))
     cls = _STATUS_ERRORS.get(status)
     if cls is None:
         cls = AirflowUnavailable if method in ("GET", "PUT") or status < 500 else AirflowAmbiguous

@@ -32,7 +32,7 @@ class Backoff:
 
     def delay(self, attempt: int, unit_random: float, retry_after: float | None = None) -> float:
         """Delay before attempt `attempt + 1` (attempt counts from 1); `unit_random` in [0, 1)."""
-        raw = min(self.cap, self.base * (2 ** (attempt - 1)))
+        raw: float = min(self.cap, self.base * 2.0 ** (attempt - 1))
         delay = raw + raw * self.jitter * unit_random
         return max(delay, retry_after or 0.0)
 
