@@ -19,9 +19,11 @@ from typing import Annotated
 import typer
 
 from controller import __version__
+from controller.adapters.store import EventFilter
+from controller.commands import audit as audit_cmd
 from controller.commands import validate as validate_cmd
 from controller.commands.settings import Settings
-from controller.core import render
+from controller.core import audit_render, render
 from controller.core.scaffold import NewSpec
 from controller.core.spec import ReprocessBehavior
 from controller.errors import ControllerError, ExitCode
@@ -124,6 +126,77 @@ def new(
         _out(render.validation_text(result))
     _out("next: fill in the TODO placeholders, then `backfillctl validate` and `backfillctl plan`\n")
     return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+audit_app = typer.Typer(help="Read and check the audit log.", no_args_is_help=True)
+store_app = typer.Typer(help="Manage the store: schema migrations and stuck leases.", no_args_is_help=True)
+app.add_typer(audit_app, name="audit")
+app.add_typer(store_app, name="store")
+
+
+class AuditFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@audit_app.command("show")
+def audit_show(
+    spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
+    dag: Annotated[str | None, typer.Option("--dag", help="Only events of this DAG.")] = None,
+    action: Annotated[str | None, typer.Option("--action", help="Only this action (create, pause, …).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only events at or after this UTC time.")] = None,
+    output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
+) -> int:
+    """Print audit events, oldest first."""
+    line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
+    for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since)):
+        _out(line(record) + "\n")
+    return ExitCode.OK
+
+
+@audit_app.command("verify")
+def audit_verify(
+    expect_head: Annotated[
+        str | None, typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.")
+    ] = None,
+) -> int:
+    """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
+    result = audit_cmd.verify(_settings(), expect_head)
+    _out(audit_render.verify_text(result))
+    return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+
+
+@audit_app.command("export")
+def audit_export(
+    output: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.jsonl,
+    since: Annotated[str | None, typer.Option("--since")] = None,
+    spec: Annotated[str | None, typer.Option("--spec")] = None,
+) -> int:
+    """Stream every event as one canonical JSON object per line (for a central log platform)."""
+    for record in audit_cmd.show(_settings(), EventFilter(spec=spec, since=since)):
+        sys.stdout.write(audit_render.record_jsonl(record) + "\n")
+    sys.stdout.flush()
+    return ExitCode.OK
+
+
+@store_app.command("migrate")
+def store_migrate() -> int:
+    """Upgrade the store's schema to this version's newest (also done automatically on every open)."""
+    before, after = audit_cmd.migrate(_settings())
+    _out(f"store schema at revision {after}" + (f" (was {before})" if before != after else " (already current)") + "\n")
+    return ExitCode.OK
+
+
+@store_app.command("unlock")
+def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease id to release.")]) -> int:
+    """Release a stuck reconcile lease (audited)."""
+    released = audit_cmd.unlock(_settings(), lease_id)
+    _out(f"released the lease of {released.describe()}\n")
+    return ExitCode.OK
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,57 @@
+"""The store's tables (SQLAlchemy Core). Changes go through a new Alembic migration, never edits."""
+
+from __future__ import annotations
+
+from sqlalchemy import JSON, BigInteger, Column, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+bindings = Table(
+    "bindings",
+    metadata,
+    Column("spec_name", String(100), primary_key=True),
+    Column("airflow_url", String(500), nullable=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("backfill_id", Integer, nullable=True),
+    Column("spec_digest", String(80), nullable=False),
+    Column("git_commit", String(64), nullable=True),
+    Column("phase", String(32), nullable=False),
+    Column("run_counts", JSON, nullable=True),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+audit_events = Table(
+    "audit_events",
+    metadata,
+    Column("seq", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("time", String(40), nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("controller_version", String(40), nullable=False),
+    Column("git_commit", String(64)),
+    Column("spec_name", String(100), index=True),
+    Column("spec_path", String(500)),
+    Column("spec_digest", String(80)),
+    Column("dag_id", String(250), index=True),
+    Column("backfill_id", Integer),
+    Column("action", String(40), nullable=False, index=True),
+    Column("phase", String(20), nullable=False),
+    Column("outcome", String(60)),
+    Column("request", JSON),
+    Column("response", JSON),
+    Column("message", Text),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False, unique=True),
+)
+
+lease = Table(
+    "lease",
+    metadata,
+    Column("name", String(40), primary_key=True),
+    Column("lease_id", String(40), nullable=False),
+    Column("holder", String(200), nullable=False),
+    Column("host", String(200), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("acquired_at", String(40), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+)

@@ -1,0 +1,58 @@
+"""`backfillctl audit …` and `backfillctl store …`: open the store, read or check the chain, unlock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from controller import __version__
+from controller.adapters.store import EventFilter, Lease, Store
+from controller.commands.settings import Settings
+from controller.core.audit import AuditEntry, AuditRecord, VerifyResult
+
+
+def open_store(settings: Settings) -> Store:
+    return Store(settings.store_url)
+
+
+def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord]:
+    store = open_store(settings)
+    try:
+        yield from store.events(where)
+    finally:
+        store.close()
+
+
+def verify(settings: Settings, expect_head: str | None) -> VerifyResult:
+    store = open_store(settings)
+    try:
+        return store.verify(expect_head)
+    finally:
+        store.close()
+
+
+def migrate(settings: Settings) -> tuple[str | None, str]:
+    store = Store(settings.store_url, migrate=False)
+    try:
+        return store.migrate()
+    finally:
+        store.close()
+
+
+def unlock(settings: Settings, lease_id: str) -> Lease:
+    """Release a stuck lease by its exact id, and audit who did it."""
+    store = open_store(settings)
+    try:
+        released = store.unlock(lease_id)
+        store.append(
+            AuditEntry(
+                action="unlock",
+                phase="outcome",
+                actor=settings.actor,
+                controller_version=__version__,
+                outcome="released",
+                message=f"released the lease of {released.describe()}",
+            )
+        )
+        return released
+    finally:
+        store.close()

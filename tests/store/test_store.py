@@ -1,0 +1,247 @@
+"""The store on SQLite and PostgreSQL: chain, tamper detection, concurrency, lease, migrations, CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import text
+
+from controller.adapters.store import Store, _alembic
+from controller.cli import main
+from controller.core.audit import GENESIS, AuditEntry
+from controller.errors import LockHeld, StoreError
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def entry(i: int, **extra: object) -> AuditEntry:
+    return AuditEntry(
+        action="create",
+        phase="intent",
+        actor="alice",
+        controller_version="0.1.0",
+        spec_name=f"spec-{i % 3}",
+        dag_id="d",
+        message=f"event {i}",
+        **extra,
+    )  # type: ignore[arg-type]
+
+
+def filled(make: Callable[..., Store], url: str, count: int = 10) -> Store:
+    store = make(url)
+    for i in range(count):
+        store.append(entry(i))
+    return store
+
+
+def sql(store: Store, statement: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text(statement))
+
+
+def test_append_builds_a_gap_free_chain(make: Callable[..., Store], store_url: str) -> None:
+    store = filled(make, store_url, 5)
+    records = list(store.events())
+    assert [r.seq for r in records] == [1, 2, 3, 4, 5]
+    assert records[0].prev_hash == GENESIS
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(records))
+    result = store.verify()
+    assert (result.ok, result.count, result.head_seq, result.head_hash) == (True, 5, 5, records[-1].hash)
+
+
+def test_request_and_response_round_trip(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    store.append(
+        entry(
+            1,
+            request={"method": "POST", "path": "/api/v2/backfills", "body": {"dag_id": "d"}},
+            response={"status": 200, "detail": "ok"},
+            backfill_id=7,
+        )
+    )
+    (record,) = store.events()
+    assert record.entry.request == {"method": "POST", "path": "/api/v2/backfills", "body": {"dag_id": "d"}}
+    assert record.entry.backfill_id == 7
+    assert store.verify().ok
+
+
+def test_edited_payload_is_detected(make: Callable[..., Store], store_url: str) -> None:
+    store = filled(make, store_url)
+    sql(store, "UPDATE audit_events SET message = 'nothing to see' WHERE seq = 5")
+    finding = store.verify().finding
+    assert finding is not None
+    assert (finding.kind, finding.seq, finding.message) == ("INVALID", 5, "seq 5 was modified after it was written")
+
+
+def test_deleted_record_is_a_gap(make: Callable[..., Store], store_url: str) -> None:
+    store = filled(make, store_url)
+    sql(store, "DELETE FROM audit_events WHERE seq = 6")
+    finding = store.verify().finding
+    assert finding is not None
+    assert (finding.kind, finding.seq, finding.message) == ("GAP", 6, "seq 6 is missing (next is 7)")
+
+
+def test_reordered_records_are_detected(make: Callable[..., Store], store_url: str) -> None:
+    store = filled(make, store_url)
+    sql(store, "UPDATE audit_events SET seq = 1000 WHERE seq = 4")
+    sql(store, "UPDATE audit_events SET seq = 4 WHERE seq = 5")
+    sql(store, "UPDATE audit_events SET seq = 5 WHERE seq = 1000")
+    finding = store.verify().finding
+    assert finding is not None
+    assert (finding.kind, finding.seq) == ("BROKEN", 4)
+
+
+def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_url: str) -> None:
+    store = filled(make, store_url)
+    head = store.verify().head_hash
+    sql(store, "DELETE FROM audit_events WHERE seq > 7")
+    assert store.verify().ok  # without an anchor a truncation is invisible (documented)
+    result = store.verify(expect_head=head)
+    assert result.finding is not None
+    assert result.finding.kind == "TRUNCATED"
+    assert result.finding.message == f"the expected head {head} is not in the chain, which ends at seq 7"
+    store.append(entry(99))
+    assert make(store_url).verify(expect_head=store.verify().head_hash).ok
+
+
+APPENDER = """
+import sys
+from controller.adapters.store import Store, _alembic
+from controller.core.audit import AuditEntry
+store = Store(sys.argv[1])
+for i in range(int(sys.argv[2])):
+    store.append(AuditEntry(action="observe", phase="observation", actor=sys.argv[3], controller_version="0"))
+"""
+
+
+def test_concurrent_appenders_share_one_chain(make: Callable[..., Store], store_url: str) -> None:
+    make(store_url).close()
+    procs = [subprocess.Popen([sys.executable, "-c", APPENDER, store_url, "500", who]) for who in ("p1", "p2")]
+    assert [p.wait(timeout=240) for p in procs] == [0, 0]
+    store = make(store_url)
+    result = store.verify()
+    assert (result.ok, result.count) == (True, 1000)
+    actors = [r.entry.actor for r in store.events()]
+    assert actors.count("p1") == actors.count("p2") == 500
+
+
+def test_lease_is_exclusive_until_it_expires(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url, clock=lambda: T0)
+    mine, taken_over = store.acquire("reconcile@ci-1", ttl=60, now=T0)
+    assert taken_over is None
+    with pytest.raises(LockHeld) as held:
+        store.acquire("reconcile@ci-2", ttl=60, now=T0 + timedelta(seconds=30))
+    assert held.value.message == (
+        f"lock held by reconcile@ci-1 on {mine.host} (pid {mine.pid}) since "
+        f"2026-11-29T12:00:00.000000Z, lease {mine.lease_id}; it expires at "
+        "2026-11-29T12:01:00.000000Z"
+    )
+    theirs, previous = store.acquire("reconcile@ci-2", ttl=60, now=T0 + timedelta(seconds=61))
+    assert previous == mine
+    with pytest.raises(LockHeld):
+        store.heartbeat(mine, ttl=60)
+    store.release(theirs)
+    assert store.current_lease() is None
+
+
+def test_heartbeat_extends_the_lease(make: Callable[..., Store], store_url: str) -> None:
+    now = [T0]
+    store = make(store_url, clock=lambda: now[0])
+    mine, _ = store.acquire("a", ttl=60)
+    now[0] = T0 + timedelta(seconds=50)
+    renewed = store.heartbeat(mine, ttl=60)
+    assert renewed.expires_at == "2026-11-29T12:01:50.000000Z"
+    with pytest.raises(LockHeld):
+        store.acquire("b", ttl=60, now=T0 + timedelta(seconds=100))
+
+
+RACER = """
+import sys
+from controller.adapters.store import Store, _alembic
+from controller.errors import LockHeld
+store = Store(sys.argv[1], migrate=False)
+try:
+    store.acquire(sys.argv[2], ttl=300)
+except LockHeld:
+    sys.exit(5)
+"""
+
+
+def test_two_processes_racing_for_the_lease_one_wins(make: Callable[..., Store], store_url: str) -> None:
+    make(store_url).close()
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, store_url, who]) for who in ("r1", "r2", "r3")]
+    codes = sorted(p.wait(timeout=60) for p in procs)
+    assert codes == [0, 5, 5]
+
+
+def test_unlock_needs_the_exact_id_and_is_audited(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = make(store_url)
+    mine, _ = store.acquire("stuck", ttl=3600)
+    monkeypatch.setenv("BACKFILLCTL_STORE_URL", store_url)
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "oncall")
+    assert main(["store", "unlock", "wrong-id"]) == 1
+    assert capsys.readouterr().err.startswith(f"error: no lease with id 'wrong-id'; the lease is {mine.lease_id}\n")
+    assert main(["store", "unlock", mine.lease_id]) == 0
+    assert capsys.readouterr().out == f"released the lease of {mine.describe()}\n"
+    (event,) = store.events()
+    assert (event.entry.action, event.entry.actor, event.entry.outcome) == ("unlock", "oncall", "released")
+    assert store.current_lease() is None
+
+
+def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url, migrate=False)
+    with store.engine.begin() as conn:
+        _alembic(conn, "upgrade", "0001")
+    assert store.revision() == "0001"
+    sql(
+        store,
+        "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
+        "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
+    )
+    assert store.migrate() == ("0001", "0002")
+    assert store.bindings()["s"]["backfill_id"] == 3
+    store.bind("s", {"run_counts": {"success": 2}})
+    assert store.bindings()["s"]["run_counts"] == {"success": 2}
+
+
+def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    sql(store, "UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(StoreError) as refused:
+        make(store_url)
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0002)" in refused.value.message
+
+
+def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:
+    with pytest.raises(StoreError) as failed:
+        make("postgresql://admin:CANARY-pw-55@127.0.0.1:1/nowhere")
+    assert "CANARY-pw-55" not in failed.value.message
+    assert failed.value.message.startswith("store postgresql+psycopg://admin:***@127.0.0.1:1/nowhere: migration failed")
+
+
+def test_audit_cli(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = filled(make, store_url, 6)
+    monkeypatch.setenv("BACKFILLCTL_STORE_URL", store_url)
+    assert main(["audit", "show", "--spec", "spec-1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["#2", "#5"]
+    assert lines[0].endswith("alice create/intent spec=spec-1 dag=d — event 1")
+    assert main(["audit", "export", "--format", "jsonl"]) == 0
+    exported = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["seq"] for e in exported] == [1, 2, 3, 4, 5, 6]
+    assert exported[5]["hash"] == store.verify().head_hash
+    assert main(["audit", "verify"]) == 0
+    assert capsys.readouterr().out.startswith("OK: 6 events, chain intact; head seq 6 hash ")
+    sql(store, "UPDATE audit_events SET actor = 'mallory' WHERE seq = 3")
+    assert main(["audit", "verify"]) == 1
+    assert capsys.readouterr().out.startswith("INVALID at seq 3: seq 3 was modified after it was written\n")
