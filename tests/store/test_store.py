@@ -10,9 +10,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import text
 
-from controller.adapters.store import Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
 from controller.errors import LockHeld, StoreError
@@ -112,7 +113,7 @@ def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_u
 
 APPENDER = """
 import sys
-from controller.adapters.store import Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.core.audit import AuditEntry
 store = Store(sys.argv[1])
 for i in range(int(sys.argv[2])):
@@ -163,7 +164,7 @@ def test_heartbeat_extends_the_lease(make: Callable[..., Store], store_url: str)
 
 RACER = """
 import sys
-from controller.adapters.store import Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.errors import LockHeld
 store = Store(sys.argv[1], migrate=False)
 try:
@@ -224,7 +225,10 @@ def test_unreachable_store_fails_closed_without_leaking_the_password(make: Calla
     with pytest.raises(StoreError) as failed:
         make("postgresql://admin:CANARY-pw-55@127.0.0.1:1/nowhere")
     assert "CANARY-pw-55" not in failed.value.message
-    assert failed.value.message.startswith("store postgresql+psycopg://admin:***@127.0.0.1:1/nowhere: migration failed")
+    assert failed.value.message.startswith(
+        "store postgresql+psycopg://admin:***@127.0.0.1:1/nowhere: reading the schema revision failed: "
+        "OperationalError: connection failed"
+    )
 
 
 def test_audit_cli(
@@ -245,3 +249,9 @@ def test_audit_cli(
     sql(store, "UPDATE audit_events SET actor = 'mallory' WHERE seq = 3")
     assert main(["audit", "verify"]) == 1
     assert capsys.readouterr().out.startswith("INVALID at seq 3: seq 3 was modified after it was written\n")
+
+
+def test_schema_head_constant_matches_the_migrations() -> None:
+    script = ScriptDirectory(str(MIGRATIONS))
+    assert script.get_current_head() == SCHEMA_HEAD
+    assert {rev.revision for rev in script.walk_revisions()} == KNOWN_REVISIONS

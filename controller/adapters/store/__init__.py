@@ -17,19 +17,28 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, delete, event, insert, select, update
+from sqlalchemy import Connection, Engine, create_engine, delete, event, insert, select, text, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 
 from controller.adapters.store.tables import audit_events, bindings, lease
-from controller.core.audit import GENESIS, AuditEntry, AuditRecord, VerifyResult, seal, verify_chain
+from controller.core.audit import (
+    GENESIS,
+    SCALARS,
+    AuditEntry,
+    AuditRecord,
+    ChainLink,
+    VerifyResult,
+    body_text,
+    seal,
+    verify_chain,
+)
+from controller.core.spec import canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+SCHEMA_HEAD = "0002"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002"})
 LEASE_NAME = "reconcile"
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 Clock = Callable[[], datetime]
@@ -98,25 +107,38 @@ class Store:
     # --- schema ---------------------------------------------------------------------------------------
 
     def migrate(self) -> tuple[str | None, str]:
-        """Upgrade to the newest schema; refuse a store written by a newer backfillctl."""
-        script = ScriptDirectory(str(MIGRATIONS))
-        head = script.get_current_head()
-        assert head is not None
-        with self._tx("migration") as conn:
-            current = MigrationContext.configure(conn).get_current_revision()
-            if current is not None and current not in {rev.revision for rev in script.walk_revisions()}:
-                raise StoreError(
-                    f"store {self.safe_url} has schema revision {current}, newer than this backfillctl "
-                    f"knows (head {head})",
-                    hint="upgrade backfillctl; never point an old one at it",
-                )
-            if current != head:
-                _alembic(conn, "upgrade", head)
-        return current, head
+        """Upgrade to the newest schema; refuse a store written by a newer backfillctl.
+
+        The common case (already current) reads one row and never imports Alembic.
+        """
+        current = self.revision()
+        if current is not None and current not in KNOWN_REVISIONS:
+            raise StoreError(
+                f"store {self.safe_url} has schema revision {current}, newer than this backfillctl "
+                f"knows (head {SCHEMA_HEAD})",
+                hint="upgrade backfillctl; never point an old one at it",
+            )
+        if current != SCHEMA_HEAD:
+            with self._tx("migration") as conn:
+                _alembic(conn, "upgrade", SCHEMA_HEAD)
+        return current, SCHEMA_HEAD
 
     def revision(self) -> str | None:
-        with self._tx("reading the schema revision") as conn:
-            return MigrationContext.configure(conn).get_current_revision()
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        except (OperationalError, ProgrammingError) as exc:
+            if _missing_table(exc):
+                return None
+            raise StoreError(
+                f"store {self.safe_url}: reading the schema revision failed: {_reason(exc)}",
+                hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
+            ) from None
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"store {self.safe_url}: reading the schema revision failed: {_reason(exc)}",
+                hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
+            ) from None
 
     # --- audit ----------------------------------------------------------------------------------------
 
@@ -148,7 +170,22 @@ class Store:
             after = rows[-1]["seq"]
 
     def verify(self, expect_head: str | None = None) -> VerifyResult:
-        return verify_chain(self.events(), expect_head)
+        return verify_chain(self.links(), expect_head)
+
+    def links(self, batch: int = 10000) -> Iterator[ChainLink]:
+        """(seq, prev_hash, hash, body JSON) in seq order, from the stored canonical JSON text, no decoding."""
+        columns = ", ".join(_LINK_COLUMNS)
+        query = text(f"SELECT {columns} FROM audit_events WHERE seq > :after ORDER BY seq LIMIT :n")  # noqa: S608
+        after = 0
+        while True:
+            with self._tx("reading audit events") as conn:
+                rows = conn.execute(query, {"after": after, "n": batch}).all()
+            for row in rows:
+                scalars = dict(zip(SCALARS, row[3:-2], strict=True))
+                yield row[0], row[1], row[2], body_text(scalars, _json_text(row[-2]), _json_text(row[-1]))
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
 
     # --- lease ----------------------------------------------------------------------------------------
 
@@ -241,10 +278,20 @@ def normalise_url(url: str) -> str:
     return url
 
 
+_LINK_COLUMNS = ("seq", "prev_hash", "hash", *SCALARS, "request", "response")
+
+
+def _json_text(value: Any) -> str:
+    """Stored JSON as canonical text: SQLite hands back our canonical text, PostgreSQL a decoded value."""
+    if value is None:
+        return "null"
+    return value if isinstance(value, str) else canonical_json(value)
+
+
 def _engine(url: str) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(url, connect_args={"timeout": 60})
+        return create_engine(url, pool_pre_ping=True, json_serializer=canonical_json)
+    engine = create_engine(url, connect_args={"timeout": 60}, json_serializer=canonical_json)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
@@ -259,7 +306,15 @@ def _engine(url: str) -> Engine:
     return engine
 
 
+def _missing_table(exc: SQLAlchemyError) -> bool:
+    text_ = str(getattr(exc, "orig", exc)).lower()
+    return "no such table: alembic_version" in text_ or 'relation "alembic_version" does not exist' in text_
+
+
 def _alembic(conn: Connection, action: str, revision: str) -> None:
+    from alembic import command  # noqa: PLC0415 - imported only when the schema must change (0.3 s)
+    from alembic.config import Config  # noqa: PLC0415
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = conn
