@@ -1,7 +1,9 @@
-"""Contract tests of the Airflow client against a real Apache Airflow 3.3.2 (PostgreSQL, LocalExecutor).
+"""Contract tests of the Airflow client, run against a real Apache Airflow 3.3.2 (PostgreSQL,
+LocalExecutor) AND against the stateful fake in tests/fakes/airflow.py: the fake may only be used for
+fault injection because it passes exactly these tests.
 
-Each test uses its own DAG or date range, so they share one server without interfering: Airflow allows
-one active backfill per DAG, and reprocess behaviour depends on runs left by earlier backfills.
+Each test uses its own DAG or date range, so they share one real server without interfering: Airflow
+allows one active backfill per DAG, and reprocess behaviour depends on runs left by earlier backfills.
 """
 
 from __future__ import annotations
@@ -9,26 +11,46 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from controller.adapters.airflow import AirflowClient, Backfill, BackfillRequest
 from controller.core.secret import Secret
 from controller.errors import AirflowAuthError, AirflowConflict, AirflowError, AirflowInvalid, AirflowNotFound
+from tests.fakes.airflow import FakeAirflow
 
-pytestmark = pytest.mark.airflow
+MakeClient = Callable[..., AirflowClient]
 
 
 def day(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
+@pytest.fixture(params=["real", "fake"])
+def make_client(request: pytest.FixtureRequest) -> Iterator[MakeClient]:
+    """AirflowClient factory for the real server (started once per session) or a fresh fake."""
+    made: list[AirflowClient] = []
+    if request.param == "real":
+        request.applymarker(pytest.mark.airflow)
+        url, transport = request.getfixturevalue("airflow_url"), None
+    else:
+        url, transport = "http://fake-airflow", FakeAirflow().transport()
+
+    def make(**auth: Any) -> AirflowClient:
+        made.append(AirflowClient(url, transport=transport, **auth))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+
+
 @pytest.fixture
-def client(airflow_url: str) -> Iterator[AirflowClient]:
-    with AirflowClient(airflow_url, username="admin", password=Secret("admin")) as c:
-        yield c
+def client(make_client: MakeClient) -> AirflowClient:
+    return make_client(username="admin", password=Secret("admin"))
 
 
 def cancel_active(client: AirflowClient, dag_id: str) -> None:
@@ -215,25 +237,26 @@ def test_dag_runs_paginate_past_100(client: AirflowClient) -> None:
         client.cancel(created.id)
 
 
-def test_wrong_password_is_an_auth_error(airflow_url: str) -> None:
-    with (
-        AirflowClient(airflow_url, username="admin", password=Secret("wrong")) as bad,
-        pytest.raises(AirflowAuthError) as e,
-    ):
+def test_wrong_password_is_an_auth_error(make_client: MakeClient) -> None:
+    bad = make_client(username="admin", password=Secret("wrong"))
+    with pytest.raises(AirflowAuthError) as e:
         bad.list_backfills("demo_daily")
     assert str(e.value) == "POST /auth/token -> 401: Invalid credentials"
 
 
-def test_invalid_token_reauthenticates_once(airflow_url: str) -> None:
-    with AirflowClient(airflow_url, token=Secret("garbage"), username="admin", password=Secret("admin")) as c:
-        assert c.list_backfills("nope_not_a_dag") == []
-        assert c.calls == [("GET", "/api/v2/backfills"), ("POST", "/auth/token"), ("GET", "/api/v2/backfills")]
+def test_invalid_token_reauthenticates_once(make_client: MakeClient) -> None:
+    c = make_client(token=Secret("garbage"), username="admin", password=Secret("admin"))
+    assert c.list_backfills("nope_not_a_dag") == []
+    assert c.calls == [("GET", "/api/v2/backfills"), ("POST", "/auth/token"), ("GET", "/api/v2/backfills")]
 
 
-def test_invalid_token_without_credentials_fails_fast(airflow_url: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_invalid_token_without_credentials_fails_fast(
+    make_client: MakeClient, caplog: pytest.LogCaptureFixture
+) -> None:
     canary = "CANARY-7f3a9c-token"
     caplog.set_level(logging.DEBUG)
-    with AirflowClient(airflow_url, token=Secret(canary)) as c, pytest.raises(AirflowAuthError) as caught:
+    c = make_client(token=Secret(canary))
+    with pytest.raises(AirflowAuthError) as caught:
         c.list_backfills("demo_daily")
     assert caught.value.status == 403
     assert str(caught.value) == "GET /api/v2/backfills -> 403: Invalid JWT token"

@@ -1,0 +1,394 @@
+"""A stateful fake of Airflow 3.3.2's REST API on httpx.MockTransport, for fault injection.
+
+It must pass the same contract tests as the real server (tests/airflow/test_contract.py runs against
+both), so its status codes and `detail` texts are Airflow's. A tiny scheduler advances on every request:
+each unpaused backfill finishes up to max_active_runs queued runs per request (odd days fail on
+demo_flaky), and a backfill with nothing left queued gets `completed_at`.
+
+Faults: `fake.faults` is a list of (method, path-prefix, action) consumed in order by matching requests.
+An action is a callable(request) -> httpx.Response | Exception | None, run before (or, for
+`after=True` entries, after) the request is processed: e.g. commit a create, then raise ReadTimeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs
+from zoneinfo import ZoneInfo
+
+import httpx
+from jsonschema import Draft202012Validator
+
+Action = Callable[[httpx.Request], "httpx.Response | Exception | None"]
+
+
+@dataclass
+class Dag:
+    dag_id: str
+    schedule: str | None = "daily"  # daily | hourly | None
+    tz: str = "UTC"
+    depends_on_past: bool = False
+    params: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
+    fail_odd: bool = False
+    is_paused: bool = False
+
+    def ticks(self, start: datetime, end: datetime) -> list[datetime]:
+        if self.schedule == "hourly":
+            first = start.replace(minute=0, second=0, microsecond=0)
+            first += timedelta(hours=1) if first < start else timedelta(0)
+            return list(
+                itertools.takewhile(lambda t: t <= end, (first + timedelta(hours=i) for i in itertools.count()))
+            )
+        zone, day = ZoneInfo(self.tz), (start - timedelta(days=1)).date()
+        out = []
+        while (moment := datetime(day.year, day.month, day.day, tzinfo=zone).astimezone(UTC)) <= end:
+            if moment >= start:
+                out.append(moment)
+            day += timedelta(days=1)
+        return out
+
+
+DEMO_DAGS = [
+    Dag("demo_daily"),
+    Dag("demo_hourly", schedule="hourly"),
+    Dag("demo_depends_on_past", depends_on_past=True),
+    Dag("demo_manual", schedule=None),
+    Dag("demo_tz", tz="America/New_York"),
+    Dag("demo_flaky", fail_odd=True),
+    Dag("demo_finance_ledger"),
+    Dag(
+        "demo_params",
+        params={
+            "region": ("eu", {"type": "string", "enum": ["eu", "us"]}),
+            "batch": (5, {"type": "integer", "minimum": 1}),
+        },
+    ),
+]
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse(text: str) -> datetime:
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class Reply(Exception):  # noqa: N818 - control flow inside the fake
+    def __init__(self, status: int, detail: Any) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class FakeAirflow:
+    def __init__(self, now: Callable[[], datetime] | None = None, dags: list[Dag] | None = None) -> None:
+        self.now = now or (lambda: datetime.now(UTC))
+        self.dags = {d.dag_id: d for d in (dags or DEMO_DAGS)}
+        self.backfills: dict[int, dict[str, Any]] = {}
+        self.runs: dict[tuple[str, datetime], dict[str, Any]] = {}
+        self.tokens: set[str] = set()
+        self.faults: list[tuple[str, str, Action, bool]] = []
+        self.requests: list[tuple[str, str]] = []
+        self._ids = itertools.count(1)
+        self.scheduler_running = True
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def fault(self, method: str, path: str, action: Action, *, after: bool = False) -> None:
+        self.faults.append((method, path, action, after))
+
+    # --- dispatch -------------------------------------------------------------------------------------
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((request.method, request.url.path))
+        before = self._take_fault(request, after=False)
+        if before is not None:
+            return _raise_or_return(before(request))
+        response = self._process(request)
+        after = self._take_fault(request, after=True)
+        result = None if after is None else after(request)
+        return response if result is None else _raise_or_return(result)
+
+    def _take_fault(self, request: httpx.Request, *, after: bool) -> Action | None:
+        for index, (method, prefix, action, is_after) in enumerate(self.faults):
+            if method == request.method and request.url.path.startswith(prefix) and is_after == after:
+                del self.faults[index]
+                return action
+        return None
+
+    def _process(self, request: httpx.Request) -> httpx.Response:
+        try:
+            status, body = self._route(request)
+        except Reply as reply:
+            status, body = reply.status, {"detail": reply.detail}
+        if self.scheduler_running:
+            self.tick()
+        return httpx.Response(status, json=body)
+
+    def _route(self, request: httpx.Request) -> tuple[int, Any]:
+        method, path = request.method, request.url.path
+        query = {k: v[-1] for k, v in parse_qs(request.url.query.decode()).items()}
+        if path == "/api/v2/version":
+            return 200, {"version": "3.3.2", "git_version": "fake"}
+        if path == "/auth/token" and method == "POST":
+            return self._login(json.loads(request.content or b"{}"))
+        self._authorise(request)
+        body = json.loads(request.content) if request.content else {}
+        parts = path.removeprefix("/api/v2/").split("/")
+        if parts[0] == "backfills":
+            return self._backfills(method, parts[1:], query, body)
+        if parts[0] == "dags" and len(parts) >= 3:
+            return self._dags(parts[1], parts[2], query)
+        raise Reply(404, "Not Found")
+
+    # --- auth -----------------------------------------------------------------------------------------
+
+    def _login(self, body: dict[str, Any]) -> tuple[int, Any]:
+        if (body.get("username"), body.get("password")) != ("admin", "admin"):
+            raise Reply(401, "Invalid credentials")
+        token = "fake." + secrets.token_urlsafe(24)
+        self.tokens.add(token)
+        return 201, {"access_token": token}
+
+    def _authorise(self, request: httpx.Request) -> None:
+        header = request.headers.get("Authorization")
+        if header is None:
+            raise Reply(401, "Not authenticated")
+        if header.removeprefix("Bearer ") not in self.tokens:
+            raise Reply(403, "Invalid JWT token")
+
+    # --- backfills ------------------------------------------------------------------------------------
+
+    def _backfills(self, method: str, parts: list[str], query: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
+        if method == "GET" and not parts:
+            if "dag_id" not in query:
+                raise Reply(422, [{"type": "missing", "loc": ["query", "dag_id"], "msg": "Field required"}])
+            items = sorted(
+                (self._public(b) for b in self.backfills.values() if b["dag_id"] == query["dag_id"]),
+                key=lambda b: b["id"],
+            )
+            return 200, _page(items, query, "backfills")
+        if method == "POST" and parts == ["dry_run"]:
+            dag, dates = self._plan(body, check_conflict=False)
+            return 200, {
+                "backfills": [{"logical_date": iso(d), "partition_key": None, "partition_date": None} for d in dates],
+                "total_entries": len(dates),
+            }
+        if method == "POST" and not parts:
+            return 200, self._public(self._create(body))
+        backfill = self._backfill(parts[0])
+        if method == "GET" and len(parts) == 1:
+            return 200, self._public(backfill)
+        if method == "PUT" and len(parts) == 2 and parts[1] in ("pause", "unpause", "cancel"):
+            return 200, self._public(self._change(backfill, parts[1]))
+        raise Reply(405, "Method Not Allowed")
+
+    def _backfill(self, raw_id: str) -> dict[str, Any]:
+        try:
+            backfill = self.backfills.get(int(raw_id))
+        except ValueError:
+            raise Reply(422, [{"type": "int_parsing", "loc": ["path", "backfill_id"], "msg": "bad int"}]) from None
+        if backfill is None:
+            raise Reply(404, "Backfill not found")
+        return backfill
+
+    def _plan(self, body: dict[str, Any], *, check_conflict: bool) -> tuple[Dag, list[datetime]]:
+        extra = sorted(
+            set(body)
+            - {
+                "dag_id",
+                "from_date",
+                "to_date",
+                "run_backwards",
+                "dag_run_conf",
+                "reprocess_behavior",
+                "max_active_runs",
+                "run_on_latest_version",
+            }
+        )
+        if extra:
+            raise Reply(
+                422, [{"type": "extra_forbidden", "loc": ["body", extra[0]], "msg": "Extra inputs are not permitted"}]
+            )
+        dag = self.dags.get(body["dag_id"])
+        if dag is None:
+            raise Reply(404, f"Could not find dag {body['dag_id']}")
+        if dag.schedule is None:
+            raise Reply(422, f"{dag.dag_id} has a non-periodic schedule that does not support backfills")
+        if check_conflict and any(
+            b["dag_id"] == dag.dag_id and b["completed_at"] is None for b in self.backfills.values()
+        ):
+            raise Reply(409, f"There is already a running backfill for dag {dag.dag_id}")
+        start, end, now = parse(body["from_date"]), parse(body["to_date"]), self.now()
+        if start > end:
+            raise Reply(422, f"from_date ({start.isoformat()}) must not be after to_date ({end.isoformat()}).")
+        if start >= now and end >= now:
+            raise Reply(422, "Backfill cannot be executed for future dates.")
+        reprocess, backwards = body.get("reprocess_behavior", "none"), bool(body.get("run_backwards"))
+        if dag.depends_on_past and reprocess == "none":
+            raise Reply(
+                422,
+                "Dag has tasks for which depends_on_past=True. You must set reprocess behavior to "
+                "reprocess completed or reprocess failed.",
+            )
+        if dag.depends_on_past and backwards:
+            raise Reply(422, "Backfill cannot be run in reverse when the Dag has tasks where depends_on_past=True.")
+        self._check_conf(dag, body.get("dag_run_conf") or {})
+        ticks = [t for t in dag.ticks(start, end) if t < now]
+        dates = [t for t in ticks if self._wanted(dag.dag_id, t, reprocess)]
+        return dag, (dates[::-1] if backwards else dates)
+
+    def _check_conf(self, dag: Dag, conf: dict[str, Any]) -> None:
+        for name, (_default, schema) in dag.params.items():
+            if name in conf:
+                error = next(iter(Draft202012Validator(schema).iter_errors(conf[name])), None)
+                if error is not None:
+                    raise Reply(
+                        422,
+                        f"Invalid input for param {name}: {error.message}\n\nFailed validating "
+                        f"{error.validator!r} in schema: {json.dumps(schema)}",
+                    )
+
+    def _wanted(self, dag_id: str, tick: datetime, reprocess: str) -> bool:
+        run = self.runs.get((dag_id, tick))
+        if run is None:
+            return True
+        if run["state"] in ("queued", "running"):
+            return False
+        return reprocess == "completed" or (reprocess == "failed" and run["state"] == "failed")
+
+    def _create(self, body: dict[str, Any]) -> dict[str, Any]:
+        dag, dates = self._plan(body, check_conflict=True)
+        if not dates and not dag.ticks(parse(body["from_date"]), parse(body["to_date"])):
+            raise Reply(422, f"No runs to create for Dag {dag.dag_id} in the range")
+        now = self.now()
+        backfill = {
+            "id": next(self._ids),
+            "dag_id": dag.dag_id,
+            "from_date": iso(parse(body["from_date"])),
+            "to_date": iso(parse(body["to_date"])),
+            "dag_run_conf": body.get("dag_run_conf"),
+            "is_paused": False,
+            "reprocess_behavior": body.get("reprocess_behavior", "none"),
+            "max_active_runs": body.get("max_active_runs", 10),
+            "created_at": iso(now),
+            "completed_at": None,
+            "updated_at": iso(now),
+            "dag_display_name": dag.dag_id,
+            "_order": dates,
+        }
+        self.backfills[backfill["id"]] = backfill
+        for date in dates:
+            run = self.runs.get((dag.dag_id, date))
+            conf = body.get("dag_run_conf") if body.get("dag_run_conf") is not None else (run or {}).get("conf", {})
+            self.runs[(dag.dag_id, date)] = {
+                "dag_run_id": (run or {}).get("dag_run_id", f"backfill__{date.isoformat()}"),
+                "dag_id": dag.dag_id,
+                "logical_date": iso(date),
+                "state": "queued",
+                "start_date": None,
+                "end_date": None,
+                "run_type": "backfill",
+                "conf": conf,
+                "_backfill": backfill["id"],
+            }
+        return backfill
+
+    def _change(self, backfill: dict[str, Any], action: str) -> dict[str, Any]:
+        if backfill["completed_at"] is not None:
+            raise Reply(409, "Backfill is already completed.")
+        backfill["is_paused"] = action != "unpause"
+        if action == "cancel":
+            backfill["completed_at"] = iso(self.now())
+            for run in self._runs_of(backfill):
+                if run["state"] == "queued":
+                    run["state"] = "failed"
+        return backfill
+
+    @staticmethod
+    def _public(backfill: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in backfill.items() if not k.startswith("_")}
+
+    # --- dags and runs --------------------------------------------------------------------------------
+
+    def _dags(self, dag_id: str, what: str, query: dict[str, str]) -> tuple[int, Any]:
+        dag = self.dags.get(dag_id)
+        if dag is None:
+            raise Reply(404, f"The Dag with ID: `{dag_id}` was not found")
+        if what == "details":
+            params = {
+                k: {"value": v, "schema": s, "description": None, "source": None} for k, (v, s) in dag.params.items()
+            }
+            return 200, {
+                "dag_id": dag_id,
+                "is_paused": dag.is_paused,
+                "is_stale": False,
+                "has_import_errors": False,
+                "timetable_periodic": dag.schedule is not None,
+                "is_backfillable": dag.schedule is not None,
+                "params": params,
+            }
+        if what == "tasks":
+            return 200, {"tasks": [{"task_id": "work", "depends_on_past": dag.depends_on_past}], "total_entries": 1}
+        if what == "dagRuns":
+            return 200, self._dag_runs(dag_id, query)
+        raise Reply(404, "Not Found")
+
+    def _dag_runs(self, dag_id: str, query: dict[str, str]) -> dict[str, Any]:
+        if query.get("run_type") not in (None, "backfill"):
+            raise Reply(
+                422,
+                "Invalid value for run type. Valid values are backfill, scheduled, manual, "
+                "operator_triggered, asset_triggered, asset_materialization",
+            )
+        low = parse(query["logical_date_gte"]) if "logical_date_gte" in query else datetime.min.replace(tzinfo=UTC)
+        high = parse(query["logical_date_lte"]) if "logical_date_lte" in query else datetime.max.replace(tzinfo=UTC)
+        runs = sorted(
+            (r for (d, when), r in self.runs.items() if d == dag_id and low <= when <= high),
+            key=lambda r: r["logical_date"],
+        )
+        page = _page(runs, query, "dag_runs")
+        page["dag_runs"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in page["dag_runs"]]
+        return page
+
+    def _runs_of(self, backfill: dict[str, Any]) -> list[dict[str, Any]]:
+        return [r for r in self.runs.values() if r.get("_backfill") == backfill["id"]]
+
+    def tick(self) -> None:
+        """One scheduler step: each active, unpaused backfill finishes up to max_active_runs runs."""
+        for backfill in self.backfills.values():
+            if backfill["completed_at"] is not None or backfill["is_paused"] or self.dags[backfill["dag_id"]].is_paused:
+                continue
+            queued = [r for r in self._runs_of(backfill) if r["state"] == "queued"]
+            order = {iso(d): i for i, d in enumerate(backfill["_order"])}
+            for run in sorted(queued, key=lambda r: order.get(r["logical_date"], 0))[
+                : max(0, backfill["max_active_runs"])
+            ]:
+                self._finish(run)
+            if not any(r["state"] in ("queued", "running") for r in self._runs_of(backfill)):
+                backfill["completed_at"] = iso(self.now())
+
+    def _finish(self, run: dict[str, Any]) -> None:
+        dag, now = self.dags[run["dag_id"]], self.now()
+        odd = parse(run["logical_date"]).day % 2 == 1
+        run.update(state="failed" if dag.fail_odd and odd else "success", start_date=iso(now), end_date=iso(now))
+
+
+def _page(items: list[dict[str, Any]], query: dict[str, str], key: str) -> dict[str, Any]:
+    limit, offset = min(int(query.get("limit", 50)), 100), int(query.get("offset", 0))
+    return {key: items[offset : offset + limit], "total_entries": len(items)}
+
+
+def _raise_or_return(result: httpx.Response | Exception | None) -> httpx.Response:
+    if isinstance(result, Exception):
+        raise result
+    assert result is not None
+    return result
