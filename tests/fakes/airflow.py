@@ -81,7 +81,7 @@ def parse(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
-class Reply(Exception):  # noqa: N818 - control flow inside the fake
+class Reply(Exception):
     def __init__(self, status: int, detail: Any) -> None:
         super().__init__(detail)
         self.status, self.detail = status, detail
@@ -177,7 +177,7 @@ class FakeAirflow:
             )
             return 200, _page(items, query, "backfills")
         if method == "POST" and parts == ["dry_run"]:
-            dag, dates = self._plan(body, check_conflict=False)
+            _dag, dates = self._plan(body, check_conflict=False)
             return 200, {
                 "backfills": [{"logical_date": iso(d), "partition_key": None, "partition_date": None} for d in dates],
                 "total_entries": len(dates),
