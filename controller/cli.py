@@ -7,6 +7,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -22,8 +23,10 @@ from controller import __version__
 from controller.adapters.store import EventFilter
 from controller.commands import audit as audit_cmd
 from controller.commands import validate as validate_cmd
+from controller.commands.reconcile import PassResult
+from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
-from controller.core import audit_render, render
+from controller.core import audit_render, plan_render, render, status
 from controller.core.scaffold import NewSpec
 from controller.core.spec import ReprocessBehavior
 from controller.errors import ControllerError, ExitCode
@@ -126,6 +129,131 @@ def new(
         _out(render.validation_text(result))
     _out("next: fill in the TODO placeholders, then `backfillctl validate` and `backfillctl plan`\n")
     return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+class PlanFormat(StrEnum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def plan(
+    output: Annotated[PlanFormat, typer.Option("--format", help="Output format.")] = PlanFormat.text,
+    detailed_exitcode: Annotated[
+        bool, typer.Option("--detailed-exitcode", help="Exit 4 when there are changes.")
+    ] = False,
+) -> int:
+    """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    with open_reconciler(_settings()) as reconciler:
+        result, _specs, _world = reconciler.plan()
+    renderers = {
+        PlanFormat.text: plan_render.plan_text,
+        PlanFormat.markdown: plan_render.plan_markdown,
+        PlanFormat.json: plan_render.plan_json,
+    }
+    _out(renderers[output](result))
+    if any(i.error for i in result.items):
+        return ExitCode.ERROR
+    return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
+
+
+@app.command()
+def reconcile(
+    once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between passes.")] = 30.0,
+    until_complete: Annotated[
+        bool, typer.Option("--until-complete", help="Repeat until every spec is finished.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    plan_checksum: Annotated[str | None, typer.Option("--plan-checksum", help="Refuse if the plan differs.")] = None,
+    wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
+) -> int:
+    """Make Airflow's backfills match the specs, auditing every action."""
+    if once and (watch or until_complete):
+        raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
+    stop = Stop()
+    if watch or until_complete:
+        stop.install()
+    with open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock) as reconciler:
+        while True:
+            result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
+            _report_pass(result, dry_run, live=watch or until_complete)
+            plan_checksum = None  # a reviewed plan gates the first pass only
+            if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.all_terminal):
+                return _pass_exit(result)
+            stop.wait(interval)
+            reconciler.heartbeat()
+
+
+def _report_pass(result: PassResult, dry_run: bool, live: bool) -> None:
+    if dry_run or not live:
+        _out(plan_render.plan_text(result.plan))
+    for item, outcome in result.applied:
+        _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
+    if live:
+        _out(status.status_text(status.status_rows(result.plan, {})))
+    for line in result.refused:
+        sys.stderr.write(f"refused: {line}\n")
+    for line in result.errors:
+        sys.stderr.write(f"error: {line}\n")
+
+
+def _pass_exit(result: PassResult) -> int:
+    if result.refused:
+        return ExitCode.REFUSED
+    return ExitCode.ERROR if result.errors else ExitCode.OK
+
+
+class StatusFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command("status")
+def status_command(
+    name: Annotated[str | None, typer.Argument(help="Only this spec.")] = None,
+    output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text,
+) -> int:
+    """Per spec: phase, backfill id, runs by state, progress and ETA (read only)."""
+    with open_reconciler(_settings()) as reconciler:
+        current, _specs, _world = reconciler.plan(with_dry_runs=False)
+        stored = reconciler.store.bindings()
+    rows = [r for r in status.status_rows(current, stored) if name is None or r.spec == name]
+    if name is not None and not rows:
+        raise typer.BadParameter(f"no spec named {name!r}")
+    if output is StatusFormat.json:
+        _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in rows]}, indent=2) + "\n")
+    else:
+        _out(status.status_text(rows))
+    return ExitCode.OK
+
+
+class ReportFormat(StrEnum):
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def report(
+    name: Annotated[str, typer.Argument(help="The spec's name.")],
+    output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
+) -> int:
+    """The change record of one spec: who, why, what ran, the outcome, and its audit trail."""
+    settings = _settings()
+    result = validate_cmd.validate_paths([], settings.specs_dir, _now())
+    spec = next((s for s in result.specs if s.name == name), None)
+    if spec is None:
+        raise typer.BadParameter(f"no spec named {name!r} under {settings.specs_dir}")
+    stored, events = audit_cmd.spec_record(settings, name)
+    document = status.report_json(spec, stored, events)
+    _out(
+        json.dumps(document, indent=2) + "\n"
+        if output is ReportFormat.json
+        else status.report_markdown(document, events)
+    )
+    return ExitCode.OK
 
 
 audit_app = typer.Typer(help="Read and check the audit log.", no_args_is_help=True)

@@ -14,12 +14,13 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import httpx
 
+from controller.core.model import Backfill, DagInfo, DagRun
 from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
 from controller.core.secret import Secret
 from controller.core.spec import format_utc
@@ -49,35 +50,6 @@ _STATUS_ERRORS: dict[int, type[AirflowError]] = {
 
 def parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-@dataclass(frozen=True, slots=True)
-class Backfill:
-    id: int
-    dag_id: str
-    from_date: datetime
-    to_date: datetime
-    reprocess_behavior: str
-    max_active_runs: int
-    is_paused: bool
-    dag_run_conf: Mapping[str, Any] | None
-    created_at: datetime
-    completed_at: datetime | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Backfill:
-        return cls(
-            id=int(data["id"]),
-            dag_id=data["dag_id"],
-            from_date=_required_time(data["from_date"]),
-            to_date=_required_time(data["to_date"]),
-            reprocess_behavior=data["reprocess_behavior"],
-            max_active_runs=int(data["max_active_runs"]),
-            is_paused=bool(data["is_paused"]),
-            dag_run_conf=data.get("dag_run_conf"),
-            created_at=_required_time(data["created_at"]),
-            completed_at=parse_time(data.get("completed_at")),
-        )
 
 
 def _required_time(value: str) -> datetime:
@@ -116,34 +88,29 @@ class BackfillRequest:
         return body
 
 
-@dataclass(frozen=True, slots=True)
-class DagInfo:
-    dag_id: str
-    is_paused: bool
-    is_stale: bool
-    has_import_errors: bool
-    is_backfillable: bool
-    depends_on_past: bool
-    params: Mapping[str, Any] = field(default_factory=dict)
+def backfill_from_json(data: Mapping[str, Any]) -> Backfill:
+    return Backfill(
+        id=int(data["id"]),
+        dag_id=data["dag_id"],
+        from_date=_required_time(data["from_date"]),
+        to_date=_required_time(data["to_date"]),
+        reprocess_behavior=data["reprocess_behavior"],
+        max_active_runs=int(data["max_active_runs"]),
+        is_paused=bool(data["is_paused"]),
+        dag_run_conf=data.get("dag_run_conf"),
+        created_at=_required_time(data["created_at"]),
+        completed_at=parse_time(data.get("completed_at")),
+    )
 
 
-@dataclass(frozen=True, slots=True)
-class DagRun:
-    run_id: str
-    logical_date: datetime
-    state: str
-    start_date: datetime | None
-    end_date: datetime | None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DagRun:
-        return cls(
-            data["dag_run_id"],
-            _required_time(data["logical_date"]),
-            data["state"],
-            parse_time(data.get("start_date")),
-            parse_time(data.get("end_date")),
-        )
+def dag_run_from_json(data: Mapping[str, Any]) -> DagRun:
+    return DagRun(
+        data["dag_run_id"],
+        _required_time(data["logical_date"]),
+        data["state"],
+        parse_time(data.get("start_date")),
+        parse_time(data.get("end_date")),
+    )
 
 
 Sleep = Callable[[float], None]
@@ -204,26 +171,26 @@ class AirflowClient:
 
     def list_backfills(self, dag_id: str) -> list[Backfill]:
         items = self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "id"})
-        return [Backfill.from_json(item) for item in items]
+        return [backfill_from_json(item) for item in items]
 
     def get_backfill(self, backfill_id: int) -> Backfill:
-        return Backfill.from_json(self._json("GET", f"/api/v2/backfills/{backfill_id}"))
+        return backfill_from_json(self._json("GET", f"/api/v2/backfills/{backfill_id}"))
 
     def dry_run(self, request: BackfillRequest) -> list[datetime]:
         data = self._json("POST", "/api/v2/backfills/dry_run", json=request.body(), idempotent=True)
         return [_required_time(item["logical_date"]) for item in data["backfills"]]
 
     def create(self, request: BackfillRequest) -> Backfill:
-        return Backfill.from_json(self._json("POST", "/api/v2/backfills", json=request.body()))
+        return backfill_from_json(self._json("POST", "/api/v2/backfills", json=request.body()))
 
     def pause(self, backfill_id: int) -> Backfill:
-        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/pause"))
+        return backfill_from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/pause"))
 
     def unpause(self, backfill_id: int) -> Backfill:
-        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/unpause"))
+        return backfill_from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/unpause"))
 
     def cancel(self, backfill_id: int) -> Backfill:
-        return Backfill.from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/cancel"))
+        return backfill_from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/cancel"))
 
     def dag(self, dag_id: str) -> DagInfo:
         details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
@@ -246,7 +213,7 @@ class AirflowClient:
             "order_by": "logical_date",
         }
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
-        return [DagRun.from_json(item) for item in items]
+        return [dag_run_from_json(item) for item in items]
 
     # --- plumbing ------------------------------------------------------------------------------------
 

@@ -56,3 +56,12 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
         return released
     finally:
         store.close()
+
+
+def spec_record(settings: Settings, name: str) -> tuple[dict[str, object], list[AuditRecord]]:
+    """The stored binding and the audit events of one spec."""
+    store = open_store(settings)
+    try:
+        return store.binding(name) or {}, list(store.events(EventFilter(spec=name)))
+    finally:
+        store.close()

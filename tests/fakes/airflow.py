@@ -5,7 +5,7 @@ both), so its status codes and `detail` texts are Airflow's. A tiny scheduler ad
 each unpaused backfill finishes up to max_active_runs queued runs per request (odd days fail on
 demo_flaky), and a backfill with nothing left queued gets `completed_at`.
 
-Faults: `fake.faults` is a list of (method, path-prefix, action) consumed in order by matching requests.
+Faults: `fake.faults` is a list of (method, exact path, action) consumed in order by matching requests.
 An action is a callable(request) -> httpx.Response | Exception | None, run before (or, for
 `after=True` entries, after) the request is processed: e.g. commit a create, then raise ReadTimeout.
 """
@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 import httpx
 from jsonschema import Draft202012Validator
 
-Action = Callable[[httpx.Request], "httpx.Response | Exception | None"]
+Action = Callable[[httpx.Request], "httpx.Response | BaseException | None"]
 
 
 @dataclass
@@ -119,7 +119,7 @@ class FakeAirflow:
 
     def _take_fault(self, request: httpx.Request, *, after: bool) -> Action | None:
         for index, (method, prefix, action, is_after) in enumerate(self.faults):
-            if method == request.method and request.url.path.startswith(prefix) and is_after == after:
+            if method == request.method and request.url.path == prefix and is_after == after:
                 del self.faults[index]
                 return action
         return None
@@ -387,8 +387,8 @@ def _page(items: list[dict[str, Any]], query: dict[str, str], key: str) -> dict[
     return {key: items[offset : offset + limit], "total_entries": len(items)}
 
 
-def _raise_or_return(result: httpx.Response | Exception | None) -> httpx.Response:
-    if isinstance(result, Exception):
+def _raise_or_return(result: httpx.Response | BaseException | None) -> httpx.Response:
+    if isinstance(result, BaseException):
         raise result
     assert result is not None
     return result

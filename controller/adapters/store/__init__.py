@@ -37,8 +37,8 @@ from controller.core.spec import canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0002"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002"})
+SCHEMA_HEAD = "0003"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003"})
 LEASE_NAME = "reconcile"
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 Clock = Callable[[], datetime]
@@ -263,6 +263,28 @@ class Store:
                 conn.execute(update(bindings).where(bindings.c.spec_name == spec_name).values(**values, updated_at=now))
             else:
                 conn.execute(insert(bindings).values(spec_name=spec_name, **values, created_at=now, updated_at=now))
+
+    def pending_creates(self) -> dict[str, datetime]:
+        """Specs whose latest create event is an intent without an outcome (a crash or an ambiguous call)."""
+        last: dict[str, tuple[str, str]] = {}
+        query = (
+            select(audit_events.c.spec_name, audit_events.c.phase, audit_events.c.time)
+            .where(audit_events.c.action == "create")
+            .order_by(audit_events.c.seq)
+        )
+        with self._tx("reading create intents") as conn:
+            for name, phase, time in conn.execute(query):
+                last[name] = (phase, time)
+        return {
+            name: datetime.strptime(time, _TIME).replace(tzinfo=UTC)
+            for name, (phase, time) in last.items()
+            if phase == "intent"
+        }
+
+    def binding(self, spec_name: str) -> dict[str, Any] | None:
+        with self._tx("reading a binding") as conn:
+            row = conn.execute(select(bindings).where(bindings.c.spec_name == spec_name)).mappings().first()
+            return None if row is None else dict(row)
 
     def bindings(self) -> dict[str, dict[str, Any]]:
         with self._tx("reading bindings") as conn:

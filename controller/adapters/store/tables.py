@@ -17,6 +17,8 @@ bindings = Table(
     Column("git_commit", String(64), nullable=True),
     Column("phase", String(32), nullable=False),
     Column("run_counts", JSON, nullable=True),
+    Column("applied_state", String(20), nullable=False, server_default="active"),
+    Column("detail", JSON, nullable=True),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )

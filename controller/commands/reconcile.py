@@ -1,0 +1,473 @@
+"""The only orchestrator: load specs → observe Airflow → dry-run queue heads → plan → apply, audited.
+
+Every mutating Airflow call is preceded by a committed `intent` record and followed by an `outcome`;
+if the intent cannot be written, the call is not made (fail closed). A create that may have landed
+(timeout, 5xx, 503) is never blindly repeated: the DAG's backfills are listed first and a matching one
+created after the intent is adopted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from controller import __version__
+from controller.adapters.airflow import AirflowClient, BackfillRequest
+from controller.adapters.gitsource import GitSource
+from controller.adapters.store import Lease, Store
+from controller.commands.settings import Settings
+from controller.commands.validate import validate_paths
+from controller.core.audit import AuditEntry, AuditRecord
+from controller.core.model import Backfill, Phase, summarise
+from controller.core.plan import (
+    Binding,
+    DagObservation,
+    DryRun,
+    Item,
+    Kind,
+    Plan,
+    World,
+    iter_changes,
+    make_plan,
+    matches,
+)
+from controller.core.policy import Policy
+from controller.core.spec import BackfillSpec, ReprocessBehavior, thaw_conf
+from controller.errors import (
+    AirflowAmbiguous,
+    AirflowConflict,
+    AirflowError,
+    AirflowNotFound,
+    ConfigError,
+    InvalidSpecs,
+    StalePlan,
+)
+
+log = logging.getLogger(__name__)
+CREATE_ATTEMPTS = 3
+
+
+@dataclass
+class PassResult:
+    plan: Plan
+    applied: list[tuple[Item, str]] = field(default_factory=list)  # (item, outcome)
+    errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    @property
+    def all_terminal(self) -> bool:
+        return all(i.phase.terminal or i.phase is Phase.ORPHANED for i in self.plan.items)
+
+
+def make_client(settings: Settings) -> AirflowClient:
+    if not settings.airflow_url:
+        raise ConfigError(
+            "BACKFILLCTL_AIRFLOW_URL is not set",
+            hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
+            'for a local one: eval "$(scripts/airflow-local env)"',
+        )
+    return AirflowClient(
+        settings.airflow_url,
+        token=settings.airflow_token,
+        username=settings.airflow_username,
+        password=settings.airflow_password,
+    )
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        client: AirflowClient,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], None] = time.sleep,
+        git: GitSource | None = None,
+    ) -> None:
+        self.settings, self.store, self.client, self.clock, self.sleep = settings, store, client, clock, sleep
+        self.git = git or GitSource(settings.specs_dir)
+        self.commit = self.git.head()
+        self.airflow_url = settings.airflow_url or client.base_url
+        self.lease: Lease | None = None
+
+    def heartbeat(self) -> None:
+        if self.lease is not None:
+            self.lease = self.store.heartbeat(self.lease, 300.0)
+
+    # --- reading the world --------------------------------------------------------------------------------
+
+    def load(self) -> tuple[list[BackfillSpec], Policy]:
+        result = validate_paths([], self.settings.specs_dir, self.clock())
+        if not result.ok:
+            first = result.errors[0]
+            raise InvalidSpecs(
+                f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
+                hint="run `backfillctl validate` and fix every error; nothing was changed",
+            )
+        return self.queue_order(list(result.specs)), result.policy
+
+    def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
+        """First merged first: the commit that added the spec file, then the name."""
+        intros = self.git.introductions(self.settings.specs_dir) if self.git.available else {}
+
+        def key(spec: BackfillSpec) -> tuple[float, str]:
+            found = intros.get(self.git.relative(Path(spec.path))) if intros else None
+            return (found.timestamp if found else float("inf"), spec.name)
+
+        return sorted(specs, key=key)
+
+    def bindings(self) -> dict[str, Binding]:
+        return {
+            name: Binding(
+                name,
+                row["dag_id"],
+                row["backfill_id"],
+                Phase(row["phase"]),
+                row.get("applied_state") or "active",
+                row["spec_digest"],
+                (row.get("detail") or {}).get("reason", ""),
+            )
+            for name, row in self.store.bindings().items()
+        }
+
+    def observe(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
+        names = {s.name for s in specs}
+        live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
+        live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
+        return {dag_id: self._observe_dag(dag_id, specs, bindings) for dag_id in sorted(live)}
+
+    def _observe_dag(
+        self, dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
+    ) -> DagObservation:
+        try:
+            backfills = tuple(self.client.list_backfills(dag_id))
+            try:
+                info = self.client.dag(dag_id)
+            except AirflowNotFound:
+                info = None
+            wanted = self._runs_wanted(dag_id, backfills, specs, bindings)
+            runs = {b.id: summarise(self.client.dag_runs(dag_id, b.from_date, b.to_date)) for b in wanted}
+        except AirflowError as exc:
+            return DagObservation(dag_id, None, error=exc.message)
+        return DagObservation(dag_id, info, backfills, runs)
+
+    @staticmethod
+    def _runs_wanted(
+        dag_id: str, backfills: Sequence[Backfill], specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
+    ) -> list[Backfill]:
+        bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
+        unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
+        return [b for b in backfills if b.active or b.id in bound or any(matches(s, b) for s in unbound)]
+
+    def dry_runs(self, names: Sequence[str], specs: Mapping[str, BackfillSpec]) -> dict[str, DryRun]:
+        return {name: self._dry_run(specs[name]) for name in names}
+
+    def _dry_run(self, spec: BackfillSpec) -> DryRun:
+        """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""
+        try:
+            dates = tuple(self.client.dry_run(request_for(spec)))
+            everything = (
+                dates
+                if spec.reprocess_behavior is ReprocessBehavior.COMPLETED
+                else tuple(self.client.dry_run(request_for(spec, reprocess="completed")))
+            )
+        except AirflowError as exc:
+            return DryRun(error=exc.detail or exc.message)
+        return DryRun(dates, len(everything))
+
+    def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
+        specs, policy = self.load()
+        bindings = self.bindings()
+        world = World(self.observe(specs, bindings), bindings, {}, self.store.pending_creates())
+        plan = make_plan(specs, policy, world)
+        if with_dry_runs and plan.needs_dry_run():
+            by_name = {s.name: s for s in specs}
+            world = World(world.observations, bindings, self.dry_runs(plan.needs_dry_run(), by_name), world.intents)
+            plan = make_plan(specs, policy, world)
+        return plan, specs, world
+
+    # --- one pass -----------------------------------------------------------------------------------------
+
+    def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
+        plan, specs, world = self.plan()
+        if plan_checksum is not None and plan_checksum != plan.checksum():
+            self._audit_refusal(
+                f"plan checksum {plan_checksum} does not match the plan computed now, {plan.checksum()}"
+            )
+            raise StalePlan(
+                f"stale plan: checksum={plan_checksum} does not match computed={plan.checksum()}",
+                hint="run `backfillctl plan` again, review it, and pass its checksum",
+            )
+        result = PassResult(plan)
+        if dry_run:
+            return result
+        by_name = {s.name: s for s in specs}
+        for item in iter_changes(plan):
+            result.applied.append((item, self._apply(item, by_name[item.spec], world, result)))
+        self._record_phases(plan, by_name, result)
+        self._audit_pass(plan, result)
+        return result
+
+    def _apply(self, item: Item, spec: BackfillSpec, world: World, result: PassResult) -> str:
+        if item.kind is Kind.ADOPT:
+            return self._adopt(item, spec)
+        if item.kind is Kind.CREATE:
+            return self._create(spec, world, result, _dry_run_detail(item))
+        return self._steer(item, spec, result)
+
+    def _adopt(self, item: Item, spec: BackfillSpec) -> str:
+        self._audit("adopt", "observation", spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason)
+        self._bind(spec, item.backfill_id, item.phase, item.reason, item.facts.get("runs"))
+        return "adopted"
+
+    def _steer(self, item: Item, spec: BackfillSpec, result: PassResult) -> str:
+        backfill_id = item.backfill_id
+        assert backfill_id is not None
+        call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
+        path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
+        self._audit(
+            item.kind.value,
+            "intent",
+            spec,
+            backfill_id=backfill_id,
+            request={"method": "PUT", "path": path},
+            message=item.reason,
+        )
+        try:
+            call[item.kind](backfill_id)
+            outcome, status = "done", 200
+            status_: int | None = status
+        except AirflowConflict as exc:
+            outcome, status_ = "already-completed", exc.status
+        except AirflowError as exc:
+            self._audit(
+                item.kind.value,
+                "outcome",
+                spec,
+                outcome="failed",
+                backfill_id=backfill_id,
+                response={"status": exc.status, "detail": exc.detail},
+                message=exc.message,
+            )
+            result.errors.append(f"{spec.name}: {exc.message}")
+            return "failed"
+        self._audit(
+            item.kind.value, "outcome", spec, outcome=outcome, backfill_id=backfill_id, response={"status": status_}
+        )
+        applied = {Kind.PAUSE: "paused", Kind.UNPAUSE: "active", Kind.CANCEL: "cancelled"}[item.kind]
+        # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
+        phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
+        self._bind(spec, backfill_id, phase, item.reason, item.facts.get("runs"), applied_state=applied)
+        return outcome
+
+    # --- create, with crash and ambiguity handling ---------------------------------------------------------
+
+    def _create(self, spec: BackfillSpec, world: World, result: PassResult, counts: dict[str, Any]) -> str:
+        if spec.name in world.intents:
+            self._audit(
+                "create",
+                "observation",
+                spec,
+                outcome="abandoned",
+                message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
+            )
+        body = request_for(spec)
+        intent = self._audit(
+            "create", "intent", spec, request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()}
+        )
+        since = datetime.strptime(intent.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        self._bind(spec, None, Phase.PENDING, "creating", None, keep=counts)
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            outcome = self._try_create(spec, body, since, attempt, result)
+            if outcome is not None:
+                return outcome
+            self.sleep(min(8.0, 0.5 * 2**attempt))
+        return self._create_failed(spec, "gave up after ambiguous answers; nothing was created", result)
+
+    def _try_create(
+        self, spec: BackfillSpec, body: BackfillRequest, since: datetime, attempt: int, result: PassResult
+    ) -> str | None:
+        try:
+            created = self.client.create(body)
+        except AirflowConflict:
+            return self._recover(spec, since, "adopted-after-409") or self._queued_after_conflict(spec)
+        except AirflowAmbiguous as exc:
+            recovered = self._recover(spec, since, "recovered-after-ambiguous")
+            if recovered is None:
+                log.warning(
+                    "attempt #%d/%d failed; will retry after checking nothing was created: %s",
+                    attempt,
+                    CREATE_ATTEMPTS,
+                    exc.message,
+                )
+            return recovered
+        except AirflowError as exc:
+            return self._create_failed(spec, exc.message, result, exc.status, exc.detail)
+        self._audit(
+            "create",
+            "outcome",
+            spec,
+            outcome="created",
+            backfill_id=created.id,
+            response={"status": 200, "backfill_id": created.id},
+        )
+        self._bind(spec, created.id, Phase.RUNNING, "created", None)
+        return "created"
+
+    def _recover(self, spec: BackfillSpec, since: datetime, outcome: str) -> str | None:
+        found = [b for b in self.client.list_backfills(spec.dag_id) if matches(spec, b) and b.created_at >= since]
+        if not found:
+            return None
+        backfill = max(found, key=lambda b: b.id)
+        self._audit(
+            "create",
+            "outcome",
+            spec,
+            outcome=outcome,
+            backfill_id=backfill.id,
+            message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
+        )
+        self._bind(spec, backfill.id, Phase.RUNNING if backfill.active else Phase.SUCCEEDED, outcome, None)
+        return outcome
+
+    def _queued_after_conflict(self, spec: BackfillSpec) -> str:
+        self._audit(
+            "create",
+            "outcome",
+            spec,
+            outcome="conflict",
+            response={"status": 409},
+            message="another backfill became active on this DAG; queued",
+        )
+        self._bind(spec, None, Phase.QUEUED, "another backfill is active on this DAG", None)
+        return "conflict"
+
+    def _create_failed(
+        self, spec: BackfillSpec, message: str, result: PassResult, status: int | None = None, detail: str = ""
+    ) -> str:
+        self._audit(
+            "create",
+            "outcome",
+            spec,
+            outcome="rejected",
+            response={"status": status, "detail": detail},
+            message=message,
+        )
+        self._bind(spec, None, Phase.BLOCKED, message, None)
+        result.errors.append(f"{spec.path}: {spec.name}: {message}")
+        return "rejected"
+
+    # --- recording --------------------------------------------------------------------------------------
+
+    def _record_phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult) -> None:
+        bindings = self.bindings()
+        applied = {item.spec for item, _ in result.applied}
+        for item in plan.items:
+            if item.kind is Kind.REFUSE:
+                result.refused.append(f"{item.spec}: {item.reason}")
+            elif item.error:
+                result.errors.append(f"{item.spec}: {item.reason}")
+            spec = specs.get(item.spec)
+            if spec is None or item.spec in applied or item.kind is Kind.DRY_RUN:
+                continue
+            before = bindings.get(item.spec)
+            if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
+                self._audit(
+                    "observe",
+                    "observation",
+                    spec,
+                    outcome=item.phase.value,
+                    backfill_id=item.backfill_id,
+                    message=item.reason,
+                )
+                self._bind(
+                    spec,
+                    item.backfill_id,
+                    item.phase,
+                    item.reason,
+                    item.facts.get("runs"),
+                    applied_state=before.applied_state if before else "active",
+                )
+
+    def _bind(  # noqa: PLR0917 - one call shape for every binding update
+        self,
+        spec: BackfillSpec,
+        backfill_id: int | None,
+        phase: Phase,
+        reason: str,
+        runs: Any,
+        applied_state: str | None = None,
+        keep: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Save the binding; `keep` (create-time counts) survives later updates of the reason."""
+        current = self.store.binding(spec.name) or {}
+        detail = {**(current.get("detail") or {}), **(keep or {}), "reason": reason}
+        values: dict[str, Any] = {
+            "airflow_url": self.airflow_url,
+            "dag_id": spec.dag_id,
+            "backfill_id": backfill_id,
+            "spec_digest": spec.digest,
+            "git_commit": self.commit,
+            "phase": phase.value,
+            "run_counts": runs if runs is not None else current.get("run_counts"),
+            "detail": detail,
+        }
+        if applied_state is not None:
+            values["applied_state"] = applied_state
+        self.store.bind(spec.name, values)
+
+    def _audit(self, action: str, phase: str, spec: BackfillSpec | None, **fields: Any) -> AuditRecord:
+        entry = AuditEntry(
+            action=action,
+            phase=phase,
+            actor=self.settings.actor,
+            controller_version=__version__,
+            git_commit=self.commit,
+            spec_name=spec.name if spec else None,
+            spec_path=spec.path if spec else None,
+            spec_digest=spec.digest if spec else None,
+            dag_id=spec.dag_id if spec else None,
+            **fields,
+        )
+        return self.store.append(entry)
+
+    def _audit_refusal(self, message: str) -> None:
+        self._audit("reconcile", "observation", None, outcome="refused", message=message)
+
+    def _audit_pass(self, plan: Plan, result: PassResult) -> None:
+        changed = len(result.applied)
+        self._audit(
+            "reconcile",
+            "observation",
+            None,
+            outcome="applied" if changed else "no-changes",
+            message=f"{changed} change(s); plan {plan.checksum()}",
+        )
+
+
+def _dry_run_detail(item: Item) -> dict[str, Any]:
+    return {
+        "runs_to_create": item.runs_to_create,
+        "runs_in_range": item.runs_in_range,
+        "first_date": item.first_date.isoformat() if item.first_date else None,
+        "last_date": item.last_date.isoformat() if item.last_date else None,
+    }
+
+
+def request_for(spec: BackfillSpec, reprocess: str | None = None) -> BackfillRequest:
+    return BackfillRequest(
+        dag_id=spec.dag_id,
+        from_date=spec.from_date,
+        to_date=spec.to_date,
+        reprocess_behavior=reprocess or spec.reprocess_behavior.value,
+        max_active_runs=spec.max_active_runs,
+        run_backwards=True if spec.run_backwards else None,
+        dag_run_conf=thaw_conf(spec) or None,
+        run_on_latest_version=spec.run_on_latest_version,
+    )

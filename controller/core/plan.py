@@ -1,0 +1,538 @@
+"""The plan: desired specs vs observed Airflow → one action per spec, plus findings (pure).
+
+`make_plan` is a function of the specs (in queue order), the policy, what was observed, the store's
+bindings, dry-run results and unfinished create intents. It never does I/O and never reads a clock.
+Run it once without dry runs: head-of-queue creates come back as `dry-run`, the caller dry-runs exactly
+those, then plans again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from controller.core.model import Backfill, DagInfo, Phase, RunSummary
+from controller.core.policy import DriftMode, Policy
+from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc, thaw_conf
+
+PLAN_FORMAT_VERSION = 1
+
+
+class Kind(StrEnum):
+    CREATE = "create"
+    ADOPT = "adopt"
+    PAUSE = "pause"
+    UNPAUSE = "unpause"
+    CANCEL = "cancel"
+    WAIT = "wait"
+    NOOP = "noop"
+    REFUSE = "refuse"
+    BLOCKED = "blocked"
+    DRY_RUN = "dry-run"  # internal: the caller must dry-run this spec and plan again
+
+    @property
+    def mutating(self) -> bool:
+        return self in (Kind.CREATE, Kind.PAUSE, Kind.UNPAUSE, Kind.CANCEL)
+
+    @property
+    def change(self) -> bool:
+        return self.mutating or self is Kind.ADOPT
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    spec_name: str
+    dag_id: str
+    backfill_id: int | None
+    phase: Phase
+    applied_state: str = DesiredState.ACTIVE.value
+    spec_digest: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DagObservation:
+    dag_id: str
+    info: DagInfo | None
+    backfills: tuple[Backfill, ...] = ()
+    runs: Mapping[int, RunSummary] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    dates: tuple[datetime, ...] = ()
+    in_range: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    observations: Mapping[str, DagObservation] = field(default_factory=dict)
+    bindings: Mapping[str, Binding] = field(default_factory=dict)
+    dry_runs: Mapping[str, DryRun] = field(default_factory=dict)
+    intents: Mapping[str, datetime] = field(default_factory=dict)  # spec → time of a create intent without outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    spec: str
+    dag_id: str
+    kind: Kind
+    phase: Phase
+    reason: str = ""
+    backfill_id: int | None = None
+    runs_to_create: int | None = None
+    runs_in_range: int | None = None
+    first_date: datetime | None = None
+    last_date: datetime | None = None
+    error: bool = False
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "dag_id": self.dag_id,
+            "action": self.kind.value,
+            "phase": self.phase.value,
+            "reason": self.reason,
+            "backfill_id": self.backfill_id,
+            "runs_to_create": self.runs_to_create,
+            "runs_in_range": self.runs_in_range,
+            "first_date": _iso(self.first_date),
+            "last_date": _iso(self.last_date),
+            "error": self.error,
+            "facts": dict(self.facts),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    kind: str  # drift | orphaned | unmanaged | dag-paused | observation-incomplete | still-running
+    dag_id: str
+    message: str
+    spec: str | None = None
+    backfill_id: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "dag_id": self.dag_id,
+            "spec": self.spec,
+            "backfill_id": self.backfill_id,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    items: tuple[Item, ...]
+    findings: tuple[Finding, ...] = ()
+
+    def checksum(self) -> str:
+        """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
+        decisions = [
+            [i.spec, i.kind.value, i.backfill_id, i.runs_to_create, dict(i.facts).get("request")]
+            for i in self.items
+            if i.kind.change or i.kind in (Kind.REFUSE, Kind.BLOCKED)
+        ]
+        return hashlib.sha256(canonical_json(decisions).encode()).hexdigest()[:16]
+
+    @property
+    def changes(self) -> tuple[Item, ...]:
+        return tuple(i for i in self.items if i.kind.change)
+
+    def count(self, *kinds: Kind) -> int:
+        return sum(1 for i in self.items if i.kind in kinds)
+
+    def needs_dry_run(self) -> tuple[str, ...]:
+        return tuple(i.spec for i in self.items if i.kind is Kind.DRY_RUN)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format_version": PLAN_FORMAT_VERSION,
+            "checksum": self.checksum(),
+            "items": [i.as_json() for i in self.items],
+            "findings": [f.as_json() for f in self.findings],
+            "summary": summary_counts(self),
+        }
+
+
+def summary_counts(plan: Plan) -> dict[str, int]:
+    return {
+        "create": plan.count(Kind.CREATE),
+        "pause": plan.count(Kind.PAUSE),
+        "unpause": plan.count(Kind.UNPAUSE),
+        "cancel": plan.count(Kind.CANCEL),
+        "adopt": plan.count(Kind.ADOPT),
+        "queued": plan.count(Kind.WAIT),
+        "blocked": plan.count(Kind.BLOCKED, Kind.REFUSE),
+        "refused": plan.count(Kind.REFUSE),
+        "in_sync": plan.count(Kind.NOOP),
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else format_utc(value)
+
+
+# --- matching -------------------------------------------------------------------------------------------
+
+
+def matches(spec: BackfillSpec, backfill: Backfill) -> bool:
+    """Same backfill as the spec would create: DAG, dates, reprocess, max_active_runs and conf."""
+    return (
+        backfill.dag_id == spec.dag_id
+        and backfill.from_date == spec.from_date
+        and backfill.to_date == spec.to_date
+        and backfill.reprocess_behavior == spec.reprocess_behavior.value
+        and backfill.max_active_runs == spec.max_active_runs
+        and backfill.conf_json() == _conf(spec)
+    )
+
+
+def _conf(spec: BackfillSpec) -> str | None:
+    return spec.conf_json() if spec.dag_run_conf else None
+
+
+def adoptable(
+    spec: BackfillSpec, backfills: Sequence[Backfill], taken: set[int], intent: datetime | None
+) -> Backfill | None:
+    """A backfill we may have created for this spec: active ones first, then the newest completed."""
+    found = [
+        b for b in backfills if b.id not in taken and matches(spec, b) and (intent is None or b.created_at >= intent)
+    ]
+    found.sort(key=lambda b: (b.active, b.created_at, b.id), reverse=True)
+    return found[0] if found else None
+
+
+def create_request(spec: BackfillSpec) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "dag_id": spec.dag_id,
+        "from_date": format_utc(spec.from_date),
+        "to_date": format_utc(spec.to_date),
+        "reprocess_behavior": spec.reprocess_behavior.value,
+        "max_active_runs": spec.max_active_runs,
+    }
+    if spec.run_backwards:
+        body["run_backwards"] = True
+    if spec.dag_run_conf:
+        body["dag_run_conf"] = thaw_conf(spec)
+    if spec.run_on_latest_version is not None:
+        body["run_on_latest_version"] = spec.run_on_latest_version
+    return body
+
+
+# --- the plan -------------------------------------------------------------------------------------------
+
+
+def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
+    """Specs must be in queue order (first merged first); the result is sorted by DAG then queue."""
+    items: list[Item] = []
+    findings: list[Finding] = []
+    by_dag: dict[str, list[BackfillSpec]] = {}
+    for spec in specs:
+        by_dag.setdefault(spec.dag_id, []).append(spec)
+    for dag_id in sorted(by_dag):
+        dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world)
+        items += dag_items
+        findings += dag_findings
+    orphan_items, orphan_findings = _orphans({s.name for s in specs}, world)
+    findings += orphan_findings
+    items += orphan_items
+    return Plan(
+        tuple(items), tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
+    )
+
+
+def _plan_dag(
+    dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World
+) -> tuple[list[Item], list[Finding]]:
+    obs = world.observations.get(dag_id)
+    live = [s for s in queue if not _recorded_terminal(s, world)]
+    if live and (obs is None or obs.error):
+        why = f"observation incomplete: {obs.error if obs else 'DAG not observed'}"
+        items = [
+            _recorded(s, world) if s not in live else _item(s, Kind.BLOCKED, Phase.BLOCKED, why, error=True)
+            for s in queue
+        ]
+        return items, [Finding("observation-incomplete", dag_id, why)]
+    assert obs is not None or not live
+    return _DagPlanner(dag_id, queue, policy, world, obs).run()
+
+
+def _recorded_terminal(spec: BackfillSpec, world: World) -> bool:
+    binding = world.bindings.get(spec.name)
+    return binding is not None and binding.phase.terminal
+
+
+def _recorded(spec: BackfillSpec, world: World) -> Item:
+    binding = world.bindings[spec.name]
+    return _item(spec, Kind.NOOP, binding.phase, binding.reason or "finished", binding.backfill_id)
+
+
+def _item(
+    spec: BackfillSpec, kind: Kind, phase: Phase, reason: str = "", backfill_id: int | None = None, **extra: Any
+) -> Item:
+    facts = {
+        "from_date": format_utc(spec.from_date),
+        "to_date": format_utc(spec.to_date),
+        "reprocess_behavior": spec.reprocess_behavior.value,
+        "max_active_runs": spec.max_active_runs,
+        "run_backwards": spec.run_backwards,
+        "approvers": list(spec.approvers),
+        "ticket": spec.ticket,
+        "state": spec.state.value,
+        "expected_runs": spec.expected_runs,
+    }
+    facts.update(extra.pop("facts", {}))
+    return Item(spec.name, spec.dag_id, kind, phase, reason, backfill_id, facts=facts, **extra)
+
+
+class _DagPlanner:
+    """Walks one DAG's queue; small methods, one decision each."""
+
+    def __init__(
+        self, dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World, obs: DagObservation | None
+    ) -> None:
+        self.dag_id, self.queue, self.policy, self.world = dag_id, queue, policy, world
+        self.obs = obs or DagObservation(dag_id, None)
+        self.bound = {b.backfill_id for b in world.bindings.values() if b.backfill_id is not None}
+        self.taken: set[int] = set(self.bound)
+        self.findings: list[Finding] = []
+        self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
+        self.waiting_on: str | None = None  # first spec in the queue that is not finished yet
+        self.adoptions: dict[str, Backfill] = {}
+
+    def run(self) -> tuple[list[Item], list[Finding]]:
+        self._claim_adoptions()
+        items = [self._decide(spec) for spec in self.queue]
+        self._unmanaged()
+        self._dag_paused(items)
+        return items, self.findings
+
+    def _claim_adoptions(self) -> None:
+        for spec in self.queue:
+            if spec.name in self.world.bindings and self.world.bindings[spec.name].backfill_id is not None:
+                continue
+            found = adoptable(spec, self.obs.backfills, self.taken, self.world.intents.get(spec.name))
+            if found is not None:
+                self.adoptions[spec.name] = found
+                self.taken.add(found.id)
+        active = [b for b in self.obs.backfills if b.active]
+        owners = {b.backfill_id: b.spec_name for b in self.world.bindings.values() if b.backfill_id}
+        owners.update({b.id: name for name, b in self.adoptions.items()})
+        if active:
+            self.occupant = (owners.get(active[0].id, f"unmanaged backfill #{active[0].id}"), active[0].id)
+
+    def _decide(self, spec: BackfillSpec) -> Item:
+        binding = self.world.bindings.get(spec.name)
+        if binding is not None and binding.phase.terminal:
+            return _recorded(spec, self.world)
+        if binding is not None and binding.backfill_id is not None:
+            item = self._bound(spec, binding)
+        elif spec.name in self.adoptions:
+            item = self._adopt(spec, self.adoptions[spec.name])
+        else:
+            item = self._unbound(spec, binding)
+        if not item.phase.terminal and self.waiting_on is None:
+            self.waiting_on = spec.name
+        return item
+
+    def _backfill(self, backfill_id: int) -> Backfill | None:
+        return next((b for b in self.obs.backfills if b.id == backfill_id), None)
+
+    def _bound(self, spec: BackfillSpec, binding: Binding) -> Item:
+        backfill = self._backfill(binding.backfill_id or 0)
+        if backfill is None:
+            return _item(
+                spec,
+                Kind.BLOCKED,
+                Phase.BLOCKED,
+                f"backfill #{binding.backfill_id} is no longer in Airflow",
+                binding.backfill_id,
+                error=True,
+            )
+        if not backfill.active:
+            return self._finished(spec, backfill, binding.applied_state)
+        return self._steer(spec, backfill, binding.applied_state)
+
+    def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
+        runs = self.obs.runs.get(backfill.id, RunSummary({}))
+        phase = terminal_phase(backfill, runs, applied)
+        reason = _outcome_reason(phase, runs)
+        return _item(spec, Kind.NOOP, phase, reason, backfill.id, facts={"runs": runs.as_json()})
+
+    def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
+        runs = self.obs.runs.get(backfill.id, RunSummary({}))
+        base: dict[str, Any] = {"backfill_id": backfill.id, "facts": {"runs": runs.as_json()}}
+        if spec.state is DesiredState.CANCELLED:
+            if runs.count("running"):
+                self.findings.append(
+                    Finding(
+                        "still-running",
+                        self.dag_id,
+                        f"cancel fails only queued runs; {runs.count('running')} running run(s) will finish",
+                        spec.name,
+                        backfill.id,
+                    )
+                )
+            return _item(spec, Kind.CANCEL, Phase.CANCELLED, "spec says cancelled", **base)
+        if spec.state is DesiredState.PAUSED:
+            kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
+            return _item(spec, kind, Phase.PAUSED, "spec says paused", **base)
+        if not backfill.is_paused:
+            return _item(spec, Kind.NOOP, Phase.RUNNING, "in sync", **base)
+        if applied == DesiredState.PAUSED.value:
+            return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "spec says active again", **base)
+        return self._drift(spec, backfill, base)
+
+    def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any]) -> Item:
+        healing = self.policy.drift is DriftMode.HEAL
+        message = f"backfill #{backfill.id} was paused outside backfillctl" + ("; healing: unpause" if healing else "")
+        self.findings.append(Finding("drift", self.dag_id, message, spec.name, backfill.id))
+        if healing:
+            return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "drift: paused by hand; policy heals", **base)
+        return _item(spec, Kind.NOOP, Phase.PAUSED, "drift: paused by hand (policy drift: report)", **base)
+
+    def _adopt(self, spec: BackfillSpec, backfill: Backfill) -> Item:
+        runs = self.obs.runs.get(backfill.id, RunSummary({}))
+        phase = (
+            terminal_phase(backfill, runs, "")
+            if not backfill.active
+            else (Phase.PAUSED if backfill.is_paused else Phase.RUNNING)
+        )
+        why = "intent without outcome" if spec.name in self.world.intents else "matches the spec, not bound"
+        return _item(
+            spec,
+            Kind.ADOPT,
+            phase,
+            f"adopt backfill #{backfill.id} ({why})",
+            backfill.id,
+            facts={"runs": runs.as_json()},
+        )
+
+    def _unbound(self, spec: BackfillSpec, binding: Binding | None) -> Item:
+        if spec.state is DesiredState.CANCELLED:
+            return _item(spec, Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
+        if self.occupant is not None:
+            who, backfill_id = self.occupant
+            where = f" (backfill #{backfill_id})" if backfill_id else ""
+            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who}{where}")
+        if self.waiting_on is not None:
+            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {self.waiting_on}")
+        return self._head(spec)
+
+    def _head(self, spec: BackfillSpec) -> Item:
+        info, dry = self.obs.info, self.world.dry_runs.get(spec.name)
+        blocked = _dag_problem(info, self.dag_id)
+        if blocked is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
+        if dry is None:
+            return _item(spec, Kind.DRY_RUN, Phase.PENDING, "awaiting dry run")
+        if dry.error is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"Airflow refuses it: {dry.error}", error=True)
+        return self._create_or_refuse(spec, dry)
+
+    def _create_or_refuse(self, spec: BackfillSpec, dry: DryRun) -> Item:
+        count = len(dry.dates)
+        dates: dict[str, Any] = {
+            "runs_to_create": count,
+            "runs_in_range": dry.in_range,
+            "first_date": min(dry.dates, default=None),
+            "last_date": max(dry.dates, default=None),
+        }
+        if count == 0:
+            return _item(spec, Kind.NOOP, Phase.SUCCEEDED, "nothing to reprocess", **dates)
+        limit = _limit(spec, self.policy, count)
+        if limit is not None:
+            return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
+        self.occupant = (spec.name, 0)
+        return _item(spec, Kind.CREATE, Phase.PENDING, "", facts={"request": create_request(spec)}, **dates)
+
+    def _unmanaged(self) -> None:
+        for backfill in self.obs.backfills:
+            if backfill.active and backfill.id not in self.taken:
+                self.findings.append(
+                    Finding(
+                        "unmanaged",
+                        self.dag_id,
+                        f"unmanaged active backfill #{backfill.id} "
+                        "blocks this DAG's queue; backfillctl never touches it",
+                        None,
+                        backfill.id,
+                    )
+                )
+
+    def _dag_paused(self, items: list[Item]) -> None:
+        if self.obs.info is not None and self.obs.info.is_paused and any(not i.phase.terminal for i in items):
+            self.findings.append(
+                Finding(
+                    "dag-paused",
+                    self.dag_id,
+                    f"DAG {self.dag_id} is paused: its backfill runs stay queued until it is unpaused",
+                )
+            )
+
+
+def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:
+    if info is None:
+        return f"DAG {dag_id} does not exist in Airflow", True
+    if info.is_stale or info.has_import_errors:
+        return f"DAG {dag_id} is {'stale' if info.is_stale else 'failing to import'}: its runs cannot start", True
+    if not info.is_backfillable:
+        return f"DAG {dag_id} has no periodic schedule, so it cannot be backfilled", True
+    if info.is_paused:
+        return f"DAG {dag_id} is paused: a backfill's runs would wait forever; unpause the DAG first", False
+    return None
+
+
+def _limit(spec: BackfillSpec, policy: Policy, count: int) -> str | None:
+    if spec.expected_runs is not None and count > spec.expected_runs:
+        return f"the dry run counts {count} runs; expected_runs is {spec.expected_runs}"
+    rule = policy.rule_for(spec.dag_id)
+    if rule is not None and rule.max_runs is not None and count > rule.max_runs:
+        return f"the dry run counts {count} runs; the policy allows at most {rule.max_runs} for {', '.join(rule.dags)}"
+    return None
+
+
+def terminal_phase(backfill: Backfill, runs: RunSummary, applied: str) -> Phase:
+    if applied == DesiredState.CANCELLED.value or (backfill.is_paused and runs.never_started):
+        return Phase.CANCELLED
+    return Phase.COMPLETED_WITH_FAILURES if runs.count("failed") else Phase.SUCCEEDED
+
+
+def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
+    if phase is Phase.COMPLETED_WITH_FAILURES:
+        return "failed: " + ", ".join(d.date().isoformat() for d in runs.failed_dates)
+    if phase is Phase.CANCELLED:
+        return f"cancelled; {runs.never_started} queued run(s) never started"
+    return f"{runs.count('success')} run(s) succeeded"
+
+
+def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Finding]]:
+    items, findings = [], []
+    for name, binding in sorted(world.bindings.items()):
+        if name in spec_names or binding.phase.terminal:
+            continue
+        obs = world.observations.get(binding.dag_id)
+        backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
+        if backfill is not None and backfill.active:
+            message = f"spec {name} was deleted; backfill #{backfill.id} keeps running (a deleted spec cancels nothing)"
+            findings.append(Finding("orphaned", binding.dag_id, message, name, backfill.id))
+            items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, backfill.id))
+    return items, findings
+
+
+def with_reason(item: Item, reason: str) -> Item:
+    return replace(item, reason=reason)
+
+
+def iter_changes(plan: Plan) -> Iterator[Item]:
+    """Changes in plan order (creates after everything else on the same DAG is settled)."""
+    yield from (i for i in plan.items if i.kind.change and i.kind is not Kind.CREATE)
+    yield from (i for i in plan.items if i.kind is Kind.CREATE)

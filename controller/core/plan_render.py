@@ -1,0 +1,105 @@
+"""Render a plan as Terraform-like text, Markdown (the PR comment) or versioned JSON (pure)."""
+
+from __future__ import annotations
+
+import json
+
+from controller.core.plan import Item, Kind, Plan, summary_counts
+
+SYMBOLS = {
+    Kind.CREATE: "+",
+    Kind.ADOPT: "~",
+    Kind.PAUSE: "~",
+    Kind.UNPAUSE: "~",
+    Kind.CANCEL: "-",
+    Kind.NOOP: "=",
+    Kind.WAIT: "…",
+    Kind.REFUSE: "!",
+    Kind.BLOCKED: "!",
+    Kind.DRY_RUN: "?",
+}
+LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused", Kind.DRY_RUN: "dry run"}
+
+
+def label(item: Item) -> str:
+    return LABELS.get(item.kind, item.kind.value)
+
+
+def facts(item: Item) -> str:
+    f = item.facts
+    if "from_date" not in f:
+        return item.reason
+    parts = [
+        f"{f['from_date'][:10]} → {f['to_date'][:10]}",
+        f"reprocess {f['reprocess_behavior']}",
+        f"max_active_runs {f['max_active_runs']}",
+        "backwards" if f["run_backwards"] else "forward",
+    ]
+    if item.runs_to_create is not None:
+        in_range = f" of {item.runs_in_range} in range" if item.runs_in_range is not None else ""
+        parts.append(f"runs {item.runs_to_create}{in_range}")
+    parts += [f"approvers {', '.join(f['approvers'])}", f"ticket {f['ticket']}"]
+    if item.backfill_id:
+        parts.insert(0, f"backfill #{item.backfill_id}")
+    text = "  ".join(parts)
+    return f"{text}  — {item.reason}" if item.reason else text
+
+
+def summary_line(plan: Plan) -> str:
+    c = summary_counts(plan)
+    line = (
+        f"Plan: {c['create']} to create, {c['pause']} to pause, {c['cancel']} to cancel, {c['queued']} queued, "
+        f"{c['blocked']} blocked."
+    )
+    extras = [f"{c[k]} to {k}" for k in ("unpause", "adopt") if c[k]]
+    return line[:-1] + (", " + ", ".join(extras) + "." if extras else ".")
+
+
+def plan_text(plan: Plan) -> str:
+    width = max((len(i.spec) for i in plan.items), default=0)
+    lines = [
+        f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{width}}  {i.dag_id}  {facts(i)}  [{i.phase.value}]"
+        for i in plan.items
+    ]
+    lines += [f"! {f.kind}: {f.message}" for f in plan.findings]
+    lines += [summary_line(plan), f"Checksum: {plan.checksum()}"]
+    return "\n".join(lines) + "\n"
+
+
+def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
+    rows = ["| | spec | DAG | action | runs | phase |", "|---|---|---|---|---|---|"]
+    for i in plan.items:
+        runs = (
+            ""
+            if i.runs_to_create is None
+            else f"{i.runs_to_create}" + (f" of {i.runs_in_range}" if i.runs_in_range is not None else "")
+        )
+        rows.append(f"| `{SYMBOLS[i.kind]}` | `{i.spec}` | `{i.dag_id}` | {label(i)} | {runs} | {i.phase.value} |")
+    details = [_details(i) for i in plan.items]
+    notes = [f"- **{f.kind}**: {f.message}" for f in plan.findings]
+    parts = [
+        heading,
+        "",
+        *rows,
+        "",
+        *details,
+        *(["**Findings**", "", *notes, ""] if notes else []),
+        f"**{summary_line(plan)}** Checksum: `{plan.checksum()}`",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _details(item: Item) -> str:
+    lines = [f"<details><summary><code>{item.spec}</code>: {label(item)}</summary>", ""]
+    lines += [f"- {k}: `{v}`" for k, v in sorted(item.facts.items()) if k not in ("request", "runs") and v is not None]
+    if item.first_date is not None and item.last_date is not None:
+        lines.append(
+            f"- first and last logical dates to run: `{item.first_date.isoformat()}` … `{item.last_date.isoformat()}`"
+        )
+    if item.reason:
+        lines.append(f"- {item.reason}")
+    return "\n".join([*lines, "", "</details>", ""])
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.as_json(), indent=2, sort_keys=True) + "\n"

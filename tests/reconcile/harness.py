@@ -1,0 +1,115 @@
+"""A reconcile test bench: a specs folder, a SQLite store and a client on the fake (or real) Airflow."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.store import Store
+from controller.commands.reconcile import PassResult, Reconciler
+from controller.commands.settings import Settings
+from controller.core.audit import AuditRecord
+from controller.core.secret import Secret
+from tests.fakes.airflow import FakeAirflow
+
+SPEC = """\
+version: 1
+name: {name}
+dag_id: {dag}
+from_date: "{start}"
+to_date: "{end}"
+reprocess_behavior: {reprocess}
+max_active_runs: {mar}
+ticket: CHG-1
+reason: A test backfill for reconcile.
+requested_by: alice
+approvers: [bob]
+"""
+
+
+class Bench:
+    def __init__(self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None) -> None:
+        self.root, self.url = root, url
+        self.fake = fake
+        self.specs = root / "specs"
+        self.specs.mkdir(parents=True, exist_ok=True)
+        self.store_url = f"sqlite:///{root}/state.db"
+        self.store = Store(self.store_url)
+        self.clients: list[AirflowClient] = []
+
+    def close(self) -> None:
+        for client in self.clients:
+            client.close()
+        self.store.close()
+
+    def spec(
+        self,
+        name: str,
+        dag: str = "demo_daily",
+        start: str = "2025-01-01",
+        end: str = "2025-01-07",
+        reprocess: str = "none",
+        mar: int = 3,
+        **extra: Any,
+    ) -> Path:
+        text = SPEC.format(name=name, dag=dag, start=start, end=end, reprocess=reprocess, mar=mar)
+        text += "".join(f"{k}: {v}\n" for k, v in extra.items())
+        path = self.specs / f"{name}.yaml"
+        path.write_text(text)
+        return path
+
+    def policy(self, text: str) -> None:
+        (self.specs / "policy.yaml").write_text(textwrap.dedent(text))
+
+    def client(self) -> AirflowClient:
+        transport: httpx.BaseTransport | None = self.fake.transport() if self.fake else None
+        client = AirflowClient(self.url, username="admin", password=Secret("admin"), transport=transport)
+        self.clients.append(client)
+        return client
+
+    def settings(self) -> Settings:
+        return Settings(specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot")
+
+    def reconciler(self, store: Store | None = None) -> Reconciler:
+        return Reconciler(self.settings(), store or self.store, self.client(), sleep=lambda _s: None)
+
+    def run(self, **kwargs: Any) -> PassResult:
+        return self.reconciler().run_once(**kwargs)
+
+    def until_terminal(self, passes: int = 20, wait: Any = None) -> PassResult:
+        for _ in range(passes):
+            result = self.run()
+            if result.all_terminal:
+                return result
+            if wait:
+                wait()
+        raise AssertionError(f"not terminal after {passes} passes: {[(i.spec, i.phase) for i in result.plan.items]}")
+
+    def events(self, spec: str | None = None) -> list[AuditRecord]:
+        return [e for e in self.store.events() if spec is None or e.entry.spec_name == spec]
+
+    def trail(self, spec: str) -> list[tuple[str, str, str | None]]:
+        return [(e.entry.action, e.entry.phase, e.entry.outcome) for e in self.events(spec)]
+
+    def phases(self, result: PassResult) -> dict[str, str]:
+        return {i.spec: i.phase.value for i in result.plan.items}
+
+
+def mutating(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [
+        (m, p) for m, p in requests if m in ("POST", "PUT") and p not in ("/auth/token", "/api/v2/backfills/dry_run")
+    ]
+
+
+def count_calls(requests: list[tuple[str, str]]) -> Counter[str]:
+    return Counter(f"{m} {p}" for m, p in requests)
+
+
+def iter_runs(fake: FakeAirflow, dag: str) -> Iterator[dict[str, Any]]:
+    return (r for (d, _), r in sorted(fake.runs.items(), key=lambda kv: kv[0][1]) if d == dag)

@@ -1,0 +1,389 @@
+"""Reconcile scenarios and injected faults on the stateful fake Airflow (which passes the real contract).
+
+The same lifecycle scenarios run against the real Airflow in test_scenarios_real.py; the faults here
+(timeouts after commit, 503, 409 races, crashes between intent and outcome, failing pages) are the ones
+a real server cannot be made to produce on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from controller.errors import StalePlan
+from tests.fakes.airflow import Dag, FakeAirflow
+from tests.reconcile.harness import Bench, count_calls, mutating
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(tmp_path, fake=FakeAirflow())
+    yield b
+    b.close()
+
+
+def fake(bench: Bench) -> FakeAirflow:
+    assert bench.fake is not None
+    return bench.fake
+
+
+def test_create_runs_to_succeeded(bench: Bench) -> None:
+    bench.spec("jan", expected_runs=7)
+    first = bench.run()
+    assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("jan", "create", "created")]
+    done = bench.until_terminal()
+    assert bench.phases(done) == {"jan": "Succeeded"}
+    (backfill,) = fake(bench).backfills.values()
+    assert (backfill["dag_id"], backfill["from_date"], backfill["max_active_runs"]) == (
+        "demo_daily",
+        "2025-01-01T00:00:00Z",
+        3,
+    )
+    assert bench.trail("jan") == [
+        ("create", "intent", None),
+        ("create", "outcome", "created"),
+        ("observe", "observation", "Succeeded"),
+    ]
+    intent = bench.events("jan")[0]
+    assert intent.entry.request == {
+        "method": "POST",
+        "path": "/api/v2/backfills",
+        "body": {
+            "dag_id": "demo_daily",
+            "from_date": "2025-01-01T00:00:00Z",
+            "to_date": "2025-01-07T00:00:00Z",
+            "reprocess_behavior": "none",
+            "max_active_runs": 3,
+        },
+    }
+    assert bench.store.verify().ok
+
+
+def test_failures_end_completed_with_failures_with_dates(bench: Bench) -> None:
+    bench.spec("flaky", dag="demo_flaky")
+    done = bench.until_terminal()
+    (item,) = done.plan.items
+    assert (item.phase.value, item.reason) == (
+        "CompletedWithFailures",
+        "failed: 2025-01-01, 2025-01-03, 2025-01-05, 2025-01-07",
+    )
+    stored = bench.store.binding("flaky")
+    assert stored is not None
+    assert stored["run_counts"]["counts"] == {"failed": 4, "success": 3}
+
+
+def test_specs_on_one_dag_queue_and_both_finish(bench: Bench) -> None:
+    bench.spec("a-first", start="2025-01-01", end="2025-01-20", mar=1)
+    bench.spec("b-second", start="2025-02-01", end="2025-02-03")
+    fake(bench).scheduler_running = False
+    first = bench.run()
+    assert [(i.spec, i.kind.value, i.reason) for i in first.plan.items] == [
+        ("a-first", "create", ""),
+        ("b-second", "wait", "queued behind a-first"),
+    ]
+    second = bench.run()
+    assert [(i.spec, i.kind.value, i.reason) for i in second.plan.items] == [
+        ("a-first", "noop", "in sync"),
+        ("b-second", "wait", "queued behind a-first (backfill #1)"),
+    ]
+    fake(bench).scheduler_running = True
+    done = bench.until_terminal()
+    assert bench.phases(done) == {"a-first": "Succeeded", "b-second": "Succeeded"}
+    assert sorted(b["from_date"] for b in fake(bench).backfills.values()) == [
+        "2025-01-01T00:00:00Z",
+        "2025-02-01T00:00:00Z",
+    ]
+
+
+def test_pause_then_unpause_by_spec(bench: Bench) -> None:
+    bench.spec("p", mar=1, end="2025-01-20")
+    fake(bench).scheduler_running = False
+    bench.run()
+    bench.spec("p", mar=1, end="2025-01-20", state="paused")
+    paused = bench.run()
+    assert [(i.kind.value, o) for i, o in paused.applied] == [("pause", "done")]
+    assert fake(bench).backfills[1]["is_paused"] is True
+    assert [(i.kind.value, i.phase.value) for i in bench.run().plan.items] == [("noop", "Paused")]
+    bench.spec("p", mar=1, end="2025-01-20", state="active")
+    resumed = bench.run()
+    assert [(i.kind.value, o) for i, o in resumed.applied] == [("unpause", "done")]
+    assert fake(bench).backfills[1]["is_paused"] is False
+    assert [t for t in bench.trail("p") if t[0] in ("pause", "unpause")] == [
+        ("pause", "intent", None),
+        ("pause", "outcome", "done"),
+        ("unpause", "intent", None),
+        ("unpause", "outcome", "done"),
+    ]
+
+
+def test_cancel_by_spec(bench: Bench) -> None:
+    bench.spec("c", mar=1, end="2025-01-20")
+    fake(bench).scheduler_running = False
+    bench.run()
+    bench.spec("c", mar=1, end="2025-01-20", state="cancelled")
+    result = bench.run()
+    assert [(i.kind.value, o) for i, o in result.applied] == [("cancel", "done")]
+    assert fake(bench).backfills[1]["completed_at"] is not None
+    final = bench.run()
+    assert [(i.phase.value, i.reason) for i in final.plan.items] == [
+        ("Cancelled", "cancelled; 20 queued run(s) never started")
+    ]
+
+
+def test_drift_is_reported_then_healed_by_policy(bench: Bench) -> None:
+    bench.spec("d", mar=1, end="2025-01-20")
+    fake(bench).scheduler_running = False
+    bench.run()
+    fake(bench).backfills[1]["is_paused"] = True  # paused by hand in the Airflow UI
+    reported = bench.run()
+    assert reported.applied == []
+    assert [(f.kind, f.message) for f in reported.plan.findings] == [
+        ("drift", "backfill #1 was paused outside backfillctl")
+    ]
+    assert fake(bench).backfills[1]["is_paused"] is True
+    bench.policy("version: 1\ndrift: heal\n")
+    healed = bench.run()
+    assert [(i.kind.value, o) for i, o in healed.applied] == [("unpause", "done")]
+    assert fake(bench).backfills[1]["is_paused"] is False
+
+
+def test_unmanaged_backfill_blocks_the_queue_and_is_never_touched(bench: Bench) -> None:
+    fake(bench).scheduler_running = False
+    fake(bench)._create(
+        {"dag_id": "demo_daily", "from_date": "2024-01-01", "to_date": "2024-01-05", "max_active_runs": 1}
+    )
+    bench.spec("mine")
+    for _ in range(2):
+        result = bench.run()
+        assert [(i.kind.value, i.reason) for i in result.plan.items] == [
+            ("wait", "queued behind unmanaged backfill #1 (backfill #1)")
+        ]
+        assert [f.kind for f in result.plan.findings] == ["unmanaged"]
+    assert mutating(fake(bench).requests) == []
+
+
+def test_deleted_spec_is_orphaned_and_nothing_cancelled(bench: Bench) -> None:
+    path = bench.spec("gone", mar=1, end="2025-01-20")
+    fake(bench).scheduler_running = False
+    bench.run()
+    path.unlink()
+    before = len(fake(bench).requests)
+    result = bench.run()
+    assert [(i.spec, i.phase.value) for i in result.plan.items] == [("gone", "Orphaned")]
+    assert [f.kind for f in result.plan.findings] == ["orphaned"]
+    assert mutating(fake(bench).requests[before:]) == []
+    assert fake(bench).backfills[1]["completed_at"] is None
+
+
+def test_lost_store_adopts_instead_of_duplicating(bench: Bench, tmp_path: Path) -> None:
+    bench.spec("live", mar=1, end="2025-01-20")
+    bench.spec("done", dag="demo_flaky")
+    fake(bench).scheduler_running = False
+    bench.run()
+    fake(bench).scheduler_running = True
+    for _ in range(5):
+        fake(bench).tick()
+    bench.store.close()
+    (tmp_path / "state.db").unlink()
+    bench.store = type(bench.store)(bench.store_url)
+    fake(bench).scheduler_running = False
+    result = bench.run()
+    assert sorted((i.spec, i.kind.value, o) for i, o in result.applied) == [
+        ("done", "adopt", "adopted"),
+        ("live", "adopt", "adopted"),
+    ]
+    assert len(fake(bench).backfills) == 2
+    assert bench.phases(result)["done"] == "CompletedWithFailures"
+
+
+def test_crash_between_create_and_outcome_adopts_on_next_pass(bench: Bench) -> None:
+    bench.spec("crash")
+    fake(bench).scheduler_running = False
+
+    def die(_request: httpx.Request) -> BaseException:
+        return KeyboardInterrupt()  # stands for SIGKILL: the POST landed, the outcome was never written
+
+    fake(bench).fault("POST", "/api/v2/backfills", die, after=True)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run()
+    assert bench.trail("crash") == [("create", "intent", None)]
+    posts_before = count_calls(fake(bench).requests)["POST /api/v2/backfills"]
+    result = bench.run()
+    assert [(i.kind.value, i.reason) for i in result.plan.items] == [
+        ("adopt", "adopt backfill #1 (intent without outcome)")
+    ]
+    assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == posts_before == 1
+    assert len(fake(bench).backfills) == 1
+    assert bench.store.verify().ok
+
+
+def test_crash_after_intent_before_post_creates_once(bench: Bench) -> None:
+    bench.spec("early")
+    fake(bench).fault("POST", "/api/v2/backfills", lambda r: KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        bench.run()
+    assert fake(bench).backfills == {}
+    result = bench.run()
+    assert [(i.kind.value, o) for i, o in result.applied] == [("create", "created")]
+    assert bench.trail("early")[1:] == [
+        ("create", "observation", "abandoned"),
+        ("create", "intent", None),
+        ("create", "outcome", "created"),
+    ]
+    assert len(fake(bench).backfills) == 1
+
+
+def test_timeout_after_commit_is_observed_not_retried(bench: Bench) -> None:
+    bench.spec("slow")
+    fake(bench).fault("POST", "/api/v2/backfills", lambda r: httpx.ReadTimeout("slow", request=r), after=True)
+    result = bench.run()
+    assert [(i.kind.value, o) for i, o in result.applied] == [("create", "recovered-after-ambiguous")]
+    assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 1
+    assert len(fake(bench).backfills) == 1
+
+
+def test_503_twice_then_created_once(bench: Bench, caplog: pytest.LogCaptureFixture) -> None:
+    bench.spec("locked")
+    locked = httpx.Response(503, json={"detail": "Database is locked. Backfill creation is not supported on SQLite"})
+    fake(bench).fault("POST", "/api/v2/backfills", lambda r: locked)
+    fake(bench).fault("POST", "/api/v2/backfills", lambda r: locked)
+    result = bench.run()
+    assert [(i.kind.value, o) for i, o in result.applied] == [("create", "created")]
+    assert len(fake(bench).backfills) == 1
+    calls = [
+        (m, p)
+        for m, p in fake(bench).requests
+        if p.startswith("/api/v2/backfills") and p != "/api/v2/backfills/dry_run"
+    ]
+    assert calls[-5:] == [
+        ("POST", "/api/v2/backfills"),
+        ("GET", "/api/v2/backfills"),
+        ("POST", "/api/v2/backfills"),
+        ("GET", "/api/v2/backfills"),
+        ("POST", "/api/v2/backfills"),
+    ]
+    detail = "POST /api/v2/backfills -> 503: Database is locked. Backfill creation is not supported on SQLite"
+    assert [r.getMessage() for r in caplog.records if "attempt" in r.getMessage()] == [
+        f"attempt #1/3 failed; will retry after checking nothing was created: {detail}",
+        f"attempt #2/3 failed; will retry after checking nothing was created: {detail}",
+    ]
+
+
+def test_conflict_on_create_queues_behind_the_other_backfill(bench: Bench) -> None:
+    bench.spec("racer")
+    fake(bench).scheduler_running = False
+
+    def someone_else(request: httpx.Request) -> httpx.Response:
+        fake(bench)._create({"dag_id": "demo_daily", "from_date": "2024-03-01", "to_date": "2024-03-02"})
+        return httpx.Response(409, json={"detail": "There is already a running backfill for dag demo_daily"})
+
+    fake(bench).fault("POST", "/api/v2/backfills", someone_else)
+    result = bench.run()
+    assert [(i.kind.value, o) for i, o in result.applied] == [("create", "conflict")]
+    assert [(i.kind.value, i.reason) for i in bench.run().plan.items] == [
+        ("wait", "queued behind unmanaged backfill #1 (backfill #1)")
+    ]
+
+
+def test_rejected_create_is_permanent_and_reported(bench: Bench) -> None:
+    bench.spec("bad-conf", dag="demo_params", dag_run_conf="{region: mars}")
+    result = bench.run()
+    assert result.applied == []
+    assert [(i.kind.value, i.reason.split(" not ")[0]) for i in result.plan.items] == [
+        ("blocked", "Airflow refuses it: Invalid input for param region: 'mars' is")
+    ]
+    assert result.errors == [f"bad-conf: {result.plan.items[0].reason}"]
+    assert mutating(fake(bench).requests) == []
+
+
+def test_expected_runs_exceeded_is_refused(bench: Bench) -> None:
+    bench.spec("big", expected_runs=5)
+    result = bench.run()
+    assert result.refused == ["big: the dry run counts 7 runs; expected_runs is 5"]
+    assert mutating(fake(bench).requests) == []
+    assert bench.trail("big") == [("observe", "observation", "Blocked")]
+
+
+def test_nothing_to_reprocess_succeeds_without_a_backfill(bench: Bench) -> None:
+    bench.spec("first")
+    bench.until_terminal()
+    bench.spec("again", reprocess="none")
+    result = bench.run()
+    assert [(i.spec, i.phase.value, i.reason) for i in result.plan.items if i.spec == "again"] == [
+        ("again", "Succeeded", "nothing to reprocess")
+    ]
+    assert len(fake(bench).backfills) == 1
+
+
+def test_rerun_at_same_state_makes_no_mutating_call_and_one_noop_row(bench: Bench) -> None:
+    bench.spec("steady")
+    bench.until_terminal()
+    before_requests, before_events = len(fake(bench).requests), len(bench.events())
+    first, second = bench.run(), bench.run()
+    assert first.plan.checksum() == second.plan.checksum()
+    assert mutating(fake(bench).requests[before_requests:]) == []
+    assert fake(bench).requests[before_requests:] == []  # finished specs cost no Airflow call at all
+    new = bench.events()[before_events:]
+    assert [(e.entry.action, e.entry.outcome) for e in new] == [
+        ("reconcile", "no-changes"),
+        ("reconcile", "no-changes"),
+    ]
+
+
+def test_incomplete_observation_blocks_everything_on_that_dag(bench: Bench) -> None:
+    bench.spec("x", mar=1, end="2025-01-20")
+    fake(bench).scheduler_running = False
+    bench.run()
+    bench.spec("x", mar=1, end="2025-01-20", state="cancelled")
+    for _ in range(4):
+        fake(bench).fault("GET", "/api/v2/backfills", lambda r: httpx.Response(500, json={"detail": "boom"}))
+    result = bench.run()
+    assert result.applied == []
+    assert [(i.kind.value, i.reason) for i in result.plan.items] == [
+        ("blocked", "observation incomplete: GET /api/v2/backfills -> 500: boom")
+    ]
+    assert fake(bench).backfills[1]["completed_at"] is None
+
+
+def test_stale_plan_checksum_is_refused_and_audited(bench: Bench) -> None:
+    bench.spec("s")
+    reviewed = bench.reconciler().run_once(dry_run=True).plan.checksum()
+    bench.spec("s2", dag="demo_hourly", start="2025-01-01T00:00:00Z", end="2025-01-01T03:00:00Z")
+    with pytest.raises(StalePlan) as stale:
+        bench.run(plan_checksum=reviewed)
+    assert stale.value.message.startswith(f"stale plan: checksum={reviewed} does not match computed=")
+    assert mutating(fake(bench).requests) == []
+    assert [(e.entry.action, e.entry.outcome) for e in bench.events()] == [("reconcile", "refused")]
+    fresh = bench.reconciler().run_once(dry_run=True).plan.checksum()
+    assert [(i.kind.value, o) for i, o in bench.run(plan_checksum=fresh).applied] == [
+        ("create", "created"),
+        ("create", "created"),
+    ]
+
+
+def test_steady_state_calls_for_50_specs_over_10_dags(tmp_path: Path) -> None:
+    dags = [Dag(f"dag_{d}") for d in range(10)]
+    bench = Bench(tmp_path, fake=FakeAirflow(dags=dags))
+    try:
+        for n in range(50):
+            bench.spec(
+                f"s{n:02d}",
+                dag=f"dag_{n % 10}",
+                start=f"2024-{n // 10 + 1:02d}-01",
+                end=f"2024-{n // 10 + 1:02d}-20",
+                mar=1,
+            )
+        fake(bench).scheduler_running = False
+        bench.run()  # 10 creates: one head per DAG, 40 queued
+        before = len(fake(bench).requests)
+        result = bench.run()
+        calls = count_calls(fake(bench).requests[before:])
+        assert result.applied == []
+        per_dag = {f"GET /api/v2/dags/dag_{d}/{what}": 1 for d in range(10) for what in ("details", "tasks", "dagRuns")}
+        assert calls == {"POST /auth/token": 1, "GET /api/v2/backfills": 10, **per_dag}
+        assert sum(calls.values()) == 41
+    finally:
+        bench.close()
