@@ -176,24 +176,29 @@ def reconcile(
     stop = Stop()
     if watch or until_complete:
         stop.install()
+    shown = [""]
     with open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock) as reconciler:
         while True:
             result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
-            _report_pass(result, dry_run, live=watch or until_complete)
+            _report_pass(result, dry_run, live=watch or until_complete, shown=shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
             if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.all_terminal):
                 return _pass_exit(result)
             stop.wait(interval)
+            if stop.requested:
+                return _pass_exit(result)
             reconciler.heartbeat()
 
 
-def _report_pass(result: PassResult, dry_run: bool, live: bool) -> None:
+def _report_pass(result: PassResult, dry_run: bool, live: bool, shown: list[str]) -> None:
     if dry_run or not live:
         _out(plan_render.plan_text(result.plan))
     for item, outcome in result.applied:
         _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
-    if live:
-        _out(status.status_text(status.status_rows(result.plan, {})))
+    table = status.status_text(status.status_rows(result.current, {}))
+    if live and table != shown[0]:  # print progress only when it moved
+        _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
+        shown[0] = table
     for line in result.refused:
         sys.stderr.write(f"refused: {line}\n")
     for line in result.errors:

@@ -54,14 +54,19 @@ CREATE_ATTEMPTS = 3
 
 @dataclass
 class PassResult:
-    plan: Plan
+    plan: Plan  # what this pass decided
     applied: list[tuple[Item, str]] = field(default_factory=list)  # (item, outcome)
     errors: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    after: Plan | None = None  # re-observed after applying changes (None when nothing changed)
+
+    @property
+    def current(self) -> Plan:
+        return self.after or self.plan
 
     @property
     def all_terminal(self) -> bool:
-        return all(i.phase.terminal or i.phase is Phase.ORPHANED for i in self.plan.items)
+        return all(i.phase.terminal or i.phase is Phase.ORPHANED for i in self.current.items)
 
 
 def make_client(settings: Settings) -> AirflowClient:
@@ -211,6 +216,9 @@ class Reconciler:
         for item in iter_changes(plan):
             result.applied.append((item, self._apply(item, by_name[item.spec], world, result)))
         self._record_phases(plan, by_name, result)
+        if result.applied:  # re-observe, so phases and status reflect what the changes did
+            result.after = self.plan(with_dry_runs=False)[0]
+            self._record_phases(result.after, by_name, PassResult(result.after), skip=set())
         self._audit_pass(plan, result)
         return result
 
@@ -365,9 +373,10 @@ class Reconciler:
 
     # --- recording --------------------------------------------------------------------------------------
 
-    def _record_phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult) -> None:
+    def _record_phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult,
+                       skip: set[str] | None = None) -> None:
         bindings = self.bindings()
-        applied = {item.spec for item, _ in result.applied}
+        applied = {item.spec for item, _ in result.applied} if skip is None else skip
         for item in plan.items:
             if item.kind is Kind.REFUSE:
                 result.refused.append(f"{item.spec}: {item.reason}")

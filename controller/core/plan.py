@@ -52,6 +52,7 @@ class Binding:
     applied_state: str = DesiredState.ACTIVE.value
     spec_digest: str = ""
     reason: str = ""
+    runs: Mapping[str, Any] | None = None  # last observed run summary (RunSummary.as_json())
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +273,14 @@ def _recorded_terminal(spec: BackfillSpec, world: World) -> bool:
 
 def _recorded(spec: BackfillSpec, world: World) -> Item:
     binding = world.bindings[spec.name]
-    return _item(spec, Kind.NOOP, binding.phase, binding.reason or "finished", binding.backfill_id)
+    return _item(
+        spec,
+        Kind.NOOP,
+        binding.phase,
+        binding.reason or "finished",
+        binding.backfill_id,
+        facts={"runs": dict(binding.runs or {})},
+    )
 
 
 def _item(
@@ -386,7 +394,9 @@ class _DagPlanner:
             kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
             return _item(spec, kind, Phase.PAUSED, "spec says paused", **base)
         if not backfill.is_paused:
-            return _item(spec, Kind.NOOP, Phase.RUNNING, "in sync", **base)
+            settling = runs.total and not runs.unfinished
+            reason = "all runs finished; Airflow marks the backfill complete within 30 s" if settling else "in sync"
+            return _item(spec, Kind.NOOP, Phase.RUNNING, reason, **base)
         if applied == DesiredState.PAUSED.value:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "spec says active again", **base)
         return self._drift(spec, backfill, base)

@@ -98,7 +98,7 @@ class Bench:
         return [(e.entry.action, e.entry.phase, e.entry.outcome) for e in self.events(spec)]
 
     def phases(self, result: PassResult) -> dict[str, str]:
-        return {i.spec: i.phase.value for i in result.plan.items}
+        return {i.spec: i.phase.value for i in result.current.items}
 
 
 def mutating(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:

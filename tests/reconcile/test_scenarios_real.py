@@ -1,0 +1,238 @@
+"""Reconcile end to end against the real Apache Airflow 3.3.2 (PostgreSQL metadata DB, LocalExecutor).
+
+Exact Airflow state and audit rows are asserted. Every test uses its own dates (2023) and DAGs so that
+it shares the session's Airflow with the contract tests without interference.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controller.adapters.airflow import BackfillRequest
+from controller.adapters.store import Store
+from tests.airflow.test_contract import day
+from tests.reconcile.harness import Bench
+
+pytestmark = pytest.mark.airflow
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
+    b = Bench(tmp_path, url=airflow_url)
+    yield b
+    with b.client() as client:
+        for dag in ("demo_daily", "demo_flaky", "demo_tz", "demo_hourly", "demo_finance_ledger"):
+            for backfill in client.list_backfills(dag):
+                if backfill.active:
+                    client.cancel(backfill.id)
+    b.close()
+
+
+def pause(seconds: float = 3.0) -> None:
+    time.sleep(seconds)
+
+
+def test_lifecycle_succeeded_failures_and_queue(bench: Bench) -> None:
+    bench.spec("ok", dag="demo_finance_ledger", start="2023-01-01", end="2023-01-05", mar=2)
+    bench.spec("flaky", dag="demo_flaky", start="2023-01-01", end="2023-01-06", mar=3, reprocess="failed")
+    bench.spec("q1", dag="demo_daily", start="2023-01-01", end="2023-01-03", mar=3)
+    bench.spec("q2", dag="demo_daily", start="2023-01-04", end="2023-01-05", mar=3)
+    first = bench.run()
+    assert sorted((i.spec, o) for i, o in first.applied) == [("flaky", "created"), ("ok", "created"), ("q1", "created")]
+    assert [i.reason for i in first.plan.items if i.spec == "q2"] == ["queued behind q1"]
+    done = bench.until_terminal(passes=60, wait=pause)
+    assert bench.phases(done) == {
+        "ok": "Succeeded",
+        "flaky": "CompletedWithFailures",
+        "q1": "Succeeded",
+        "q2": "Succeeded",
+    }
+    assert [i.reason for i in done.plan.items if i.spec == "flaky"] == ["failed: 2023-01-01, 2023-01-03, 2023-01-05"]
+    with bench.client() as client:
+        backfills = client.list_backfills("demo_daily")
+        ours = [b for b in backfills if b.from_date.year == 2023]
+        assert [(b.from_date.day, b.to_date.day, b.completed_at is not None) for b in ours] == [
+            (1, 3, True),
+            (4, 5, True),
+        ]
+        runs = client.dag_runs("demo_flaky", ours[0].from_date, ours[0].to_date)
+        assert sorted((r.logical_date.day, r.state) for r in runs) == [(1, "failed"), (2, "success"), (3, "failed")]
+    assert bench.trail("q2")[:3] == [
+        ("observe", "observation", "Queued"),
+        ("create", "intent", None),
+        ("create", "outcome", "created"),
+    ]
+    assert bench.store.verify().ok
+
+
+def test_pause_active_cancel_and_drift(bench: Bench) -> None:
+    bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1)
+    bench.run()
+    backfill_id = bench.store.binding("steer")["backfill_id"]  # type: ignore[index]
+    with bench.client() as client:
+        client.pause(backfill_id)  # by hand, in the UI
+        reported = bench.run()
+        assert [f.kind for f in reported.plan.findings] == ["drift"]
+        assert client.get_backfill(backfill_id).is_paused is True
+        bench.policy("version: 1\ndrift: heal\n")
+        healed = bench.run()
+        assert [(i.kind.value, o) for i, o in healed.applied] == [("unpause", "done")]
+        assert client.get_backfill(backfill_id).is_paused is False
+        bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1, state="paused")
+        assert [(i.kind.value, o) for i, o in bench.run().applied] == [("pause", "done")]
+        assert client.get_backfill(backfill_id).is_paused is True
+        bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1, state="cancelled")
+        assert [(i.kind.value, o) for i, o in bench.run().applied] == [("cancel", "done")]
+        assert client.get_backfill(backfill_id).completed_at is not None
+    final = bench.run()
+    assert [i.phase.value for i in final.plan.items] == ["Cancelled"]
+    assert final.plan.items[0].reason.startswith("cancelled; ")
+
+
+def test_unmanaged_orphan_and_lost_store(bench: Bench, tmp_path: Path) -> None:
+    with bench.client() as client:
+        foreign = client.create(BackfillRequest("demo_hourly", day("2023-04-01"), day("2023-04-03"), max_active_runs=1))
+        client.pause(foreign.id)
+        bench.spec("blocked", dag="demo_hourly", start="2023-05-01", end="2023-05-02")
+        bench.spec("orphan", dag="demo_tz", start="2023-06-01", end="2023-07-30", mar=1)
+        first = bench.run()
+        assert [i.reason for i in first.plan.items if i.spec == "blocked"] == [
+            f"queued behind unmanaged backfill #{foreign.id} (backfill #{foreign.id})"
+        ]
+        assert client.get_backfill(foreign.id).is_paused is True  # untouched
+        orphan_id = bench.store.binding("orphan")["backfill_id"]  # type: ignore[index]
+        bench.store.close()
+        (tmp_path / "state.db").unlink()  # the store is lost mid-run
+        bench.store = Store(bench.store_url)
+        adopted = bench.run()
+        assert [(i.spec, i.kind.value, i.backfill_id) for i, _ in adopted.applied] == [("orphan", "adopt", orphan_id)]
+        assert [b.id for b in client.list_backfills("demo_tz") if b.active] == [orphan_id]
+        (bench.specs / "orphan.yaml").unlink()  # the spec is deleted mid-run
+        orphaned = bench.run()
+        assert [(i.spec, i.phase.value) for i in orphaned.plan.items if i.spec == "orphan"] == [("orphan", "Orphaned")]
+        assert client.get_backfill(orphan_id).completed_at is None  # a deleted spec cancels nothing
+        client.cancel(foreign.id)
+
+
+CRASH_AFTER_CREATE = """
+import os, signal, sys
+from controller.adapters.store import Store
+from controller.cli import main
+real_append = Store.append
+def append(self, entry):
+    if entry.action == "create" and entry.phase == "outcome":
+        os.kill(os.getpid(), signal.SIGKILL)  # dies after the POST, before its outcome is recorded
+    return real_append(self, entry)
+Store.append = append
+sys.exit(main(["reconcile", "--once"]))
+"""
+
+
+def cli_env(bench: Bench) -> dict[str, str]:
+    return {
+        **os.environ,
+        "BACKFILLCTL_AIRFLOW_URL": bench.url,
+        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
+        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
+        "BACKFILLCTL_STORE_URL": bench.store_url,
+        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
+        "BACKFILLCTL_ACTOR": "ci-bot",
+    }
+
+
+def test_sigkill_between_create_and_outcome_then_adopt(bench: Bench) -> None:
+    bench.spec("crash", dag="demo_daily", start="2023-08-01", end="2023-08-03")
+    killed = subprocess.run(
+        [sys.executable, "-c", CRASH_AFTER_CREATE], env=cli_env(bench), capture_output=True, text=True, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL
+    assert bench.trail("crash") == [("create", "intent", None)]
+    with bench.client() as client:
+        created = [
+            b for b in client.list_backfills("demo_daily") if b.from_date.year == 2023 and b.from_date.month == 8
+        ]
+        assert len(created) == 1
+        stuck = bench.store.current_lease()
+        assert stuck is not None  # SIGKILL left the lease behind: an operator releases it by its exact id
+        bench.store.unlock(stuck.lease_id)
+        second = subprocess.run(
+            [sys.executable, "-m", "controller", "reconcile", "--once"],
+            env=cli_env(bench),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert second.returncode == 0, second.stderr
+        assert "~ adopt crash: adopted" in second.stdout
+        again = [b for b in client.list_backfills("demo_daily") if b.from_date.year == 2023 and b.from_date.month == 8]
+        assert [b.id for b in again] == [created[0].id]
+    assert bench.store.verify().ok
+
+
+def test_two_reconcilers_one_works_the_other_exits_5(bench: Bench) -> None:
+    bench.spec("lease", dag="demo_daily", start="2023-09-01", end="2023-09-02")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "controller", "reconcile", "--watch", "--interval", "60"],
+        env=cli_env(bench),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while bench.store.current_lease() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        holder = bench.store.current_lease()
+        assert holder is not None
+        second = subprocess.run(
+            [sys.executable, "-m", "controller", "reconcile", "--once"],
+            env=cli_env(bench),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert second.returncode == 5
+        assert second.stderr.startswith(
+            f"error: lock held by ci-bot@{holder.host} on {holder.host} (pid {watcher.pid})"
+        )
+    finally:
+        watcher.send_signal(signal.SIGTERM)
+        _out, err = watcher.communicate(timeout=60)
+    assert watcher.returncode == 0, err
+    assert bench.store.current_lease() is None
+    assert [e.entry.outcome for e in bench.events("lease") if e.entry.action == "create"] == [None, "created"]
+
+
+def test_rerun_without_changes_makes_no_mutating_call(bench: Bench) -> None:
+    bench.spec("idle", dag="demo_daily", start="2023-10-01", end="2023-10-02")
+    bench.until_terminal(passes=40, wait=pause)
+    reconciler = bench.reconciler()
+    result = reconciler.run_once()
+    assert result.applied == []
+    assert reconciler.client.calls == []  # the finished spec costs no Airflow call at all
+
+
+def test_expected_runs_exceeded_is_refused_with_exit_5(bench: Bench) -> None:
+    bench.spec("too-many", dag="demo_daily", start="2023-11-01", end="2023-11-10", expected_runs=5)
+    result = subprocess.run(
+        [sys.executable, "-m", "controller", "reconcile", "--once"],
+        env=cli_env(bench),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 5
+    assert "refused: too-many: the dry run counts 10 runs; expected_runs is 5\n" in result.stderr
+    with bench.client() as client:
+        assert [
+            b for b in client.list_backfills("demo_daily") if b.from_date.month == 11 and b.from_date.year == 2023
+        ] == []
