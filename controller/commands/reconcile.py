@@ -373,8 +373,9 @@ class Reconciler:
 
     # --- recording --------------------------------------------------------------------------------------
 
-    def _record_phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult,
-                       skip: set[str] | None = None) -> None:
+    def _record_phases(
+        self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult, skip: set[str] | None = None
+    ) -> None:
         bindings = self.bindings()
         applied = {item.spec for item, _ in result.applied} if skip is None else skip
         for item in plan.items:
