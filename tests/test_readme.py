@@ -17,6 +17,7 @@ def test_spec_reference_matches_the_schemas() -> None:
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (REPO / "README.md").read_text()
     assert "./scripts/test     # the whole test suite" in readme
+    assert "./scripts/demo     # the main job" in readme
     assert (REPO / ".ci" / "run").read_text().strip().endswith("exec ./scripts/test")
 
 
