@@ -82,10 +82,17 @@ def validate(
         list[Path] | None, typer.Argument(help="Spec files or folders (default: the specs folder).")
     ] = None,
     output: Annotated[ValidateFormat, typer.Option("--format", help="Output format.")] = ValidateFormat.text,
+    base: Annotated[str | None, typer.Option("--base", help="Compare with this git ref (e.g. origin/main).")] = None,
+    pr_reviews: Annotated[
+        Path | None, typer.Option("--pr-reviews", help="JSON of the PR's reviews (GitHub API).")
+    ] = None,
+    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
+    head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
 ) -> int:
-    """Check specs: YAML, schema, semantic rules and policy. Every file, every error, one report."""
+    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules."""
     settings = _settings()
-    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, _now())
+    checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
+    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, _now(), checks=checks)
     renderers = {
         ValidateFormat.text: render.validation_text,
         ValidateFormat.json: render.validation_json,

@@ -1,24 +1,31 @@
-"""Git (GitPython): the HEAD commit, and when each spec file was introduced (queue order).
+"""Git (GitPython): specs at a ref, provenance of each spec, the authors of the commits that touched it.
 
-Owns GitPython: its exceptions become `GitError`. Outside a repository everything degrades to None /
+Owns GitPython: its exceptions become `GitError`. Refs and paths are checked before GitPython sees them
+(no option injection: a ref may not start with `-`). Outside a repository everything degrades to None /
 empty, so the controller also works on a plain folder (queue order then falls back to names).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from controller.adapters.files import SPEC_SUFFIXES
+from controller.core.spec import SourceFile
 from controller.errors import GitError
+
+_SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")
 
 
 @dataclass(frozen=True, slots=True)
-class Introduced:
-    commit: str
+class Commit:
+    sha: str
     timestamp: int
     author_email: str
+    author_name: str
 
 
 class GitSource:
@@ -32,6 +39,12 @@ class GitSource:
     def available(self) -> bool:
         return self._repo is not None
 
+    @property
+    def root(self) -> Path:
+        assert self._repo is not None
+        assert self._repo.working_tree_dir is not None
+        return Path(self._repo.working_tree_dir).resolve()
+
     def head(self) -> str | None:
         if self._repo is None:
             return None
@@ -40,29 +53,109 @@ class GitSource:
         except ValueError:  # a repository without commits
             return None
 
-    def introductions(self, folder: Path) -> dict[str, Introduced]:
+    def relative(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def _log(self, *args: str) -> str:
+        assert self._repo is not None
+        try:
+            return str(self._repo.git.log(*args))
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git log failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+
+    def introductions(self, folder: Path) -> dict[str, Commit]:
         """Repository-relative path of each file added under `folder` → the commit that first added it."""
         if self._repo is None or self.head() is None:
             return {}
-        try:
-            out = self._repo.git.log(
-                "--diff-filter=A", "--reverse", "--format=%x00%H %ct %ae", "--name-only", "--", str(folder.resolve())
+        return _first_per_file(
+            self._log(
+                "--diff-filter=A",
+                "--reverse",
+                "--format=%x00%H %ct %ae %an",
+                "--name-only",
+                "--",
+                str(folder.resolve()),
             )
-        except git.GitCommandError as exc:
-            raise GitError(f"git log failed: {exc.stderr.strip()[:256]}", hint="is the repository intact?") from None
-        return _parse_introductions(out)
+        )
 
-    def relative(self, path: Path) -> str:
+    def last_commits(self, folder: Path) -> dict[str, Commit]:
+        """Repository-relative path → the newest commit that touched it."""
+        if self._repo is None or self.head() is None:
+            return {}
+        return _first_per_file(self._log("--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve())))
+
+    def authors_since(self, ref: str, folder: Path) -> dict[str, set[str]]:
+        """Path → e-mail addresses of the authors of commits in ref..HEAD that touched it."""
+        self.resolve(ref)
+        out = self._log(f"{ref}..HEAD", "--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve()))
+        authors: dict[str, set[str]] = {}
+        for commit, names in _blocks(out):
+            for name in names:
+                authors.setdefault(name, set()).add(commit.author_email)
+        return authors
+
+    def resolve(self, ref: str) -> str:
+        if self._repo is None:
+            raise GitError("not a git repository, so --base cannot be used", hint="run inside the specs repository")
+        if not _SAFE_REF.match(ref):
+            raise GitError(
+                f"{ref!r} is not an acceptable git ref", hint="pass a branch, tag or commit, e.g. origin/main"
+            )
+        try:
+            return str(self._repo.commit(ref).hexsha)
+        except (git.BadName, ValueError, git.GitCommandError):
+            shallow = Path(self._repo.git_dir, "shallow").exists()
+            hint = (
+                "this is a shallow clone: fetch with depth 0 (git fetch --unshallow, or actions/checkout "
+                "with fetch-depth: 0)"
+                if shallow
+                else "fetch it first, e.g. git fetch origin main"
+            )
+            raise GitError(f"git ref {ref!r} is not in this repository", hint=hint) from None
+
+    def specs_at(self, ref: str, folder: Path) -> list[SourceFile]:
+        """The spec files under `folder` as they were at `ref` (paths as in the working tree)."""
         assert self._repo is not None
-        assert self._repo.working_tree_dir is not None
-        return path.resolve().relative_to(Path(self._repo.working_tree_dir).resolve()).as_posix()
+        commit = self._repo.commit(self.resolve(ref))
+        prefix = self.relative(folder)
+        try:
+            tree = commit.tree / prefix if prefix not in ("", ".") else commit.tree
+        except KeyError:
+            return []
+        blobs = [item for item in tree.traverse() if isinstance(item, git.Blob)]
+        return [
+            SourceFile(_display(self.root / blob.path), Path(blob.path).stem, blob.data_stream.read())
+            for blob in blobs
+            if Path(blob.path).suffix in SPEC_SUFFIXES and Path(blob.path).stem != "policy"
+        ]
 
 
-def _parse_introductions(out: str) -> dict[str, Introduced]:
-    found: dict[str, Introduced] = {}
+def _display(path: Path) -> str:
+    try:
+        return path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _blocks(out: str) -> list[tuple[Commit, list[str]]]:
+    blocks = []
     for block in out.split("\x00")[1:]:
         header, *names = block.strip().splitlines()
-        sha, timestamp, email = header.split(" ", 2)
+        sha, timestamp, email, *name = header.split(" ", 3)
+        blocks.append(
+            (
+                Commit(sha, int(timestamp), email.lower(), name[0] if name else ""),
+                [n.strip() for n in names if n.strip()],
+            )
+        )
+    return blocks
+
+
+def _first_per_file(out: str) -> dict[str, Commit]:
+    found: dict[str, Commit] = {}
+    for commit, names in _blocks(out):
         for name in names:
-            found.setdefault(name.strip(), Introduced(sha, int(timestamp), email))
+            found.setdefault(name, commit)
     return found

@@ -98,6 +98,7 @@ class Reconciler:
         self.settings, self.store, self.client, self.clock, self.sleep = settings, store, client, clock, sleep
         self.git = git or GitSource(settings.specs_dir)
         self.commit = self.git.head()
+        self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
         self.airflow_url = settings.airflow_url or client.base_url
         self.lease: Lease | None = None
 
@@ -120,6 +121,12 @@ class Reconciler:
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
         """First merged first: the commit that added the spec file, then the name."""
         intros = self.git.introductions(self.settings.specs_dir) if self.git.available else {}
+        last = self.git.last_commits(self.settings.specs_dir) if self.git.available else {}
+        for spec in specs:
+            relative = self.git.relative(Path(spec.path)) if intros else ""
+            if relative in last:
+                intro = intros.get(relative)
+                self.provenance[spec.path] = (last[relative].sha, intro.author_email if intro else "")
 
         def key(spec: BackfillSpec) -> tuple[float, str]:
             found = intros.get(self.git.relative(Path(spec.path))) if intros else None
@@ -286,8 +293,14 @@ class Reconciler:
                 message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
             )
         body = request_for(spec)
+        author = self.provenance.get(spec.path, ("", ""))[1] or "unknown"
         intent = self._audit(
-            "create", "intent", spec, request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()}
+            "create",
+            "intent",
+            spec,
+            request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()},
+            message=f"requested by {spec.requested_by}, spec authored by {author}, approved by "
+            f"{', '.join(spec.approvers)}; ticket {spec.ticket}",
         )
         since = datetime.strptime(intent.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         self._bind(spec, None, Phase.PENDING, "creating", None, keep=counts)

@@ -1,16 +1,32 @@
-"""`backfillctl validate` and `backfillctl new`: read files, run the pure validator, write scaffolds."""
+"""`backfillctl validate` and `backfillctl new`: read files (and git), run the pure checks, write scaffolds."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from controller.adapters import files
+from controller.adapters.gitsource import GitSource
+from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
+from controller.core.changes import Change, SpecChange, classify, immutability
+from controller.core.diagnostics import Diagnostic, Location
 from controller.core.scaffold import NewSpec, scaffold
-from controller.core.spec import SourceFile
-from controller.core.validation import SpecValidator, ValidationResult
+from controller.core.spec import BackfillSpec, SourceFile
+from controller.core.validation import LoadedSpec, SpecValidator, ValidationResult
 from controller.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class GitChecks:
+    """The pull-request checks: compare with `base`, and the approval gate from a reviews file."""
+
+    base: str | None = None
+    reviews: Path | None = None
+    pr_author: str | None = None
+    head_sha: str | None = None
 
 
 def build_validator() -> SpecValidator:
@@ -18,13 +34,86 @@ def build_validator() -> SpecValidator:
 
 
 def validate_paths(
-    paths: Sequence[Path], specs_dir: Path, now: datetime, validator: SpecValidator | None = None
+    paths: Sequence[Path],
+    specs_dir: Path,
+    now: datetime,
+    validator: SpecValidator | None = None,
+    checks: GitChecks | None = None,
 ) -> ValidationResult:
     """Validate every spec under `paths` (default: the specs folder) with the tree's policy."""
+    validator = validator or build_validator()
     tree = files.collect(paths or [specs_dir], specs_dir)
-    return (validator or build_validator()).validate(
-        tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems
-    )
+    result = validator.validate(tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems)
+    if checks is None or (checks.base is None and checks.reviews is None):
+        return result
+    return _with(result, _git_checks(result, specs_dir, validator, checks))
+
+
+def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:
+    merged = sorted(set(result.diagnostics) | set(extra), key=Diagnostic.sort_key)
+    return replace(result, diagnostics=tuple(merged))
+
+
+def _git_checks(
+    result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks
+) -> list[Diagnostic]:
+    head = {item.spec.name: item for item in result.loaded}
+    found: list[Diagnostic] = []
+    reviewable = list(head.values())
+    if checks.base is not None:
+        git = GitSource(specs_dir)
+        base = _specs_at(git, checks.base, specs_dir, validator)
+        found += immutability(base, head, checks.base)
+        changes = classify(base, head)
+        reviewable = [head[c.name] for c in changes if c.change in (Change.ADDED, Change.CHANGED, Change.STATE_ONLY)]
+        found += _authors(git, checks.base, specs_dir, reviewable, result)
+    if checks.reviews is not None:
+        found += _approvals(checks, reviewable, result)
+    return found
+
+
+def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidator) -> dict[str, BackfillSpec]:
+    loaded = (validator.load_one(source)[0] for source in git.specs_at(ref, specs_dir))
+    return {item.spec.name: item.spec for item in loaded if item is not None}
+
+
+def _authors(
+    git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec], result: ValidationResult
+) -> list[Diagnostic]:
+    authors = git.authors_since(ref, specs_dir)
+    return [
+        d
+        for item in items
+        for d in check_authors(item, sorted(authors.get(git.relative(Path(item.spec.path)), set())), result.policy)
+    ]
+
+
+def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationResult) -> list[Diagnostic]:
+    assert checks.reviews is not None
+    source = files.display(checks.reviews)
+    try:
+        data = json.loads(checks.reviews.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [
+            Diagnostic(
+                Location(source, 1, 1),
+                f"cannot read the reviews file: {exc}",
+                "pass the JSON saved from `gh api repos/OWNER/REPO/pulls/N/reviews`",
+            )
+        ]
+    reviews, problems = parse_reviews(data, source)
+    decisions = latest_decisions(reviews)
+    return problems + [
+        d for item in items for d in check_approvals(item, decisions, checks.pr_author, checks.head_sha, result.policy)
+    ]
+
+
+def spec_changes(specs_dir: Path, base: str, now: datetime) -> list[SpecChange]:
+    """Added, changed and deleted specs since `base` (for plans and PR comments)."""
+    validator = build_validator()
+    result = validate_paths([], specs_dir, now, validator)
+    head = {item.spec.name: item for item in result.loaded}
+    return classify(_specs_at(GitSource(specs_dir), base, specs_dir, validator), head)
 
 
 def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:

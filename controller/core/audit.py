@@ -22,6 +22,7 @@ class AuditEntry:
     controller_version: str
     outcome: str | None = None
     git_commit: str | None = None
+    spec_commit: str | None = None
     spec_name: str | None = None
     spec_path: str | None = None
     spec_digest: str | None = None
@@ -56,22 +57,8 @@ class AuditRecord:
 
 
 ChainLink = tuple[int, str, str, str]  # seq, prev_hash, hash, canonical JSON of the body
-SCALARS = (
-    "action",
-    "actor",
-    "backfill_id",
-    "controller_version",
-    "dag_id",
-    "git_commit",
-    "message",
-    "outcome",
-    "phase",
-    "seq",
-    "spec_digest",
-    "spec_name",
-    "spec_path",
-    "time",
-)
+# everything in the body except request/response, in canonical (sorted) order; derived, so it cannot drift
+SCALARS = tuple(sorted({"seq", "time", *ENTRY_FIELDS} - {"request", "response"}))
 
 
 def body_text(scalars: Mapping[str, Any], request_json: str, response_json: str) -> str:

@@ -37,8 +37,8 @@ from controller.core.spec import canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0003"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003"})
+SCHEMA_HEAD = "0004"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
 LEASE_NAME = "reconcile"
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 Clock = Callable[[], datetime]

@@ -31,6 +31,7 @@ audit_events = Table(
     Column("actor", String(200), nullable=False),
     Column("controller_version", String(40), nullable=False),
     Column("git_commit", String(64)),
+    Column("spec_commit", String(64)),
     Column("spec_name", String(100), index=True),
     Column("spec_path", String(500)),
     Column("spec_digest", String(80)),

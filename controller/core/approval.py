@@ -1,0 +1,150 @@
+"""The approval gate and separation of duties (pure).
+
+Reviews are what GitHub's "list reviews for a pull request" endpoint returns. For each login, the latest
+review that decides anything counts: APPROVED, CHANGES_REQUESTED or DISMISSED (a COMMENTED review
+neither grants nor revokes an approval, as on GitHub). With a head SHA, only approvals of that commit
+count. Nobody approves their own pull request, and nobody approves a spec they authored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.diagnostics import Diagnostic, Location
+from controller.core.policy import Policy
+from controller.core.spec import ReprocessBehavior
+from controller.core.validation import LoadedSpec
+
+DECISIVE = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
+_NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9-]+)@users\.noreply\.github\.com$")
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    login: str
+    state: str
+    commit_id: str
+    submitted_at: str
+    order: int
+
+
+def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic]]:
+    if not isinstance(data, list):
+        return [], [
+            Diagnostic(
+                Location(source, 1, 1),
+                "the reviews file must be a JSON list of reviews",
+                "save the output of `gh api repos/OWNER/REPO/pulls/N/reviews`",
+            )
+        ]
+    reviews, problems = [], []
+    for index, raw in enumerate(data):
+        try:
+            reviews.append(
+                Review(
+                    str(raw["user"]["login"]),
+                    str(raw["state"]).upper(),
+                    str(raw.get("commit_id") or ""),
+                    str(raw.get("submitted_at") or ""),
+                    index,
+                )
+            )
+        except (KeyError, TypeError):
+            problems.append(
+                Diagnostic(
+                    Location(source, 1, 1, (index,)),
+                    "a review without user.login or state",
+                    "pass the unmodified JSON from GitHub's reviews endpoint",
+                )
+            )
+    return reviews, problems
+
+
+def latest_decisions(reviews: Iterable[Review]) -> dict[str, Review]:
+    latest: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: (r.submitted_at, r.order)):
+        if review.state in DECISIVE:
+            latest[review.login] = review
+    return latest
+
+
+def check_approvals(
+    item: LoadedSpec, decisions: Mapping[str, Review], pr_author: str | None, head_sha: str | None, policy: Policy
+) -> list[Diagnostic]:
+    spec, found = item.spec, []
+    approved = 0
+    for index, login in enumerate(spec.approvers):
+        problem = _approval_problem(login, decisions.get(login), pr_author, head_sha)
+        if problem is None:
+            approved += 1
+        else:
+            found.append(Diagnostic(item.doc.locate(("approvers", index)), f"{spec.name}: {problem[0]}", problem[1]))
+    needed = _needed(item, policy)
+    if approved < needed:
+        found.append(
+            Diagnostic(
+                item.doc.locate(("approvers",)),
+                f"{spec.name}: {approved} of the {needed} approvals this spec needs are present",
+                "every listed approver must approve the pull request in code review",
+            )
+        )
+    return found
+
+
+def _approval_problem(
+    login: str, review: Review | None, pr_author: str | None, head_sha: str | None
+) -> tuple[str, str] | None:
+    if pr_author is not None and login.lower() == pr_author.lower():
+        return f"{login!r} opened the pull request and cannot approve it", "ask another listed approver to review"
+    if review is None:
+        return f"{login!r} has not approved the pull request", f"ask {login} to approve it in code review"
+    if review.state != "APPROVED":
+        return (
+            f"{login!r} has not approved the pull request (latest review: {review.state})",
+            f"ask {login} for a new approval",
+        )
+    if head_sha and review.commit_id != head_sha:
+        return (
+            f"{login!r} approved commit {review.commit_id[:12]}, not the pull request's head {head_sha[:12]}",
+            f"the spec changed after the approval; ask {login} to approve again",
+        )
+    return None
+
+
+def _needed(item: LoadedSpec, policy: Policy) -> int:
+    rule = policy.rule_for(item.spec.dag_id)
+    needed = rule.min_approvers if rule else 1
+    if rule and rule.min_approvers_for_completed and item.spec.reprocess_behavior is ReprocessBehavior.COMPLETED:
+        needed = max(needed, rule.min_approvers_for_completed)
+    return max(needed, 1)
+
+
+def login_of(email: str, policy: Policy) -> str | None:
+    """A git author's login: the policy's mapping, else GitHub's noreply address."""
+    mapped = policy.login_for(email)
+    if mapped is not None:
+        return mapped
+    match = _NOREPLY.match(email)
+    return match.group(1) if match else None
+
+
+def check_authors(item: LoadedSpec, emails: Sequence[str], policy: Policy) -> list[Diagnostic]:
+    """Authors of the commits that added or changed the spec may not approve it."""
+    found = []
+    for email in sorted(set(emails)):
+        login = login_of(email, policy)
+        lowered = [a.lower() for a in item.spec.approvers]
+        if login is not None and login.lower() in lowered:
+            index = lowered.index(login.lower())
+            found.append(
+                Diagnostic(
+                    item.doc.locate(("approvers", index)),
+                    f"{item.spec.approvers[index]!r} authored a commit that added or changed this "
+                    f"spec ({email}) and cannot approve it",
+                    "separation of duties: ask another reviewer",
+                )
+            )
+    return found

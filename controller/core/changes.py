@@ -1,0 +1,98 @@
+"""What a pull request changes in specs/, and the rules for changes (pure).
+
+A spec that exists at the base ref is immutable except `state`: its backfill may already exist in
+Airflow, and Airflow cannot change a backfill's dates, DAG, reprocess behaviour or limits in place.
+A rename is a delete plus an add. A deletion is allowed and cancels nothing (a warning says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from controller.core.diagnostics import Diagnostic, Location, Severity
+from controller.core.spec import BackfillSpec
+from controller.core.validation import LoadedSpec
+
+MUTABLE = frozenset({"state"})
+IMMUTABLE = (
+    "dag_id",
+    "from_date",
+    "to_date",
+    "reprocess_behavior",
+    "max_active_runs",
+    "run_backwards",
+    "dag_run_conf",
+    "run_on_latest_version",
+)
+
+
+class Change(StrEnum):
+    ADDED = "added"
+    CHANGED = "changed"
+    STATE_ONLY = "state-only"
+    UNCHANGED = "unchanged"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class SpecChange:
+    name: str
+    change: Change
+    path: str
+
+
+def classify(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec]) -> list[SpecChange]:
+    """Per spec name (names, not paths: a renamed file is a delete plus an add)."""
+    out = [SpecChange(name, _kind(base.get(name), item.spec), item.spec.path) for name, item in head.items()]
+    out += [SpecChange(name, Change.DELETED, spec.path) for name, spec in base.items() if name not in head]
+    return sorted(out, key=lambda c: c.name)
+
+
+def _kind(before: BackfillSpec | None, after: BackfillSpec) -> Change:
+    if before is None:
+        return Change.ADDED
+    if before.digest == after.digest:
+        return Change.UNCHANGED
+    if all(_value(before, f) == _value(after, f) for f in IMMUTABLE):
+        return Change.STATE_ONLY if before.state != after.state else Change.CHANGED
+    return Change.CHANGED
+
+
+def _value(spec: BackfillSpec, name: str) -> object:
+    return spec.identity()[name]
+
+
+def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec], ref: str) -> list[Diagnostic]:
+    """Errors for applied fields that changed; a warning for every deleted spec."""
+    found: list[Diagnostic] = []
+    for name, item in sorted(head.items()):
+        before = base.get(name)
+        if before is None:
+            continue
+        for field in IMMUTABLE:
+            old, new = _value(before, field), _value(item.spec, field)
+            if old != new:
+                found.append(
+                    Diagnostic(
+                        item.doc.locate((field,)) if field in item.doc.data else item.doc.locate((), at_key=False),
+                        f"{field} changed from {_show(old)} to {_show(new)} since {ref}",
+                        "create a new spec; the applied backfill cannot be changed in place (only `state` may change)",
+                    )
+                )
+    for name, spec in sorted(base.items()):
+        if name not in head:
+            found.append(
+                Diagnostic(
+                    Location(spec.path, 1, 1),
+                    f"spec {name!r} is deleted since {ref}",
+                    "deleting a spec cancels nothing; set `state: cancelled` to stop its backfill",
+                    Severity.WARNING,
+                )
+            )
+    return found
+
+
+def _show(value: object) -> str:
+    return "unset" if value is None else repr(value)
