@@ -452,6 +452,7 @@ class Reconciler:
             actor=self.settings.actor,
             controller_version=__version__,
             git_commit=self.commit,
+            spec_commit=self.provenance.get(spec.path, (None, ""))[0] if spec else None,
             spec_name=spec.name if spec else None,
             spec_path=spec.path if spec else None,
             spec_digest=spec.digest if spec else None,
