@@ -78,7 +78,7 @@ def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Repo]:
     r.write("applied")
     r.commit("initial specs", author="carol")
     git(r.root, "checkout", "-q", "-b", "feature")
-    yield r
+    return r
 
 
 def validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
