@@ -429,6 +429,8 @@ class _DagPlanner:
     def _unbound(self, spec: BackfillSpec, binding: Binding | None) -> Item:
         if spec.state is DesiredState.CANCELLED:
             return _item(spec, Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
+        if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
+            return _item(spec, Kind.NOOP, Phase.PAUSED, "paused before it was created; set state: active to create it")
         if self.occupant is not None:
             who, backfill_id = self.occupant
             where = f" (backfill #{backfill_id})" if backfill_id else ""

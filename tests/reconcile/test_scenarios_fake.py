@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.errors import StalePlan
+from controller.adapters.store import Store
+from controller.core.audit import AuditEntry, AuditRecord
+from controller.errors import StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, mutating
 
@@ -389,3 +391,35 @@ def test_steady_state_calls_for_50_specs_over_10_dags(tmp_path: Path) -> None:
         assert sum(calls.values()) == 41
     finally:
         bench.close()
+
+
+def test_spec_paused_before_creation_creates_nothing_until_active(bench: Bench) -> None:
+    bench.spec("staged", state="paused")
+    result = bench.run()
+    assert [(i.kind.value, i.phase.value, i.reason) for i in result.plan.items] == [
+        ("noop", "Paused", "paused before it was created; set state: active to create it")
+    ]
+    assert mutating(fake(bench).requests) == []
+    bench.spec("staged", state="active")
+    assert [(i.kind.value, o) for i, o in bench.run().applied] == [("create", "created")]
+
+
+class IntentFails(Store):
+    """The store refuses the create intent (disk full, lock timeout): the POST must never be sent."""
+
+    def append(self, entry: AuditEntry) -> AuditRecord:
+        if entry.action == "create" and entry.phase == "intent":
+            raise StoreError("store sqlite:///x: writing the audit event create/intent failed: OperationalError")
+        return super().append(entry)
+
+
+def test_fail_closed_when_the_intent_cannot_be_written(bench: Bench) -> None:
+    bench.spec("closed")
+    failing = IntentFails(bench.store_url)
+    try:
+        with pytest.raises(StoreError):
+            bench.reconciler(store=failing).run_once()
+    finally:
+        failing.close()
+    assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 0
+    assert fake(bench).backfills == {}
