@@ -7,6 +7,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -18,6 +19,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
 
 from controller import __version__
 from controller.adapters.store import EventFilter
@@ -184,10 +188,16 @@ def reconcile(
     if watch or until_complete:
         stop.install()
     shown = [""]
-    with open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock) as reconciler:
+    live_view = Live(Table(), refresh_per_second=2, transient=False) if (watch or until_complete) and _tty() else None
+    with (
+        open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock) as reconciler,
+        live_view or contextlib.nullcontext(),
+    ):
         while True:
             result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
-            _report_pass(result, dry_run, live=watch or until_complete, shown=shown)
+            if live_view is not None:
+                live_view.update(_status_table(status.status_rows(result.current, {})))
+            _report_pass(result, dry_run, live=(watch or until_complete) and live_view is None, shown=shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
             if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.all_terminal):
                 return _pass_exit(result)
@@ -218,6 +228,57 @@ def _pass_exit(result: PassResult) -> int:
     return ExitCode.ERROR if result.errors else ExitCode.OK
 
 
+def _tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def _status_table(rows: list[status.StatusRow]) -> Table:
+    colours = {
+        "Succeeded": "green",
+        "CompletedWithFailures": "yellow",
+        "Cancelled": "magenta",
+        "Blocked": "red",
+        "Orphaned": "red",
+        "Running": "cyan",
+        "Paused": "blue",
+    }
+    table = Table(title=f"backfillctl status {_now().strftime('%H:%M:%S')}")
+    for column in (
+        "spec",
+        "DAG",
+        "phase",
+        "backfill",
+        "ok",
+        "failed",
+        "running",
+        "queued",
+        "total",
+        "done",
+        "ETA",
+        "note",
+    ):
+        table.add_column(
+            column, justify="right" if column in ("ok", "failed", "running", "queued", "total", "done") else "left"
+        )
+    for r in rows:
+        phase = f"[{colours[r.phase]}]{r.phase}[/]" if r.phase in colours else r.phase
+        table.add_row(
+            r.spec,
+            r.dag_id,
+            phase,
+            str(r.backfill_id or "-"),
+            str(r.success),
+            str(r.failed),
+            str(r.running),
+            str(r.queued),
+            str(r.total),
+            f"{r.progress:.0f}%",
+            status.eta_text(r.eta_seconds),
+            r.note,
+        )
+    return table
+
+
 class StatusFormat(StrEnum):
     text = "text"
     json = "json"
@@ -237,6 +298,8 @@ def status_command(
         raise typer.BadParameter(f"no spec named {name!r}")
     if output is StatusFormat.json:
         _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in rows]}, indent=2) + "\n")
+    elif _tty():
+        Console().print(_status_table(rows))
     else:
         _out(status.status_text(rows))
     return ExitCode.OK
