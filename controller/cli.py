@@ -197,7 +197,8 @@ def reconcile(
             result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
             if live_view is not None:
                 live_view.update(_status_table(status.status_rows(result.current, {})))
-            _report_pass(result, dry_run, live=(watch or until_complete) and live_view is None, shown=shown)
+            mode = "rich" if live_view is not None else ("text" if watch or until_complete else "once")
+            _report_pass(result, dry_run, mode, shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
             if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.all_terminal):
                 return _pass_exit(result)
@@ -207,13 +208,14 @@ def reconcile(
             reconciler.heartbeat()
 
 
-def _report_pass(result: PassResult, dry_run: bool, live: bool, shown: list[str]) -> None:
-    if dry_run or not live:
+def _report_pass(result: PassResult, dry_run: bool, mode: str, shown: list[str]) -> None:
+    """once: the plan; text: the status table whenever it moved; rich: the live view shows the table."""
+    if dry_run or mode == "once":
         _out(plan_render.plan_text(result.plan))
     for item, outcome in result.applied:
         _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
     table = status.status_text(status.status_rows(result.current, {}))
-    if live and table != shown[0]:  # print progress only when it moved
+    if mode == "text" and table != shown[0]:
         _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
         shown[0] = table
     for line in result.refused:

@@ -143,7 +143,8 @@ class Reconciler:
                 Phase(row["phase"]),
                 row.get("applied_state") or "active",
                 row["spec_digest"],
-                (row.get("detail") or {}).get("reason", ""),
+                reason=(row.get("detail") or {}).get("reason", ""),
+                runs=row.get("run_counts"),
             )
             for name, row in self.store.bindings().items()
         }

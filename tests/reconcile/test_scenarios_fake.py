@@ -423,3 +423,12 @@ def test_fail_closed_when_the_intent_cannot_be_written(bench: Bench) -> None:
         failing.close()
     assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 0
     assert fake(bench).backfills == {}
+
+
+def test_finished_specs_keep_their_run_counts_without_airflow_calls(bench: Bench) -> None:
+    bench.spec("kept", dag="demo_flaky")
+    bench.until_terminal()
+    reconciler = bench.reconciler()
+    (item,) = reconciler.run_once().plan.items
+    assert reconciler.client.calls == []
+    assert item.facts["runs"]["counts"] == {"failed": 4, "success": 3}
