@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from controller import __version__
 from controller.adapters.store import EventFilter, Lease, Store
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry, AuditRecord, VerifyResult
+from controller.core.audit import AuditRecord, VerifyResult, controller_event
 
 
 def open_store(settings: Settings) -> Store:
@@ -44,13 +43,8 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
     try:
         released = store.unlock(lease_id)
         store.append(
-            AuditEntry(
-                action="unlock",
-                phase="outcome",
-                actor=settings.actor,
-                controller_version=__version__,
-                outcome="released",
-                message=f"released the lease of {released.describe()}",
+            controller_event(
+                "unlock", settings.actor, "released", f"released the lease of {released.describe()}", phase="outcome"
             )
         )
         return released

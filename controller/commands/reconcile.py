@@ -22,7 +22,7 @@ from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Lease, Store
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
-from controller.core.audit import AuditEntry, AuditRecord
+from controller.core.audit import AuditEntry, AuditRecord, controller_event
 from controller.core.model import Backfill, Phase, summarise
 from controller.core.plan import (
     Binding,
@@ -463,7 +463,7 @@ class Reconciler:
         return self.store.append(entry)
 
     def _audit_refusal(self, message: str) -> None:
-        self._audit("reconcile", "observation", None, outcome="refused", message=message)
+        self.store.append(controller_event("reconcile", self.settings.actor, "refused", message))
 
     def _audit_pass(self, plan: Plan, result: PassResult) -> None:
         changed = len(result.applied)

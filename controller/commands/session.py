@@ -9,11 +9,10 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from controller import __version__
 from controller.adapters.store import Lease, Store
 from controller.commands.reconcile import Reconciler, make_client
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry
+from controller.core.audit import controller_event
 from controller.errors import LockHeld
 
 LEASE_TTL = 300.0
@@ -51,13 +50,8 @@ def _acquire(store: Store, settings: Settings, wait: bool, sleep: Callable[[floa
             continue
         if previous is not None:
             store.append(
-                AuditEntry(
-                    action="lease",
-                    phase="observation",
-                    actor=settings.actor,
-                    controller_version=__version__,
-                    outcome="taken-over",
-                    message=f"took over the expired lease of {previous.describe()}",
+                controller_event(
+                    "lease", settings.actor, "taken-over", f"took over the expired lease of {previous.describe()}"
                 )
             )
         return mine

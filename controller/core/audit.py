@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from controller import __version__
 from controller.core.spec import canonical_json
 
 GENESIS = "0" * 64
@@ -34,6 +35,13 @@ class AuditEntry:
 
 
 ENTRY_FIELDS = tuple(f.name for f in fields(AuditEntry))
+
+
+def controller_event(action: str, actor: str, outcome: str, message: str, phase: str = "observation") -> AuditEntry:
+    """An event about the controller itself (lease, unlock, pass), not about one spec."""
+    return AuditEntry(
+        action=action, phase=phase, actor=actor, controller_version=__version__, outcome=outcome, message=message
+    )
 
 
 @dataclass(frozen=True, slots=True)

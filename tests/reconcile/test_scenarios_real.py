@@ -149,6 +149,12 @@ def cli_env(bench: Bench) -> dict[str, str]:
     }
 
 
+def run_cli(bench: Bench, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args], env=cli_env(bench), capture_output=True, text=True, check=False
+    )
+
+
 def test_sigkill_between_create_and_outcome_then_adopt(bench: Bench) -> None:
     bench.spec("crash", dag="demo_daily", start="2023-08-01", end="2023-08-03")
     killed = subprocess.run(
@@ -164,13 +170,7 @@ def test_sigkill_between_create_and_outcome_then_adopt(bench: Bench) -> None:
         stuck = bench.store.current_lease()
         assert stuck is not None  # SIGKILL left the lease behind: an operator releases it by its exact id
         bench.store.unlock(stuck.lease_id)
-        second = subprocess.run(
-            [sys.executable, "-m", "controller", "reconcile", "--once"],
-            env=cli_env(bench),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        second = run_cli(bench, "reconcile", "--once")
         assert second.returncode == 0, second.stderr
         assert "~ adopt crash: adopted" in second.stdout
         again = [b for b in client.list_backfills("demo_daily") if b.from_date.year == 2023 and b.from_date.month == 8]
@@ -193,13 +193,7 @@ def test_two_reconcilers_one_works_the_other_exits_5(bench: Bench) -> None:
             time.sleep(0.2)
         holder = bench.store.current_lease()
         assert holder is not None
-        second = subprocess.run(
-            [sys.executable, "-m", "controller", "reconcile", "--once"],
-            env=cli_env(bench),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        second = run_cli(bench, "reconcile", "--once")
         assert second.returncode == 5
         assert second.stderr.startswith(
             f"error: lock held by ci-bot@{holder.host} on {holder.host} (pid {watcher.pid})"
@@ -223,13 +217,7 @@ def test_rerun_without_changes_makes_no_mutating_call(bench: Bench) -> None:
 
 def test_expected_runs_exceeded_is_refused_with_exit_5(bench: Bench) -> None:
     bench.spec("too-many", dag="demo_daily", start="2023-11-01", end="2023-11-10", expected_runs=5)
-    result = subprocess.run(
-        [sys.executable, "-m", "controller", "reconcile", "--once"],
-        env=cli_env(bench),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_cli(bench, "reconcile", "--once")
     assert result.returncode == 5
     assert "refused: too-many: the dry run counts 10 runs; expected_runs is 5\n" in result.stderr
     with bench.client() as client:
