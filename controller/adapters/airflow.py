@@ -192,16 +192,17 @@ class AirflowClient:
     def cancel(self, backfill_id: int) -> Backfill:
         return backfill_from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/cancel"))
 
-    def dag(self, dag_id: str) -> DagInfo:
+    def dag(self, dag_id: str, *, with_tasks: bool = True) -> DagInfo:
+        """DAG details; `with_tasks` adds a call to learn `depends_on_past` (None when not asked)."""
         details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
-        tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks")
+        tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks") if with_tasks else None
         return DagInfo(
             dag_id=dag_id,
             is_paused=bool(details["is_paused"]),
             is_stale=bool(details.get("is_stale")),
             has_import_errors=bool(details.get("has_import_errors")),
             is_backfillable=bool(details.get("is_backfillable", details.get("timetable_periodic"))),
-            depends_on_past=any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
+            depends_on_past=None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
             params=details.get("params") or {},
         )
 

@@ -161,7 +161,7 @@ class Reconciler:
         try:
             backfills = tuple(self.client.list_backfills(dag_id))
             try:
-                info = self.client.dag(dag_id)
+                info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
             except AirflowNotFound:
                 info = None
             wanted = self._runs_wanted(dag_id, backfills, specs, bindings)

@@ -40,7 +40,7 @@ class DagInfo:
     is_stale: bool
     has_import_errors: bool
     is_backfillable: bool
-    depends_on_past: bool
+    depends_on_past: bool | None  # None: not looked up (Airflow's dry run enforces its rules anyway)
     params: Mapping[str, Any] = field(default_factory=dict)
 
 
