@@ -304,7 +304,7 @@ def status_command(
         Console().print(_status_table(rows))
     else:
         _out(status.status_text(rows))
-    return ExitCode.OK
+    return ExitCode.ERROR if any(i.error for i in current.items) else ExitCode.OK
 
 
 class ReportFormat(StrEnum):

@@ -6,6 +6,7 @@ it shares the session's Airflow with the contract tests without interference.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -224,3 +225,31 @@ def test_expected_runs_exceeded_is_refused_with_exit_5(bench: Bench) -> None:
         assert [
             b for b in client.list_backfills("demo_daily") if b.from_date.month == 11 and b.from_date.year == 2023
         ] == []
+
+
+def test_cli_plan_exit_codes_and_json_formats(bench: Bench) -> None:
+    bench.spec("formats", dag="demo_finance_ledger", start="2023-12-01", end="2023-12-02", mar=2)
+    planned = run_cli(bench, "plan", "--detailed-exitcode", "--format", "json")
+    assert planned.returncode == 4, planned.stderr
+    document = json.loads(planned.stdout)
+    assert document["format_version"] == 1
+    assert [(i["spec"], i["action"], i["runs_to_create"], i["runs_in_range"]) for i in document["items"]] == [
+        ("formats", "create", 2, 2)
+    ]
+    assert document["summary"]["create"] == 1
+    assert run_cli(bench, "reconcile", "--until-complete", "--interval", "3").returncode == 0
+    assert run_cli(bench, "plan", "--detailed-exitcode").returncode == 0
+    status = json.loads(run_cli(bench, "status", "formats", "--format", "json").stdout)
+    assert status["specs"][0]["phase"] == "Succeeded"
+    assert status["specs"][0]["runs"] == {"success": 2, "failed": 0, "running": 0, "queued": 0, "total": 2}
+    report = json.loads(run_cli(bench, "report", "formats", "--format", "json").stdout)
+    assert (report["format_version"], report["outcome"], report["ticket"]) == (1, "Succeeded", "CHG-1")
+    assert report["intervals"] == {
+        "complete": 2,
+        "failed": 0,
+        "failed_dates": [],
+        "never_started": 0,
+        "skipped": 0,
+        "in_range": 2,
+    }
+    assert [e["action"] for e in report["audit"]] == ["create", "create", "observe"]
