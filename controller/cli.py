@@ -175,7 +175,7 @@ def reconcile(
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
     interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between passes.")] = 30.0,
     until_complete: Annotated[
-        bool, typer.Option("--until-complete", help="Repeat until every spec is finished.")
+        bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     plan_checksum: Annotated[str | None, typer.Option("--plan-checksum", help="Refuse if the plan differs.")] = None,
@@ -200,7 +200,7 @@ def reconcile(
             mode = "rich" if live_view is not None else ("text" if watch or until_complete else "once")
             _report_pass(result, dry_run, mode, shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
-            if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.all_terminal):
+            if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.settled):
                 return _pass_exit(result)
             stop.wait(interval)
             if stop.requested:
@@ -291,11 +291,22 @@ def status_command(
     name: Annotated[str | None, typer.Argument(help="Only this spec.")] = None,
     output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text,
 ) -> int:
-    """Per spec: phase, backfill id, runs by state, progress and ETA (read only)."""
-    with open_reconciler(_settings()) as reconciler:
-        current, _specs, _world = reconciler.plan(with_dry_runs=False)
-        stored = reconciler.store.bindings()
-    rows = [r for r in status.status_rows(current, stored) if name is None or r.spec == name]
+    """Per spec: phase, backfill id, runs by state, progress and ETA (read only).
+
+    Without BACKFILLCTL_AIRFLOW_URL it shows what the store last recorded, and says so.
+    """
+    settings = _settings()
+    failed = False
+    if settings.airflow_url is None:
+        specs = validate_cmd.validate_paths([], settings.specs_dir, _now()).specs
+        sys.stderr.write("offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n")
+        all_rows = status.stored_rows(specs, audit_cmd.stored_bindings(settings))
+    else:
+        with open_reconciler(settings) as reconciler:
+            current, _specs, _world = reconciler.plan(with_dry_runs=False)
+            all_rows = status.status_rows(current, reconciler.store.bindings())
+        failed = any(i.error for i in current.items)
+    rows = [r for r in all_rows if name is None or r.spec == name]
     if name is not None and not rows:
         raise typer.BadParameter(f"no spec named {name!r}")
     if output is StatusFormat.json:
@@ -304,7 +315,7 @@ def status_command(
         Console().print(_status_table(rows))
     else:
         _out(status.status_text(rows))
-    return ExitCode.ERROR if any(i.error for i in current.items) else ExitCode.OK
+    return ExitCode.ERROR if failed else ExitCode.OK
 
 
 class ReportFormat(StrEnum):

@@ -59,3 +59,11 @@ def spec_record(settings: Settings, name: str) -> tuple[dict[str, object], list[
         return store.binding(name) or {}, list(store.events(EventFilter(spec=name)))
     finally:
         store.close()
+
+
+def stored_bindings(settings: Settings) -> dict[str, dict[str, object]]:
+    store = open_store(settings)
+    try:
+        return store.bindings()
+    finally:
+        store.close()

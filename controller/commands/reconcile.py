@@ -65,8 +65,10 @@ class PassResult:
         return self.after or self.plan
 
     @property
-    def all_terminal(self) -> bool:
-        return all(i.phase.terminal or i.phase is Phase.ORPHANED for i in self.current.items)
+    def settled(self) -> bool:
+        """Nothing more will happen without a human: finished, orphaned, paused or blocked."""
+        waiting = (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)
+        return all(i.phase not in waiting for i in self.current.items)
 
 
 def make_client(settings: Settings) -> AirflowClient:

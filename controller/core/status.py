@@ -79,6 +79,31 @@ def _row(item: Item, stored: Mapping[str, Any]) -> StatusRow:
     )
 
 
+def stored_rows(specs: Sequence[BackfillSpec], stored: Mapping[str, Mapping[str, Any]]) -> list[StatusRow]:
+    """Offline status: what the store last recorded (no Airflow call), for every spec in the tree."""
+    rows = []
+    for spec in specs:
+        row = stored.get(spec.name, {})
+        counts = (row.get("run_counts") or {}).get("counts", {})
+        reason = (row.get("detail") or {}).get("reason", "not reconciled yet")
+        rows.append(
+            StatusRow(
+                spec.name,
+                spec.dag_id,
+                row.get("phase", "Pending"),
+                row.get("backfill_id"),
+                counts.get("success", 0),
+                counts.get("failed", 0),
+                counts.get("running", 0),
+                counts.get("queued", 0),
+                int((row.get("run_counts") or {}).get("total", 0)),
+                None,
+                f"(stored {row.get('updated_at', '-')}) {reason}",
+            )
+        )
+    return rows
+
+
 def eta_text(seconds: float | None) -> str:
     if seconds is None:
         return "-"

@@ -85,7 +85,7 @@ class Bench:
     def until_terminal(self, passes: int = 20, wait: Any = None) -> PassResult:
         for _ in range(passes):
             result = self.run()
-            if result.all_terminal:
+            if result.settled:
                 return result
             if wait:
                 wait()

@@ -7,6 +7,7 @@ a real server cannot be made to produce on demand.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from controller.adapters.store import Store
+from controller.cli import main
 from controller.core.audit import AuditEntry, AuditRecord
 from controller.errors import StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
@@ -432,3 +434,25 @@ def test_finished_specs_keep_their_run_counts_without_airflow_calls(bench: Bench
     (item,) = reconciler.run_once().plan.items
     assert reconciler.client.calls == []
     assert item.facts["runs"]["counts"] == {"failed": 4, "success": 3}
+
+
+def test_offline_status_shows_what_the_store_recorded(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.spec("offline", dag="demo_flaky")
+    bench.spec("never-run", dag="demo_daily", state="paused")
+    bench.until_terminal()
+    monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL", raising=False)
+    monkeypatch.setenv("BACKFILLCTL_STORE_URL", bench.store_url)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", str(bench.specs))
+    assert main(["status", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n"
+    rows = {r["spec"]: r for r in json.loads(captured.out)["specs"]}
+    assert (rows["offline"]["phase"], rows["offline"]["runs"]["failed"], rows["offline"]["runs"]["total"]) == (
+        "CompletedWithFailures",
+        4,
+        7,
+    )
+    assert rows["offline"]["note"].endswith(") failed: 2025-01-01, 2025-01-03, 2025-01-05, 2025-01-07")
+    assert rows["never-run"]["phase"] == "Paused"
