@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,7 +11,22 @@ import pytest
 
 from controller.adapters.store import Store
 
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+PG_ADMIN = os.environ.get("BACKFILLCTL_TEST_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> str:
+    """PostgreSQL for the store tests; a clear failure (not a driver traceback) when it is not running."""
+    try:
+        with psycopg.connect(PG_ADMIN, connect_timeout=5):
+            return PG_ADMIN
+    except psycopg.OperationalError as exc:
+        pytest.fail(
+            f"the store tests need PostgreSQL at {PG_ADMIN} (set BACKFILLCTL_TEST_PG_ADMIN_URL to another "
+            f"server with CREATE DATABASE rights); it is not reachable: {str(exc).splitlines()[0]}. "
+            "On Debian: pg_ctlcluster --skip-systemctl-redirect 15 main start",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -19,13 +35,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/state.db"
         return
+    admin = request.getfixturevalue("postgres_admin")
     name = f"backfillctl_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+    base = admin.rsplit("/", 1)[0]
+    with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+        yield f"{base}/{name}"
     finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
