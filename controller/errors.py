@@ -45,10 +45,6 @@ class ConfigError(ControllerError):
     """Settings (environment, flags) are missing or malformed."""
 
 
-class SpecLoadError(ControllerError):
-    """A spec or policy file could not be read at all (path, size, encoding)."""
-
-
 class InvalidSpecs(ControllerError):
     """Validation found errors; the diagnostics were already rendered."""
 
@@ -67,16 +63,8 @@ class StalePlan(Refused):
     """`--plan-checksum` does not match the plan computed now."""
 
 
-class UnsafePlan(Refused):
-    """A create would exceed `expected_runs` or the policy's `max_runs`."""
-
-
 class StoreError(ControllerError):
     """The audit/state store failed (open, migrate, write)."""
-
-
-class AuditIntegrityError(StoreError):
-    """The audit hash chain does not verify."""
 
 
 class GitError(ControllerError):

@@ -11,7 +11,7 @@ from pathlib import Path
 from controller.adapters import files
 from controller.adapters.gitsource import GitSource
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
-from controller.core.changes import Change, SpecChange, classify, immutability
+from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
 from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile
@@ -106,14 +106,6 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     return problems + [
         d for item in items for d in check_approvals(item, decisions, checks.pr_author, checks.head_sha, result.policy)
     ]
-
-
-def spec_changes(specs_dir: Path, base: str, now: datetime) -> list[SpecChange]:
-    """Added, changed and deleted specs since `base` (for plans and PR comments)."""
-    validator = build_validator()
-    result = validate_paths([], specs_dir, now, validator)
-    head = {item.spec.name: item for item in result.loaded}
-    return classify(_specs_at(GitSource(specs_dir), base, specs_dir, validator), head)
 
 
 def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:

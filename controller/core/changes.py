@@ -15,7 +15,6 @@ from controller.core.diagnostics import Diagnostic, Location, Severity
 from controller.core.spec import BackfillSpec
 from controller.core.validation import LoadedSpec
 
-MUTABLE = frozenset({"state"})
 IMMUTABLE = (
     "dag_id",
     "from_date",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -538,10 +538,6 @@ def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Findi
             findings.append(Finding("orphaned", binding.dag_id, message, name, backfill.id))
             items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, backfill.id))
     return items, findings
-
-
-def with_reason(item: Item, reason: str) -> Item:
-    return replace(item, reason=reason)
 
 
 def iter_changes(plan: Plan) -> Iterator[Item]:
