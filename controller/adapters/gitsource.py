@@ -13,7 +13,7 @@ from pathlib import Path
 
 import git
 
-from controller.adapters.files import SPEC_SUFFIXES
+from controller.adapters.files import SPEC_SUFFIXES, display
 from controller.core.spec import SourceFile
 from controller.errors import GitError
 
@@ -126,17 +126,10 @@ class GitSource:
             return []
         blobs = [item for item in tree.traverse() if isinstance(item, git.Blob)]
         return [
-            SourceFile(_display(self.root / blob.path), Path(blob.path).stem, blob.data_stream.read())
+            SourceFile(display(self.root / blob.path), Path(blob.path).stem, blob.data_stream.read())
             for blob in blobs
             if Path(blob.path).suffix in SPEC_SUFFIXES and Path(blob.path).stem != "policy"
         ]
-
-
-def _display(path: Path) -> str:
-    try:
-        return path.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def _blocks(out: str) -> list[tuple[Commit, list[str]]]:
