@@ -14,13 +14,12 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import httpx
 
-from controller.core.model import Backfill, DagInfo, DagRun
+from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun
 from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
 from controller.core.secret import Secret
 from controller.core.spec import format_utc
@@ -56,36 +55,6 @@ def _required_time(value: str) -> datetime:
     parsed = parse_time(value)
     assert parsed is not None
     return parsed
-
-
-@dataclass(frozen=True, slots=True)
-class BackfillRequest:
-    """A create or dry-run body; only fields that are set are sent (the API rejects unknown fields)."""
-
-    dag_id: str
-    from_date: datetime
-    to_date: datetime
-    reprocess_behavior: str | None = None
-    max_active_runs: int | None = None
-    run_backwards: bool | None = None
-    dag_run_conf: Mapping[str, Any] | None = None
-    run_on_latest_version: bool | None = None
-
-    def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "dag_id": self.dag_id,
-            "from_date": format_utc(self.from_date),
-            "to_date": format_utc(self.to_date),
-        }
-        optional = {
-            "reprocess_behavior": self.reprocess_behavior,
-            "max_active_runs": self.max_active_runs,
-            "run_backwards": self.run_backwards,
-            "run_on_latest_version": self.run_on_latest_version,
-            "dag_run_conf": None if self.dag_run_conf is None else dict(self.dag_run_conf),
-        }
-        body.update({k: v for k, v in optional.items() if v is not None})
-        return body
 
 
 def backfill_from_json(data: Mapping[str, Any]) -> Backfill:

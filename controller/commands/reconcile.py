@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from controller import __version__
-from controller.adapters.airflow import AirflowClient, BackfillRequest
+from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Lease, Store
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.audit import AuditEntry, AuditRecord, controller_event
-from controller.core.model import Backfill, Phase, summarise
+from controller.core.model import Backfill, BackfillRequest, Phase, summarise
 from controller.core.plan import (
     Binding,
     DagObservation,
@@ -37,7 +37,7 @@ from controller.core.plan import (
     matches,
 )
 from controller.core.policy import Policy
-from controller.core.spec import BackfillSpec, ReprocessBehavior, thaw_conf
+from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import (
     AirflowAmbiguous,
     AirflowConflict,
@@ -186,11 +186,11 @@ class Reconciler:
     def _dry_run(self, spec: BackfillSpec) -> DryRun:
         """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""
         try:
-            dates = tuple(self.client.dry_run(request_for(spec)))
+            dates = tuple(self.client.dry_run(BackfillRequest.from_spec(spec)))
             everything = (
                 dates
                 if spec.reprocess_behavior is ReprocessBehavior.COMPLETED
-                else tuple(self.client.dry_run(request_for(spec, reprocess="completed")))
+                else tuple(self.client.dry_run(BackfillRequest.from_spec(spec, reprocess="completed")))
             )
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
@@ -295,7 +295,7 @@ class Reconciler:
                 outcome="abandoned",
                 message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
             )
-        body = request_for(spec)
+        body = BackfillRequest.from_spec(spec)
         author = self.provenance.get(spec.path, ("", ""))[1] or "unknown"
         intent = self._audit(
             "create",
@@ -485,16 +485,3 @@ def _dry_run_detail(item: Item) -> dict[str, Any]:
         "first_date": item.first_date.isoformat() if item.first_date else None,
         "last_date": item.last_date.isoformat() if item.last_date else None,
     }
-
-
-def request_for(spec: BackfillSpec, reprocess: str | None = None) -> BackfillRequest:
-    return BackfillRequest(
-        dag_id=spec.dag_id,
-        from_date=spec.from_date,
-        to_date=spec.to_date,
-        reprocess_behavior=reprocess or spec.reprocess_behavior.value,
-        max_active_runs=spec.max_active_runs,
-        run_backwards=True if spec.run_backwards else None,
-        dag_run_conf=thaw_conf(spec) or None,
-        run_on_latest_version=spec.run_on_latest_version,
-    )

@@ -9,7 +9,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from controller.core.spec import canonical_json
+from controller.core.spec import BackfillSpec, canonical_json, format_utc, thaw_conf
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,50 @@ class Backfill:
 
     def conf_json(self) -> str | None:
         return None if not self.dag_run_conf else canonical_json(dict(self.dag_run_conf))
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRequest:
+    """A create or dry-run body; only fields that are set are sent (the API rejects unknown fields)."""
+
+    dag_id: str
+    from_date: datetime
+    to_date: datetime
+    reprocess_behavior: str | None = None
+    max_active_runs: int | None = None
+    run_backwards: bool | None = None
+    dag_run_conf: Mapping[str, Any] | None = None
+    run_on_latest_version: bool | None = None
+
+    @classmethod
+    def from_spec(cls, spec: BackfillSpec, reprocess: str | None = None) -> BackfillRequest:
+        """What a spec asks Airflow for: only the fields it sets (older servers refuse unknown ones)."""
+        return cls(
+            dag_id=spec.dag_id,
+            from_date=spec.from_date,
+            to_date=spec.to_date,
+            reprocess_behavior=reprocess or spec.reprocess_behavior.value,
+            max_active_runs=spec.max_active_runs,
+            run_backwards=True if spec.run_backwards else None,
+            dag_run_conf=thaw_conf(spec) or None,
+            run_on_latest_version=spec.run_on_latest_version,
+        )
+
+    def body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "dag_id": self.dag_id,
+            "from_date": format_utc(self.from_date),
+            "to_date": format_utc(self.to_date),
+        }
+        optional = {
+            "reprocess_behavior": self.reprocess_behavior,
+            "max_active_runs": self.max_active_runs,
+            "run_backwards": self.run_backwards,
+            "run_on_latest_version": self.run_on_latest_version,
+            "dag_run_conf": None if self.dag_run_conf is None else dict(self.dag_run_conf),
+        }
+        body.update({k: v for k, v in optional.items() if v is not None})
+        return body
 
 
 @dataclass(frozen=True, slots=True)

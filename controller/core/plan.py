@@ -15,9 +15,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from controller.core.model import Backfill, DagInfo, Phase, RunSummary
+from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
 from controller.core.policy import DriftMode, Policy
-from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc, thaw_conf
+from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
 
 PLAN_FORMAT_VERSION = 1
 
@@ -209,23 +209,6 @@ def adoptable(
     ]
     found.sort(key=lambda b: (b.active, b.created_at, b.id), reverse=True)
     return found[0] if found else None
-
-
-def create_request(spec: BackfillSpec) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "dag_id": spec.dag_id,
-        "from_date": format_utc(spec.from_date),
-        "to_date": format_utc(spec.to_date),
-        "reprocess_behavior": spec.reprocess_behavior.value,
-        "max_active_runs": spec.max_active_runs,
-    }
-    if spec.run_backwards:
-        body["run_backwards"] = True
-    if spec.dag_run_conf:
-        body["dag_run_conf"] = thaw_conf(spec)
-    if spec.run_on_latest_version is not None:
-        body["run_on_latest_version"] = spec.run_on_latest_version
-    return body
 
 
 # --- the plan -------------------------------------------------------------------------------------------
@@ -464,7 +447,9 @@ class _DagPlanner:
         if limit is not None:
             return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
         self.occupant = (spec.name, 0)
-        return _item(spec, Kind.CREATE, Phase.PENDING, "", facts={"request": create_request(spec)}, **dates)
+        return _item(
+            spec, Kind.CREATE, Phase.PENDING, "", facts={"request": BackfillRequest.from_spec(spec).body()}, **dates
+        )
 
     def _unmanaged(self) -> None:
         for backfill in self.obs.backfills:
