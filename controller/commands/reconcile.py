@@ -198,6 +198,11 @@ class Reconciler:
 
     def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
         specs, policy = self.load()
+        plan, world = self.plan_for(specs, policy, with_dry_runs=with_dry_runs)
+        return plan, specs, world
+
+    def plan_for(self, specs: list[BackfillSpec], policy: Policy, *, with_dry_runs: bool) -> tuple[Plan, World]:
+        """Observe Airflow and plan for specs already loaded (the spec files and git are not read again)."""
         bindings = self.bindings()
         world = World(self.observe(specs, bindings), bindings, {}, self.store.pending_creates())
         plan = make_plan(specs, policy, world)
@@ -205,12 +210,13 @@ class Reconciler:
             by_name = {s.name: s for s in specs}
             world = World(world.observations, bindings, self.dry_runs(plan.needs_dry_run(), by_name), world.intents)
             plan = make_plan(specs, policy, world)
-        return plan, specs, world
+        return plan, world
 
     # --- one pass -----------------------------------------------------------------------------------------
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
-        plan, specs, world = self.plan()
+        specs, policy = self.load()
+        plan, world = self.plan_for(specs, policy, with_dry_runs=True)
         if plan_checksum is not None and plan_checksum != plan.checksum():
             self._audit_refusal(
                 f"plan checksum {plan_checksum} does not match the plan computed now, {plan.checksum()}"
@@ -227,7 +233,7 @@ class Reconciler:
             result.applied.append((item, self._apply(item, by_name[item.spec], world, result)))
         self._record_phases(plan, by_name, result)
         if result.applied:  # re-observe, so phases and status reflect what the changes did
-            result.after = self.plan(with_dry_runs=False)[0]
+            result.after = self.plan_for(specs, policy, with_dry_runs=False)[0]
             self._record_phases(result.after, by_name, PassResult(result.after), skip=set())
         self._audit_pass(plan, result)
         return result
