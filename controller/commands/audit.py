@@ -3,67 +3,43 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from controller.adapters.store import EventFilter, Lease, Store
 from controller.commands.settings import Settings
 from controller.core.audit import AuditRecord, VerifyResult, controller_event
 
 
-def open_store(settings: Settings) -> Store:
-    return Store(settings.store_url)
-
-
 def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord]:
-    store = open_store(settings)
-    try:
+    with Store(settings.store_url) as store:
         yield from store.events(where)
-    finally:
-        store.close()
 
 
 def verify(settings: Settings, expect_head: str | None) -> VerifyResult:
-    store = open_store(settings)
-    try:
+    with Store(settings.store_url) as store:
         return store.verify(expect_head)
-    finally:
-        store.close()
 
 
 def migrate(settings: Settings) -> tuple[str | None, str]:
-    store = Store(settings.store_url, migrate=False)
-    try:
+    with Store(settings.store_url, migrate=False) as store:
         return store.migrate()
-    finally:
-        store.close()
 
 
 def unlock(settings: Settings, lease_id: str) -> Lease:
     """Release a stuck lease by its exact id, and audit who did it."""
-    store = open_store(settings)
-    try:
+    with Store(settings.store_url) as store:
         released = store.unlock(lease_id)
-        store.append(
-            controller_event(
-                "unlock", settings.actor, "released", f"released the lease of {released.describe()}", phase="outcome"
-            )
-        )
+        message = f"released the lease of {released.describe()}"
+        store.append(controller_event("unlock", settings.actor, "released", message, phase="outcome"))
         return released
-    finally:
-        store.close()
 
 
-def spec_record(settings: Settings, name: str) -> tuple[dict[str, object], list[AuditRecord]]:
+def spec_record(settings: Settings, name: str) -> tuple[dict[str, Any], list[AuditRecord]]:
     """The stored binding and the audit events of one spec."""
-    store = open_store(settings)
-    try:
+    with Store(settings.store_url) as store:
         return store.binding(name) or {}, list(store.events(EventFilter(spec=name)))
-    finally:
-        store.close()
 
 
-def stored_bindings(settings: Settings) -> dict[str, dict[str, object]]:
-    store = open_store(settings)
-    try:
+def stored_bindings(settings: Settings) -> dict[str, dict[str, Any]]:
+    with Store(settings.store_url) as store:
         return store.bindings()
-    finally:
-        store.close()

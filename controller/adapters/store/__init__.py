@@ -93,16 +93,25 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _failed(self, what: str, exc: SQLAlchemyError) -> StoreError:
+        return StoreError(
+            f"store {self.safe_url}: {what} failed: {_reason(exc)}",
+            hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
+        )
+
     @contextlib.contextmanager
     def _tx(self, what: str) -> Iterator[Connection]:
         try:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise StoreError(
-                f"store {self.safe_url}: {what} failed: {_reason(exc)}",
-                hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
-            ) from None
+            raise self._failed(what, exc) from None
 
     # --- schema ---------------------------------------------------------------------------------------
 
@@ -127,18 +136,10 @@ class Store:
         try:
             with self.engine.connect() as conn:
                 return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-        except (OperationalError, ProgrammingError) as exc:
-            if _missing_table(exc):
-                return None
-            raise StoreError(
-                f"store {self.safe_url}: reading the schema revision failed: {_reason(exc)}",
-                hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
-            ) from None
         except SQLAlchemyError as exc:
-            raise StoreError(
-                f"store {self.safe_url}: reading the schema revision failed: {_reason(exc)}",
-                hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
-            ) from None
+            if isinstance(exc, (OperationalError, ProgrammingError)) and _missing_table(exc):
+                return None  # a new, empty database
+            raise self._failed("reading the schema revision", exc) from None
 
     # --- audit ----------------------------------------------------------------------------------------
 
