@@ -231,10 +231,12 @@ class Reconciler:
         by_name = {s.name: s for s in specs}
         for item in iter_changes(plan):
             result.applied.append((item, self._apply(item, by_name[item.spec], world, result)))
-        self._record_phases(plan, by_name, result)
+        result.refused += [f"{i.spec}: {i.reason}" for i in plan.items if i.kind is Kind.REFUSE]
+        result.errors += [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE]
+        self._record_phases(plan, by_name, skip={item.spec for item, _ in result.applied})
         if result.applied:  # re-observe, so phases and status reflect what the changes did
             result.after = self.plan_for(specs, policy, with_dry_runs=False)[0]
-            self._record_phases(result.after, by_name, PassResult(result.after), skip=set())
+            self._record_phases(result.after, by_name, skip=set())
         self._audit_pass(plan, result)
         return result
 
@@ -395,18 +397,12 @@ class Reconciler:
 
     # --- recording --------------------------------------------------------------------------------------
 
-    def _record_phases(
-        self, plan: Plan, specs: Mapping[str, BackfillSpec], result: PassResult, skip: set[str] | None = None
-    ) -> None:
+    def _record_phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], skip: set[str]) -> None:
+        """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
         bindings = self.bindings()
-        applied = {item.spec for item, _ in result.applied} if skip is None else skip
         for item in plan.items:
-            if item.kind is Kind.REFUSE:
-                result.refused.append(f"{item.spec}: {item.reason}")
-            elif item.error:
-                result.errors.append(f"{item.spec}: {item.reason}")
             spec = specs.get(item.spec)
-            if spec is None or item.spec in applied or item.kind is Kind.DRY_RUN:
+            if spec is None or item.spec in skip or item.kind is Kind.DRY_RUN:
                 continue
             before = bindings.get(item.spec)
             if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
