@@ -35,11 +35,13 @@ def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
 
 
 class EchoHeaders(BaseHTTPRequestHandler):
-    """A hostile server: answers 403 with every request header, the bearer token included, in its body."""
+    """A hostile server: says it is Airflow 3, then answers 403 with every request header, the token included."""
 
     def do_GET(self) -> None:
-        body = json.dumps({"detail": f"forbidden; you sent {dict(self.headers)}"}).encode()
-        self.send_response(403)
+        version = self.path.startswith("/api/v2/version")
+        answer = {"version": "3.3.2"} if version else {"detail": f"forbidden; you sent {dict(self.headers)}"}
+        body = json.dumps(answer).encode()
+        self.send_response(200 if version else 403)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -63,7 +65,7 @@ def echo_server() -> Iterator[str]:
 def test_token_canary_never_appears(tmp_path: Path, command: list[str], echo_server: str) -> None:
     result = run(tmp_path, *command, BACKFILLCTL_AIRFLOW_URL=echo_server, BACKFILLCTL_AIRFLOW_TOKEN=CANARY)
     assert result.returncode == 1
-    assert "GET /api/v2/backfills -> 403: forbidden; you sent {" in result.stdout + result.stderr
+    assert "GET /api/v2/dags -> 403: forbidden; you sent {" in result.stdout + result.stderr
     assert "Bearer [secure]" in result.stdout + result.stderr
     exported = run(tmp_path, "audit", "export", "--format", "jsonl")
     for text in (result.stdout, result.stderr, exported.stdout, exported.stderr):

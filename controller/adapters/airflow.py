@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun
-from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
+from controller.core.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
 from controller.core.secret import Secret
 from controller.core.spec import format_utc
 from controller.errors import (
@@ -129,14 +129,55 @@ class AirflowClient:
 
     def version(self) -> str:
         data = self._json("GET", "/api/v2/version")
-        version = str(data.get("version", ""))
-        if not version or int(version.split(".", maxsplit=1)[0]) < 3:
+        version = str(data.get("version", "")) if isinstance(data, dict) else ""
+        if not version or not version.split(".", maxsplit=1)[0].isdigit() or int(version.split(".")[0]) < 3:
             raise AirflowVersionError(
                 f"Airflow at {self.base_url} reports version {version or 'unknown'}; backfillctl needs Airflow 3",
                 method="GET",
                 path="/api/v2/version",
+                hint="point BACKFILLCTL_AIRFLOW_URL at an Airflow 3 api-server",
             )
         return version
+
+    def preflight(self) -> str:
+        """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work.
+
+        Two attempts at most, so an unreachable host fails within about 15 s and a misconfiguration at once.
+        """
+        quick = Backoff(self._backoff.base, self._backoff.cap, self._backoff.jitter, attempts=2)
+        saved, self._backoff = self._backoff, quick
+        try:
+            version = self._preflight_version()
+            try:
+                self._json("GET", "/api/v2/dags", params={"limit": 1})
+            except AirflowAuthError as exc:
+                raise AirflowAuthError(
+                    f"Airflow at {self.base_url} refused the credentials: {exc.message}",
+                    method=exc.method,
+                    path=exc.path,
+                    status=exc.status,
+                    detail=exc.detail,
+                    hint=_HINTS[401] + " (a token expires: username/password let backfillctl get a new one)",
+                ) from None
+        finally:
+            self._backoff = saved
+        return version
+
+    def _preflight_version(self) -> str:
+        where = f"BACKFILLCTL_AIRFLOW_URL={self.base_url}"
+        try:
+            return self.version()
+        except AirflowUnavailable as exc:
+            if exc.status is None:
+                raise AirflowUnavailable(
+                    f"cannot reach Airflow at {where}: {exc.message}",
+                    method=exc.method,
+                    path=exc.path,
+                    hint="is Airflow's api-server running, and is that its address?",
+                ) from None
+            raise _not_airflow(where, exc) from None
+        except (AirflowNotFound, AirflowInvalid, AirflowAuthError) as exc:
+            raise _not_airflow(where, exc) from None
 
     def list_backfills(self, dag_id: str) -> list[Backfill]:
         items = self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "id"})
@@ -211,7 +252,8 @@ class AirflowClient:
             return response.json()
         except ValueError:
             raise AirflowUnavailable(
-                f"{method} {path} -> {response.status_code}: the body is not JSON",
+                f"{method} {path} -> {response.status_code}: the body is not JSON "
+                f"({truncate(response.headers.get('content-type', 'no content type'), 60)})",
                 method=method,
                 path=path,
                 status=response.status_code,
@@ -220,7 +262,7 @@ class AirflowClient:
     def _send(
         self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None, idempotent: bool
     ) -> httpx.Response:
-        kind = "GET" if idempotent else method
+        kind = request_kind(method, idempotent=idempotent)
         reauthenticated = False
         for attempt in range(1, self._backoff.attempts + 1):
             response, error = self._attempt(method, path, json, params, kind)
@@ -232,25 +274,25 @@ class AirflowClient:
             ):
                 self._token, reauthenticated = None, True
                 response, error = self._attempt(method, path, json, params, kind)
-            if error is None and response is not None:
-                verdict = classify_status(kind, response.status_code)
+            verdict = Verdict.RETRY
+            if response is not None:
+                verdict = classify(kind, outcome_of(response.status_code))
                 if verdict is Verdict.OK:
                     return response
-                error = status_error(method, path, response, self._redact)
-                if verdict is not Verdict.RETRY:
-                    raise error
-            assert error is not None
-            if attempt == self._backoff.attempts or isinstance(error, AirflowAmbiguous):
-                raise error
+                error = status_error(method, path, response, self._redact, kind)
+            elif not isinstance(error, AirflowUnavailable):  # the table chose the class: only this one retries
+                verdict = Verdict.PERMANENT
+            if error is None or verdict is not Verdict.RETRY or attempt == self._backoff.attempts:
+                raise error or AirflowError(f"{method} {path}: no answer", method=method, path=path)
             delay = self._backoff.delay(attempt, self._rng(), _retry_after(response))
             log.warning(
                 "attempt #%d/%d failed; will retry in %.1fs: %s", attempt, self._backoff.attempts, delay, error.message
             )
             self._sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AirflowError(f"{method} {path}: no attempt made", method=method, path=path)  # attempts < 1
 
     def _attempt(
-        self, method: str, path: str, json: Any, params: Mapping[str, Any] | None, kind: str
+        self, method: str, path: str, json: Any, params: Mapping[str, Any] | None, kind: Request
     ) -> tuple[httpx.Response | None, AirflowError | None]:
         try:
             headers = self._auth_headers()
@@ -290,10 +332,20 @@ class AirflowClient:
             self.calls.append(("POST", path))
             response = self._http.post(path, json={"username": self._username, "password": self._password.reveal()})
         except _HTTPX_ERRORS as exc:
-            raise translate_any("POST", path, exc, "GET") from None
+            raise translate_any("POST", path, exc, Request.READ) from None
         if response.status_code != 201:
-            raise status_error("POST", path, response, self._redact)
+            raise status_error("POST", path, response, self._redact, Request.READ)
         return Secret(str(response.json()["access_token"]))
+
+
+def _not_airflow(where: str, exc: AirflowError) -> AirflowError:
+    return AirflowVersionError(
+        f"{where} does not answer like Airflow 3's API: GET /api/v2/version -> {exc.status}",
+        method="GET",
+        path="/api/v2/version",
+        status=exc.status,
+        hint="set it to the Airflow api-server's base address (scheme, host and port, no path)",
+    )
 
 
 def _retry_after(response: httpx.Response | None) -> float | None:
@@ -319,16 +371,32 @@ def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
 
 
 def status_error(
-    method: str, path: str, response: httpx.Response, redact: Callable[[str], str] = lambda text: text
+    method: str,
+    path: str,
+    response: httpx.Response,
+    redact: Callable[[str], str] = lambda text: text,
+    kind: Request | None = None,
 ) -> AirflowError:
+    """The error for an unsuccessful answer; its class follows the one retry table (`classify`)."""
     status, detail = response.status_code, truncate(redact(detail_of(response, limit=None)))
-    cls = _STATUS_ERRORS.get(status)
-    if cls is None:
-        cls = AirflowUnavailable if method in ("GET", "PUT") or status < 500 else AirflowAmbiguous
-    hint = _HINTS.get(status)
+    verdict = classify(kind or request_kind(method), outcome_of(status))
+    cls = _STATUS_ERRORS.get(status, AirflowInvalid) if verdict is Verdict.PERMANENT else _VERDICT_ERRORS[verdict]
     return cls(
-        f"{method} {path} -> {status}: {detail}", method=method, path=path, status=status, detail=detail, hint=hint
+        f"{method} {path} -> {status}: {detail}",
+        method=method,
+        path=path,
+        status=status,
+        detail=detail,
+        hint=_HINTS.get(status),
     )
+
+
+_VERDICT_ERRORS: dict[Verdict, type[AirflowError]] = {
+    Verdict.OK: AirflowError,
+    Verdict.RETRY: AirflowUnavailable,
+    Verdict.AMBIGUOUS: AirflowAmbiguous,
+    Verdict.OBSERVE: AirflowConflict,
+}
 
 
 _HINTS = {
@@ -337,20 +405,24 @@ _HINTS = {
 }
 
 
-def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: str) -> AirflowError:
-    """Map an httpx exception: not sent → unavailable (retryable); maybe processed → ambiguous for POST."""
-    failure = (
-        Failure.NOT_SENT
-        if isinstance(
-            exc,
-            (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol, httpx.ProxyError),
-        )
-        else Failure.AFTER_SEND
-    )
+_CONFIG_FAILURES = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
+URL_HINT = "set BACKFILLCTL_AIRFLOW_URL to the API server's address with its scheme, e.g. http://127.0.0.1:8080"
+
+
+def failure_of(exc: Exception) -> Failure:
+    if isinstance(exc, _CONFIG_FAILURES):
+        return Failure.CONFIG
+    return Failure.NOT_SENT if isinstance(exc, _NOT_SENT) else Failure.AFTER_SEND
+
+
+def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: Request) -> AirflowError:
+    """Map an httpx exception: not sent → unavailable (retryable); maybe processed → ambiguous for a create."""
+    failure = failure_of(exc)
     text = f"{method} {path} failed: {type(exc).__name__}"
-    if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):
-        return AirflowError(text, method=method, path=path, hint="check BACKFILLCTL_AIRFLOW_URL (http://host:port)")
-    if classify_failure(kind, failure) is Verdict.AMBIGUOUS:
+    if failure is Failure.CONFIG:
+        return AirflowError(f"{text}: {truncate(str(exc), 120)}", method=method, path=path, hint=URL_HINT)
+    if classify(kind, failure) is Verdict.AMBIGUOUS:
         return AirflowAmbiguous(text + " (the request may have been processed)", method=method, path=path)
     return AirflowUnavailable(text, method=method, path=path, hint="is Airflow's api-server running and reachable?")
 
@@ -358,9 +430,9 @@ def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: str) -> 
 _HTTPX_ERRORS = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, httpx.CookieConflict)
 
 
-def translate_any(method: str, path: str, exc: Exception, kind: str | None = None) -> AirflowError:
+def translate_any(method: str, path: str, exc: Exception, kind: Request | None = None) -> AirflowError:
     """Every exception httpx can raise, as ours (the meta-test checks each httpx exception class)."""
     if isinstance(exc, httpx.HTTPError):
-        return transport_error(method, path, exc, kind or method)
-    hint = "check BACKFILLCTL_AIRFLOW_URL (http://host:port)" if isinstance(exc, httpx.InvalidURL) else None
+        return transport_error(method, path, exc, kind or request_kind(method))
+    hint = URL_HINT if isinstance(exc, httpx.InvalidURL) else None
     return AirflowError(f"{method} {path} failed: {type(exc).__name__}", method=method, path=path, hint=hint)

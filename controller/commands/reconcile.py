@@ -71,19 +71,34 @@ class PassResult:
         return all(i.phase not in waiting for i in self.current.items)
 
 
-def make_client(settings: Settings) -> AirflowClient:
+def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
+    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
     if not settings.airflow_url:
         raise ConfigError(
             "BACKFILLCTL_AIRFLOW_URL is not set",
             hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
             'for a local one: eval "$(scripts/airflow-local env)"',
         )
-    return AirflowClient(
+    scheme, _, rest = settings.airflow_url.partition("://")
+    if scheme not in ("http", "https") or not rest:
+        raise ConfigError(
+            f"BACKFILLCTL_AIRFLOW_URL={settings.airflow_url!r} is not an http:// or https:// address",
+            hint="set it to the api-server's base address, e.g. http://127.0.0.1:8080",
+        )
+    client = AirflowClient(
         settings.airflow_url,
         token=settings.airflow_token,
         username=settings.airflow_username,
         password=settings.airflow_password,
+        timeout=settings.airflow_timeout,
     )
+    if preflight:
+        try:
+            client.preflight()
+        except BaseException:
+            client.close()
+            raise
+    return client
 
 
 class Reconciler:
@@ -365,7 +380,8 @@ class Reconciler:
             backfill_id=backfill.id,
             message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
         )
-        self._bind(spec, backfill.id, Phase.RUNNING if backfill.active else Phase.SUCCEEDED, outcome, None)
+        # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's changes
+        self._bind(spec, backfill.id, Phase.RUNNING, outcome, None)
         return outcome
 
     def _queued_after_conflict(self, spec: BackfillSpec) -> str:

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.core.secret import Secret
+from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
+DEFAULT_AIRFLOW_TIMEOUT = 30.0  # seconds to wait for one Airflow answer (connects give up after 5 s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,7 @@ class Settings:
     airflow_username: str | None = None
     airflow_password: Secret | None = None
     actor: str = "unknown"
+    airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -37,7 +40,23 @@ class Settings:
             airflow_username=get("AIRFLOW_USERNAME"),
             airflow_password=Secret(password) if password else None,
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
+            airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
         )
+
+
+def _timeout(value: str | None) -> float:
+    if value is None:
+        return DEFAULT_AIRFLOW_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 1.0 <= seconds <= 3600.0:
+        raise ConfigError(
+            f"BACKFILLCTL_AIRFLOW_TIMEOUT={value!r} is not a number of seconds from 1 to 3600",
+            hint="e.g. BACKFILLCTL_AIRFLOW_TIMEOUT=120 for a server that answers large creates slowly",
+        )
+    return seconds
 
 
 def _os_user() -> str:

@@ -113,7 +113,7 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # drift | orphaned | unmanaged | dag-paused | observation-incomplete | still-running
+    kind: str  # drift | orphaned | unmanaged | dag-paused | observation-incomplete | still-running | completed-early
     dag_id: str
     message: str
     spec: str | None = None
@@ -354,9 +354,38 @@ class _DagPlanner:
 
     def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
+        if runs.unfinished:
+            return self._completed_early(spec, backfill, runs)
         phase = terminal_phase(backfill, runs, applied)
         reason = _outcome_reason(phase, runs)
         return _item(spec, Kind.NOOP, phase, reason, backfill.id, facts={"runs": runs.as_json()})
+
+    def _completed_early(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> Item:
+        """Airflow set completed_at while runs are still queued or running: never an outcome yet."""
+        waiting = self._note_completed_early(spec, backfill, runs)
+        return _item(
+            spec,
+            Kind.NOOP,
+            Phase.RUNNING,
+            f"backfill #{backfill.id} marked complete early; {waiting} run(s) remain",
+            backfill.id,
+            facts={"runs": runs.as_json()},
+        )
+
+    def _note_completed_early(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> str:
+        waiting = f"{runs.count('queued')} queued and {runs.count('running')} running"
+        self.findings.append(
+            Finding(
+                "completed-early",
+                self.dag_id,
+                f"Airflow marked backfill #{backfill.id} complete while {waiting} run(s) remain: it no longer holds "
+                "the DAG's backfill slot and cannot be paused or cancelled through the backfill API; the runs go on. "
+                "To stop them, pause the DAG or mark the runs failed in Airflow; backfillctl keeps counting them",
+                spec.name,
+                backfill.id,
+            )
+        )
+        return waiting
 
     def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
@@ -394,11 +423,12 @@ class _DagPlanner:
 
     def _adopt(self, spec: BackfillSpec, backfill: Backfill) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
-        phase = (
-            terminal_phase(backfill, runs, "")
-            if not backfill.active
-            else (Phase.PAUSED if backfill.is_paused else Phase.RUNNING)
-        )
+        if not backfill.active and runs.unfinished:
+            self._note_completed_early(spec, backfill, runs)
+        if backfill.active or runs.unfinished:
+            phase = Phase.PAUSED if backfill.active and backfill.is_paused else Phase.RUNNING
+        else:
+            phase = terminal_phase(backfill, runs, "")
         why = "intent without outcome" if spec.name in self.world.intents else "matches the spec, not bound"
         return _item(
             spec,

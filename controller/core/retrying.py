@@ -1,11 +1,13 @@
-"""Retry policy as pure functions: how long to wait, and what an outcome means (R12)."""
+"""Retry policy as pure functions: how long to wait, and what an outcome means (R12).
+
+One table (`RULES`) says, for each kind of request and each kind of outcome, whether to retry, give up,
+observe, or treat the result as ambiguous; the client and the reconciler both read it through `classify`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-
-IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT"})
 
 
 class Verdict(StrEnum):
@@ -19,8 +21,61 @@ class Verdict(StrEnum):
 class Failure(StrEnum):
     """Transport failures, classified by whether the request can have reached the server."""
 
+    CONFIG = "config"  # no scheme, unsupported protocol, malformed URL: nothing can ever be sent
     NOT_SENT = "not-sent"  # connect error/timeout, pool timeout: nothing reached the server
     AFTER_SEND = "after-send"  # read/write timeout, dropped connection: it may have been processed
+
+
+class Request(StrEnum):
+    """What a request does to the server, which decides whether repeating it is safe."""
+
+    READ = "read"  # GET, and POST /backfills/dry_run: no effect
+    UPDATE = "update"  # PUT pause/unpause/cancel: repeating it gives the same result
+    CREATE = "create"  # POST /backfills: each one that lands creates a backfill
+
+
+class Outcome(StrEnum):
+    SERVER_ERROR = "5xx"
+    RATE_LIMITED = "429"
+    CONFLICT = "409"
+    CLIENT_ERROR = "4xx"  # 400, 401, 403, 404, 422, …
+
+
+RULES: dict[tuple[Request, Outcome | Failure], Verdict] = {
+    **{(r, Failure.CONFIG): Verdict.PERMANENT for r in Request},
+    **{(r, Failure.NOT_SENT): Verdict.RETRY for r in Request},
+    **{(r, Outcome.RATE_LIMITED): Verdict.RETRY for r in Request},
+    **{(r, Outcome.CONFLICT): Verdict.OBSERVE for r in Request},
+    **{(r, Outcome.CLIENT_ERROR): Verdict.PERMANENT for r in Request},
+    (Request.READ, Failure.AFTER_SEND): Verdict.RETRY,
+    (Request.UPDATE, Failure.AFTER_SEND): Verdict.RETRY,
+    (Request.CREATE, Failure.AFTER_SEND): Verdict.AMBIGUOUS,
+    (Request.READ, Outcome.SERVER_ERROR): Verdict.RETRY,
+    (Request.UPDATE, Outcome.SERVER_ERROR): Verdict.RETRY,
+    (Request.CREATE, Outcome.SERVER_ERROR): Verdict.AMBIGUOUS,
+}
+
+
+def request_kind(method: str, *, idempotent: bool = False) -> Request:
+    """GET/HEAD/OPTIONS (and POSTs the caller marks idempotent, like a dry run) read; PUT updates."""
+    upper = method.upper()
+    if idempotent or upper in ("GET", "HEAD", "OPTIONS"):
+        return Request.READ
+    return Request.UPDATE if upper in ("PUT", "DELETE") else Request.CREATE
+
+
+def outcome_of(status: int) -> Outcome | None:
+    if status < 400:
+        return None
+    if status == 409:
+        return Outcome.CONFLICT
+    if status == 429:
+        return Outcome.RATE_LIMITED
+    return Outcome.SERVER_ERROR if status >= 500 else Outcome.CLIENT_ERROR
+
+
+def classify(request: Request, what: Outcome | Failure | None) -> Verdict:
+    return Verdict.OK if what is None else RULES[request, what]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,19 +92,9 @@ class Backoff:
         return max(delay, retry_after or 0.0)
 
 
-def classify_status(method: str, status: int) -> Verdict:
-    if status < 400:
-        return Verdict.OK
-    if status == 409:
-        return Verdict.OBSERVE
-    if status == 429:
-        return Verdict.RETRY
-    if status >= 500:
-        return Verdict.RETRY if method.upper() in IDEMPOTENT else Verdict.AMBIGUOUS
-    return Verdict.PERMANENT
+def classify_status(method: str, status: int, *, idempotent: bool = False) -> Verdict:
+    return classify(request_kind(method, idempotent=idempotent), outcome_of(status))
 
 
-def classify_failure(method: str, failure: Failure) -> Verdict:
-    if failure is Failure.NOT_SENT or method.upper() in IDEMPOTENT:
-        return Verdict.RETRY
-    return Verdict.AMBIGUOUS
+def classify_failure(method: str, failure: Failure, *, idempotent: bool = False) -> Verdict:
+    return classify(request_kind(method, idempotent=idempotent), failure)

@@ -1,0 +1,99 @@
+"""Failure paths against the real Apache Airflow 3.3.2: lost answers, wrong credentials.
+
+Dates in 2021 on demo_flaky (odd days fail) so these tests share the session's Airflow with the others.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.adapters.airflow import AirflowClient
+from controller.commands.reconcile import Reconciler
+from controller.core.secret import Secret
+from tests.reconcile.harness import Bench
+from tests.reconcile.proxy import LosingProxy
+
+pytestmark = pytest.mark.airflow
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
+    b = Bench(tmp_path, url=airflow_url)
+    yield b
+    with b.client() as client:
+        for backfill in client.list_backfills("demo_flaky"):
+            if backfill.active:
+                client.cancel(backfill.id)
+    b.close()
+
+
+def test_lost_create_answer_is_adopted_and_its_outcome_comes_from_the_runs(bench: Bench, airflow_url: str) -> None:
+    """The create reaches Airflow, its answer is lost until the backfill has completed (2 of 4 runs failed).
+
+    Before: adopted as `Succeeded`, 0 runs, never observed again. Now: adopted, then its phase comes from its runs.
+    """
+    bench.spec("lost-answer", dag="demo_flaky", start="2021-06-01", end="2021-06-04", mar=4)
+    watcher = bench.client()
+
+    def completed(created: dict[str, Any]) -> bool:
+        return watcher.get_backfill(int(created["id"])).completed_at is not None
+
+    with LosingProxy(airflow_url, ("POST", "/api/v2/backfills"), completed) as proxy:
+        client = AirflowClient(proxy.url, username="admin", password=Secret("admin"), timeout=240)
+        settings = bench.settings()
+        reconciler = Reconciler(settings, bench.store, client, sleep=lambda _s: None)
+        result = reconciler.run_once()
+        client.close()
+    (lost,) = proxy.lost
+    assert [(i.spec, o) for i, o in result.applied] == [("lost-answer", "recovered-after-ambiguous")]
+    assert proxy.seen.count(("POST", "/api/v2/backfills")) == 1  # observed before any second create
+    assert bench.phases(result) == {"lost-answer": "CompletedWithFailures"}
+    (item,) = result.current.items
+    assert item.backfill_id == lost["id"]
+    assert item.reason == "failed: 2021-06-01, 2021-06-03"
+    assert item.facts["runs"]["counts"] == {"failed": 2, "success": 2}
+    assert bench.trail("lost-answer") == [
+        ("create", "intent", None),
+        ("create", "outcome", "recovered-after-ambiguous"),
+        ("observe", "observation", "CompletedWithFailures"),
+    ]
+    assert bench.store.verify().ok
+
+
+def test_wrong_token_is_one_error_with_the_credentials_hint(tmp_path: Path, airflow_url: str) -> None:
+    canary = "bad-token-" + "x" * 24
+    (tmp_path / "specs").mkdir()
+    env = {
+        **os.environ,
+        "BACKFILLCTL_AIRFLOW_URL": airflow_url,
+        "BACKFILLCTL_AIRFLOW_TOKEN": canary,
+        "BACKFILLCTL_SPECS_DIR": str(tmp_path / "specs"),
+        "BACKFILLCTL_STORE_URL": f"sqlite:///{tmp_path}/state.db",
+    }
+    env.pop("BACKFILLCTL_AIRFLOW_USERNAME", None)
+    env.pop("BACKFILLCTL_AIRFLOW_PASSWORD", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", "plan", "--no-store"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"error: Airflow at {airflow_url} refused the credentials: GET /api/v2/dags -> 403: Invalid JWT token\n"
+        "  hint: set BACKFILLCTL_AIRFLOW_TOKEN, or BACKFILLCTL_AIRFLOW_USERNAME and BACKFILLCTL_AIRFLOW_PASSWORD "
+        "(a token expires: username/password let backfillctl get a new one)\n"
+    )
+    assert canary not in done.stderr

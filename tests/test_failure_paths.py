@@ -1,0 +1,189 @@
+"""Failure paths that must tell the truth: one retry table, configuration errors at once, one clear error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controller.adapters.airflow import AirflowClient
+from controller.commands.settings import Settings
+from controller.core.model import BackfillRequest
+from controller.core.retrying import RULES, Failure, Outcome, Request
+from controller.errors import AirflowAmbiguous, AirflowError, ConfigError
+
+REQUEST = BackfillRequest("d", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC))
+DRY_RUN = {"backfills": [{"logical_date": "2025-01-01T00:00:00Z"}], "total_entries": 1}
+
+
+def scripted(answers: list[Callable[[httpx.Request], httpx.Response]]) -> tuple[AirflowClient, list[str]]:
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.path}")
+        return answers.pop(0)(request)
+
+    client = AirflowClient("http://airflow", transport=httpx.MockTransport(handle), sleep=lambda _s: None)
+    return client, seen
+
+
+def status(code: int, body: Any = None) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda request: httpx.Response(code, json=body if body is not None else {"detail": "busy"})
+
+
+def timeout(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("timed out", request=request)
+
+
+def test_every_request_kind_has_a_rule_for_every_outcome() -> None:
+    assert {(r, o) for r in Request for o in (*Outcome, *Failure)} == set(RULES)
+
+
+def test_a_503_on_the_dry_run_is_retried_like_any_read() -> None:
+    client, seen = scripted([status(503), status(503), status(200, DRY_RUN)])
+    assert client.dry_run(REQUEST) == [datetime(2025, 1, 1, tzinfo=UTC)]
+    assert seen == ["POST /api/v2/backfills/dry_run"] * 3
+
+
+def test_a_timeout_on_the_dry_run_is_retried_too() -> None:
+    client, seen = scripted([timeout, status(200, DRY_RUN)])
+    assert len(client.dry_run(REQUEST)) == 1
+    assert seen == ["POST /api/v2/backfills/dry_run"] * 2
+
+
+@pytest.mark.parametrize("answer", [status(503), status(500), timeout], ids=["503", "500", "timeout"])
+def test_a_create_that_may_have_landed_is_ambiguous_after_one_call(answer: Any) -> None:
+    client, seen = scripted([answer])
+    with pytest.raises(AirflowAmbiguous):
+        client.create(REQUEST)
+    assert seen == ["POST /api/v2/backfills"]
+
+
+def test_a_pause_that_timed_out_is_retried() -> None:
+    backfill = {
+        "id": 3,
+        "dag_id": "d",
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-02T00:00:00Z",
+        "reprocess_behavior": "none",
+        "max_active_runs": 1,
+        "is_paused": True,
+        "dag_run_conf": {},
+        "created_at": "2025-01-03T00:00:00Z",
+        "completed_at": None,
+    }
+    client, seen = scripted([timeout, status(200, backfill)])
+    assert client.pause(3).is_paused
+    assert seen == ["PUT /api/v2/backfills/3/pause"] * 2
+
+
+def test_a_url_without_a_scheme_is_never_retried() -> None:
+    slept: list[float] = []
+    client = AirflowClient("127.0.0.1:9", sleep=slept.append)
+    with pytest.raises(AirflowError) as caught:
+        client.version()
+    assert caught.value.message.startswith("GET /api/v2/version failed: UnsupportedProtocol")
+    assert caught.value.hint == (
+        "set BACKFILLCTL_AIRFLOW_URL to the API server's address with its scheme, e.g. http://127.0.0.1:8080"
+    )
+    assert slept == []
+
+
+def test_the_http_timeout_is_a_setting() -> None:
+    assert Settings.from_env({}).airflow_timeout == 30.0
+    assert Settings.from_env({"BACKFILLCTL_AIRFLOW_TIMEOUT": "240"}).airflow_timeout == 240.0
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"BACKFILLCTL_AIRFLOW_TIMEOUT": "soon"})
+    assert caught.value.message == "BACKFILLCTL_AIRFLOW_TIMEOUT='soon' is not a number of seconds from 1 to 3600"
+    client = AirflowClient("http://airflow", timeout=240.0)
+    assert (client._http.timeout.read, client._http.timeout.connect) == (240.0, 5.0)
+
+
+# --- the CLI: one preflight, one error ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = b"<html><body><h1>Not Found</h1><script>alert(1)</script></body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "specs").mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILLCTL_")}
+    return subprocess.run(
+        [sys.executable, "-m", "controller", *args],
+        capture_output=True,
+        text=True,
+        env={**base, "BACKFILLCTL_SPECS_DIR": str(tmp_path / "specs"), **env},
+        cwd=tmp_path,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_unreachable_airflow_is_one_error_after_two_attempts(tmp_path: Path) -> None:
+    done = cli(tmp_path, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL="http://127.0.0.1:9")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "attempt #1/2 failed; will retry in 0.5s: GET /api/v2/version failed: ConnectError\n"
+        "error: cannot reach Airflow at BACKFILLCTL_AIRFLOW_URL=http://127.0.0.1:9: "
+        "GET /api/v2/version failed: ConnectError\n"
+        "  hint: is Airflow's api-server running, and is that its address?\n"
+    )
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8080", "ftp://airflow"])
+def test_a_url_that_is_not_http_is_refused_before_any_call(tmp_path: Path, url: str) -> None:
+    done = cli(tmp_path, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL=url)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"error: BACKFILLCTL_AIRFLOW_URL={url!r} is not an http:// or https:// address\n"
+        "  hint: set it to the api-server's base address, e.g. http://127.0.0.1:8080\n"
+    )
+
+
+def test_a_web_server_that_is_not_airflow_is_named_without_its_page(tmp_path: Path, html_server: str) -> None:
+    done = cli(tmp_path, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL=html_server)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"error: BACKFILLCTL_AIRFLOW_URL={html_server} does not answer like Airflow 3's API: "
+        "GET /api/v2/version -> 404\n"
+        "  hint: set it to the Airflow api-server's base address (scheme, host and port, no path)\n"
+    )
+    assert "<script>" not in done.stderr
+
+
+def test_a_bad_timeout_setting_is_a_user_error(tmp_path: Path) -> None:
+    done = cli(
+        tmp_path, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL="http://127.0.0.1:9", BACKFILLCTL_AIRFLOW_TIMEOUT="0"
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[0] == (
+        "error: BACKFILLCTL_AIRFLOW_TIMEOUT='0' is not a number of seconds from 1 to 3600"
+    )

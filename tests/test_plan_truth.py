@@ -1,0 +1,90 @@
+"""No false green: a spec is terminal only when none of its runs is queued or running (pure planner)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from controller.core.model import Backfill, DagInfo, Phase, RunSummary
+from controller.core.plan import Binding, DagObservation, Finding, Kind, World, make_plan
+from controller.core.policy import Policy
+from controller.core.spec import BackfillSpec, ReprocessBehavior
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+DONE = datetime(2025, 2, 1, tzinfo=UTC)
+INFO = DagInfo(
+    "d", is_paused=False, is_stale=False, has_import_errors=False, is_backfillable=True, depends_on_past=None
+)
+SPEC = BackfillSpec(
+    name="s",
+    dag_id="d",
+    from_date=T0,
+    to_date=datetime(2025, 1, 4, tzinfo=UTC),
+    reprocess_behavior=ReprocessBehavior.NONE,
+    max_active_runs=2,
+    ticket="CHG-1",
+    reason="truth test",
+    requested_by="a",
+    approvers=("b",),
+    path="specs/s.yaml",
+    digest="d1",
+)
+COMPLETED = Backfill(7, "d", SPEC.from_date, SPEC.to_date, "none", 2, False, None, T0, DONE)
+
+
+def plan_for(runs: RunSummary, *, bound: bool):
+    bindings = {"s": Binding("s", "d", 7, Phase.RUNNING)} if bound else {}
+    world = World({"d": DagObservation("d", INFO, (COMPLETED,), {7: runs})}, bindings)
+    return make_plan([SPEC], Policy(), world)
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["bound", "adopted"])
+def test_completed_backfill_with_queued_runs_is_running_and_a_loud_finding(bound: bool) -> None:
+    plan = plan_for(RunSummary({"success": 126, "queued": 17318, "running": 2}), bound=bound)
+    (item,) = plan.items
+    assert (item.kind, item.phase) == (Kind.NOOP if bound else Kind.ADOPT, Phase.RUNNING)
+    if bound:
+        assert item.reason == "backfill #7 marked complete early; 17318 queued and 2 running run(s) remain"
+    assert plan.findings == (
+        Finding(
+            "completed-early",
+            "d",
+            "Airflow marked backfill #7 complete while 17318 queued and 2 running run(s) remain: it no longer holds "
+            "the DAG's backfill slot and cannot be paused or cancelled through the backfill API; the runs go on. "
+            "To stop them, pause the DAG or mark the runs failed in Airflow; backfillctl keeps counting them",
+            "s",
+            7,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("counts", "phase", "reason"),
+    [
+        ({"success": 4}, Phase.SUCCEEDED, "4 run(s) succeeded"),
+        ({"success": 2, "failed": 2}, Phase.COMPLETED_WITH_FAILURES, "failed: "),
+    ],
+)
+def test_completed_backfill_with_all_runs_finished_is_terminal(
+    counts: dict[str, int], phase: Phase, reason: str
+) -> None:
+    plan = plan_for(RunSummary(counts), bound=True)
+    (item,) = plan.items
+    assert (item.kind, item.phase, item.reason) == (Kind.NOOP, phase, reason)
+    assert plan.findings == ()
+
+
+def test_a_queue_waits_behind_a_backfill_completed_early() -> None:
+    later = BackfillSpec(**{**{f: getattr(SPEC, f) for f in SPEC.__slots__}, "name": "t", "path": "specs/t.yaml"})
+    world = World(
+        {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"queued": 3})})},
+        {"s": Binding("s", "d", 7, Phase.RUNNING)},
+    )
+    plan = make_plan([SPEC, later], Policy(), world)
+    assert [(i.spec, i.kind, i.phase, i.reason) for i in plan.items][1] == (
+        "t",
+        Kind.WAIT,
+        Phase.QUEUED,
+        "queued behind s",
+    )
