@@ -164,7 +164,7 @@ def plan(
         PlanFormat.json: plan_render.plan_json,
     }
     _out(renderers[output](result))
-    if any(i.error for i in result.items):
+    if any(i.error for i in result.items) or not result.complete:
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,9 +18,12 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.settings import Settings
+from controller.core import plan_render
 from controller.core.model import BackfillRequest
 from controller.core.retrying import RULES, Failure, Outcome, Request
-from controller.errors import AirflowAmbiguous, AirflowError, ConfigError
+from controller.errors import AirflowAmbiguous, AirflowError, ConfigError, StalePlan
+from tests.fakes.airflow import FakeAirflow
+from tests.reconcile.harness import Bench, mutating
 
 REQUEST = BackfillRequest("d", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC))
 DRY_RUN = {"backfills": [{"logical_date": "2025-01-01T00:00:00Z"}], "total_entries": 1}
@@ -187,3 +191,67 @@ def test_a_bad_timeout_setting_is_a_user_error(tmp_path: Path) -> None:
     assert done.stderr.splitlines()[0] == (
         "error: BACKFILLCTL_AIRFLOW_TIMEOUT='0' is not a number of seconds from 1 to 3600"
     )
+
+
+# --- an incomplete observation is never a reviewable or appliable plan ------------------------------------
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(tmp_path, fake=FakeAirflow())
+    yield b
+    b.close()
+
+
+def failing_list(bench: Bench, times: int) -> None:
+    assert bench.fake is not None
+    for _ in range(times):
+        bench.fake.fault("GET", "/api/v2/backfills", lambda r: httpx.Response(500, json={"detail": "<b>boom</b>"}))
+
+
+def test_an_incomplete_observation_has_no_checksum_and_one_line_per_cause(bench: Bench) -> None:
+    bench.spec("a", dag="demo_daily")
+    bench.spec("b", dag="demo_hourly", start="2025-01-01T00:00:00Z", end="2025-01-01T03:00:00Z")
+    failing_list(bench, 8)  # 4 attempts for each DAG
+    result = bench.reconciler().run_once(dry_run=True)
+    assert not result.plan.complete
+    assert result.errors == [
+        "DAGs demo_daily, demo_hourly were not fully observed: GET /api/v2/backfills -> 500: <b>boom</b>"
+    ]
+    text = plan_render.plan_text(result.plan)
+    assert text.splitlines()[-3:] == [
+        "! observation-incomplete: DAGs demo_daily, demo_hourly were not fully observed: "
+        "GET /api/v2/backfills -> 500: <b>boom</b>",
+        "Plan: 0 to create, 0 to pause, 0 to cancel, 0 queued, 2 blocked.",
+        "Checksum: none: the observation was incomplete, so this plan can be neither reviewed nor applied",
+    ]
+    assert json.loads(plan_render.plan_json(result.plan))["checksum"] is None
+    markdown = plan_render.plan_markdown(result.plan)
+    assert "- **observation-incomplete**: DAGs demo\\_daily, demo\\_hourly were not fully observed: " in markdown
+    assert "GET /api/v2/backfills -&gt; 500: &lt;b&gt;boom&lt;/b&gt;" in markdown
+    assert "<b>" not in markdown
+
+
+def test_a_reviewed_checksum_is_refused_when_the_observation_is_incomplete(bench: Bench) -> None:
+    bench.spec("a")
+    reviewed = bench.reconciler().run_once(dry_run=True).plan.checksum()
+    failing_list(bench, 4)
+    with pytest.raises(StalePlan) as refused:
+        bench.run(plan_checksum=reviewed)
+    assert refused.value.message == (
+        f"cannot check the reviewed plan {reviewed}: the observation of Airflow is incomplete"
+    )
+    assert bench.fake is not None
+    assert mutating(bench.fake.requests) == []
+
+
+def test_markdown_has_no_python_reprs_and_one_date_style(bench: Bench) -> None:
+    path = bench.spec("a")
+    path.write_text(path.read_text().replace("approvers: [bob]", "approvers: [bob, carol]"))
+    markdown = plan_render.plan_markdown(bench.reconciler().run_once(dry_run=True).plan)
+    details = markdown.split("<details>")[1]
+    assert "- approvers: bob, carol\n" in details
+    assert "- run_backwards: no\n" in details
+    assert "- first and last dates to run: 2025-01-01T00:00:00Z … 2025-01-07T00:00:00Z\n" in details
+    assert "['" not in details
+    assert "False" not in details

@@ -25,6 +25,8 @@ from controller.commands.validate import validate_paths
 from controller.core.audit import AuditEntry, AuditRecord, controller_event
 from controller.core.model import Backfill, BackfillRequest, Phase, summarise
 from controller.core.plan import (
+    INCOMPLETE,
+    UNOBSERVED,
     Binding,
     DagObservation,
     DryRun,
@@ -36,6 +38,7 @@ from controller.core.plan import (
     make_plan,
     matches,
 )
+from controller.core.plan_render import findings
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import (
@@ -232,6 +235,12 @@ class Reconciler:
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
         specs, policy = self.load()
         plan, world = self.plan_for(specs, policy, with_dry_runs=True)
+        if plan_checksum is not None and not plan.complete:
+            self._audit_refusal(f"plan checksum {plan_checksum} given, but the observation is incomplete")
+            raise StalePlan(
+                f"cannot check the reviewed plan {plan_checksum}: the observation of Airflow is incomplete",
+                hint="fix what the findings name (Airflow reachable, permissions), then run again",
+            )
         if plan_checksum is not None and plan_checksum != plan.checksum():
             self._audit_refusal(
                 f"plan checksum {plan_checksum} does not match the plan computed now, {plan.checksum()}"
@@ -241,13 +250,13 @@ class Reconciler:
                 hint="run `backfillctl plan` again, review it, and pass its checksum",
             )
         result = PassResult(plan)
+        result.refused += [f"{i.spec}: {i.reason}" for i in plan.items if i.kind is Kind.REFUSE]
+        result.errors += plan_errors(plan)
         if dry_run:
             return result
         by_name = {s.name: s for s in specs}
         for item in iter_changes(plan):
             result.applied.append((item, self._apply(item, by_name[item.spec], world, result)))
-        result.refused += [f"{i.spec}: {i.reason}" for i in plan.items if i.kind is Kind.REFUSE]
-        result.errors += [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE]
         self._record_phases(plan, by_name, skip={item.spec for item, _ in result.applied})
         if result.applied:  # re-observe, so phases and status reflect what the changes did
             result.after = self.plan_for(specs, policy, with_dry_runs=False)[0]
@@ -494,6 +503,16 @@ class Reconciler:
             outcome="applied" if changed else "no-changes",
             message=f"{changed} change(s); plan {plan.checksum()}",
         )
+
+
+def plan_errors(plan: Plan) -> list[str]:
+    """One line per error: each spec's own, and each unobserved cause once (not once per spec or DAG)."""
+    own = [
+        f"{i.spec}: {i.reason}"
+        for i in plan.items
+        if i.error and i.kind is not Kind.REFUSE and not i.reason.startswith(UNOBSERVED)
+    ]
+    return own + [message for kind, message in findings(plan) if kind == INCOMPLETE]
 
 
 def _dry_run_detail(item: Item) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
 
 PLAN_FORMAT_VERSION = 1
+INCOMPLETE = "observation-incomplete"  # the finding kind that makes a plan unusable for changes
+UNOBSERVED = "observation incomplete"  # how the items of an unobserved DAG's specs begin their reason
 
 
 class Kind(StrEnum):
@@ -118,6 +120,7 @@ class Finding:
     message: str
     spec: str | None = None
     backfill_id: int | None = None
+    cause: str = ""  # the shared cause, so a renderer can say it once for many DAGs
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -144,6 +147,11 @@ class Plan:
         return hashlib.sha256(canonical_json(decisions).encode()).hexdigest()[:16]
 
     @property
+    def complete(self) -> bool:
+        """Every DAG the plan needed was observed; only then may it be reviewed (checksum) or applied."""
+        return not any(f.kind == INCOMPLETE for f in self.findings)
+
+    @property
     def changes(self) -> tuple[Item, ...]:
         return tuple(i for i in self.items if i.kind.change)
 
@@ -156,7 +164,8 @@ class Plan:
     def as_json(self) -> dict[str, Any]:
         return {
             "format_version": PLAN_FORMAT_VERSION,
-            "checksum": self.checksum(),
+            "checksum": self.checksum() if self.complete else None,
+            "complete": self.complete,
             "items": [i.as_json() for i in self.items],
             "findings": [f.as_json() for f in self.findings],
             "summary": summary_counts(self),
@@ -227,6 +236,11 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         findings += dag_findings
     orphan_items, orphan_findings = _orphans({s.name for s in specs}, world)
     findings += orphan_findings
+    findings += [
+        Finding(INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
+        for dag_id, obs in sorted(world.observations.items())
+        if obs.error and dag_id not in by_dag
+    ]
     items += orphan_items
     return Plan(
         tuple(items), tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
@@ -239,14 +253,19 @@ def _plan_dag(
     obs = world.observations.get(dag_id)
     live = [s for s in queue if not _recorded_terminal(s, world)]
     if live and (obs is None or obs.error):
-        why = f"observation incomplete: {obs.error if obs else 'DAG not observed'}"
+        error = obs.error if obs and obs.error else "DAG not observed"
+        why = f"{UNOBSERVED}: {error}"
         items = [
             _recorded(s, world) if s not in live else _item(s, Kind.BLOCKED, Phase.BLOCKED, why, error=True)
             for s in queue
         ]
-        return items, [Finding("observation-incomplete", dag_id, why)]
+        return items, [Finding(INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)]
     assert obs is not None or not live
     return _DagPlanner(dag_id, queue, policy, world, obs).run()
+
+
+def _unobserved(dag_id: str, error: str) -> str:
+    return f"DAG {dag_id} was not fully observed: {error}"
 
 
 def _recorded_terminal(spec: BackfillSpec, world: World) -> bool:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
-from controller.core.plan import Item, Kind, Plan, summary_counts
+from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, summary_counts
+from controller.core.spec import format_utc
+from controller.errors import truncate
 
 SYMBOLS = {
     Kind.CREATE: "+",
@@ -19,6 +22,8 @@ SYMBOLS = {
     Kind.DRY_RUN: "?",
 }
 LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused", Kind.DRY_RUN: "dry run"}
+NO_CHECKSUM = "none: the observation was incomplete, so this plan can be neither reviewed nor applied"
+MARKDOWN_TEXT_LIMIT = 300  # server-supplied text in a PR comment is cut to this
 
 
 def label(item: Item) -> str:
@@ -55,15 +60,52 @@ def summary_line(plan: Plan) -> str:
     return line[:-1] + (", " + ", ".join(extras) + "." if extras else ".")
 
 
+def checksum_text(plan: Plan) -> str:
+    return plan.checksum() if plan.complete else NO_CHECKSUM
+
+
+def findings(plan: Plan) -> Iterator[tuple[str, str]]:
+    """(kind, message) once per finding; DAGs that failed to be observed for one cause share one line."""
+    shared: dict[str, list[Finding]] = {}
+    for finding in plan.findings:
+        if finding.kind == INCOMPLETE and finding.cause:
+            shared.setdefault(finding.cause, []).append(finding)
+        else:
+            yield finding.kind, finding.message
+    for cause, group in shared.items():
+        if len(group) == 1:
+            yield INCOMPLETE, group[0].message
+        else:
+            yield INCOMPLETE, f"DAGs {', '.join(f.dag_id for f in group)} were not fully observed: {cause}"
+
+
 def plan_text(plan: Plan) -> str:
     width = max((len(i.spec) for i in plan.items), default=0)
     lines = [
         f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{width}}  {i.dag_id}  {facts(i)}  [{i.phase.value}]"
         for i in plan.items
     ]
-    lines += [f"! {f.kind}: {f.message}" for f in plan.findings]
-    lines += [summary_line(plan), f"Checksum: {plan.checksum()}"]
+    lines += [f"! {kind}: {message}" for kind, message in findings(plan)]
+    lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return "\n".join(lines) + "\n"
+
+
+def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:
+    """Text from users or servers, safe inside a Markdown table cell or list item: one line, cut, escaped."""
+    flat = " ".join(truncate(text, limit).split())
+    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    for char in "\\`*_[]|#~":
+        flat = flat.replace(char, "\\" + char)
+    return flat
+
+
+def value_text(value: object) -> str:
+    """A fact as a person reads it: lists joined, yes/no, no Python reprs."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value) or "none"
+    return str(value)
 
 
 def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
@@ -76,7 +118,8 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
         )
         rows.append(f"| `{SYMBOLS[i.kind]}` | `{i.spec}` | `{i.dag_id}` | {label(i)} | {runs} | {i.phase.value} |")
     details = [_details(i) for i in plan.items]
-    notes = [f"- **{f.kind}**: {f.message}" for f in plan.findings]
+    notes = [f"- **{kind}**: {md(message)}" for kind, message in findings(plan)]
+    checksum = f"`{plan.checksum()}`" if plan.complete else NO_CHECKSUM
     parts = [
         heading,
         "",
@@ -84,20 +127,22 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
         "",
         *details,
         *(["**Findings**", "", *notes, ""] if notes else []),
-        f"**{summary_line(plan)}** Checksum: `{plan.checksum()}`",
+        f"**{summary_line(plan)}** Checksum: {checksum}",
     ]
     return "\n".join(parts) + "\n"
 
 
 def _details(item: Item) -> str:
     lines = [f"<details><summary><code>{item.spec}</code>: {label(item)}</summary>", ""]
-    lines += [f"- {k}: `{v}`" for k, v in sorted(item.facts.items()) if k not in ("request", "runs") and v is not None]
+    lines += [
+        f"- {k}: {md(value_text(v))}"
+        for k, v in sorted(item.facts.items())
+        if k not in ("request", "runs") and v is not None
+    ]
     if item.first_date is not None and item.last_date is not None:
-        lines.append(
-            f"- first and last logical dates to run: `{item.first_date.isoformat()}` … `{item.last_date.isoformat()}`"
-        )
+        lines.append(f"- first and last dates to run: {format_utc(item.first_date)} … {format_utc(item.last_date)}")
     if item.reason:
-        lines.append(f"- {item.reason}")
+        lines.append(f"- {md(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])
 
 
