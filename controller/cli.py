@@ -31,8 +31,9 @@ from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
 from controller.core import audit_render, plan_render, render, status
+from controller.core.audit import ACTIONS
 from controller.core.scaffold import NewSpec
-from controller.core.spec import ReprocessBehavior
+from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
 
 app = typer.Typer(
@@ -138,8 +139,8 @@ def new(
     _out(f"wrote {path}\n")
     if result.diagnostics:
         _out(render.validation_text(result))
-    _out("next: fill in the TODO placeholders, then `backfillctl validate` and `backfillctl plan`\n")
-    return ExitCode.OK if result.ok else ExitCode.ERROR
+    _out("next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n")
+    return ExitCode.OK
 
 
 class PlanFormat(StrEnum):
@@ -350,6 +351,27 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(store_app, name="store")
 
 
+SINCE_HELP = "Only events at or after this time: YYYY-MM-DD (00:00 UTC) or an RFC 3339 date-time with offset."
+
+
+def _since(value: str | None) -> str | None:
+    """The store's own time text (fixed width, UTC), so comparing texts compares times."""
+    if value is None:
+        return None
+    try:
+        return parse_date(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a date or date-time; use e.g. 2025-01-31 or 2025-01-31T12:00:00Z"
+        ) from None
+
+
+def _action(value: str | None) -> str | None:
+    if value is not None and value not in ACTIONS:
+        raise typer.BadParameter(f"{value!r} is not an audited action; use one of: {', '.join(ACTIONS)}")
+    return value
+
+
 class AuditFormat(StrEnum):
     text = "text"
     json = "json"
@@ -359,8 +381,10 @@ class AuditFormat(StrEnum):
 def audit_show(
     spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
     dag: Annotated[str | None, typer.Option("--dag", help="Only events of this DAG.")] = None,
-    action: Annotated[str | None, typer.Option("--action", help="Only this action (create, pause, …).")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="Only events at or after this UTC time.")] = None,
+    action: Annotated[
+        str | None, typer.Option("--action", help=f"Only this action: {', '.join(ACTIONS)}.", callback=_action)
+    ] = None,
+    since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
     output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
 ) -> int:
     """Print audit events, oldest first."""
@@ -389,7 +413,7 @@ class ExportFormat(StrEnum):
 @audit_app.command("export")
 def audit_export(
     output: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.jsonl,
-    since: Annotated[str | None, typer.Option("--since")] = None,
+    since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
     spec: Annotated[str | None, typer.Option("--spec")] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""

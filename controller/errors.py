@@ -45,6 +45,12 @@ class ConfigError(ControllerError):
     """Settings (environment, flags) are missing or malformed."""
 
 
+class UsageError(ControllerError):
+    """A command-line value is wrong (same exit code as click's usage errors)."""
+
+    exit_code = ExitCode.USAGE
+
+
 class InvalidSpecs(ControllerError):
     """Validation found errors; the diagnostics were already rendered."""
 

@@ -164,11 +164,22 @@ def test_new_writes_a_spec_that_validates(tree: Path, capsys: pytest.CaptureFixt
     assert main(args) == 0
     assert capsys.readouterr().out == (
         "wrote specs/orders-jan.yaml\n"
-        "next: fill in the TODO placeholders, then `backfillctl validate` and `backfillctl plan`\n"
+        "specs/orders-jan.yaml:12:9: $.ticket: placeholder left from `backfillctl new`: ticket is 'CHG-0000'\n"
+        "  hint: put the change ticket that authorises this backfill\n"
+        "specs/orders-jan.yaml:13:9: $.reason: placeholder left from `backfillctl new`: "
+        "reason is 'TODO: explain why this backfill is needed'\n"
+        "  hint: say in a sentence why this backfill is needed; reviewers read it\n"
+        "2 errors, 0 warnings in 1 file.\n"
+        "next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n"
     )
-    text = (tree / "specs" / "orders-jan.yaml").read_text()
+    path = tree / "specs" / "orders-jan.yaml"
+    text = path.read_text()
     assert "expected_runs: 31 " in text
     assert "requested_by: alice\n" in text
+    assert main(["validate", "specs/orders-jan.yaml"]) == 1  # the placeholders must be filled in first
+    capsys.readouterr()
+    text = text.replace("CHG-0000", "CHG-42").replace("TODO: explain why this backfill is needed", "January fix")
+    path.write_text(text)
     assert main(["validate", "specs/orders-jan.yaml"]) == 0
     assert main(args) == 1
     assert "error: specs/orders-jan.yaml already exists" in capsys.readouterr().err
@@ -176,6 +187,63 @@ def test_new_writes_a_spec_that_validates(tree: Path, capsys: pytest.CaptureFixt
 
 def test_new_reports_policy_problems(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tree / "specs" / "policy.yaml").write_text("version: 1\nticket_pattern: '^INC-[0-9]+$'\n")
-    assert main(["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 1
+    assert main(["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 0
     out = capsys.readouterr().out
     assert "specs/x.yaml:12:9: $.ticket: ticket 'CHG-0000' does not match the policy's pattern '^INC-[0-9]+$'" in out
+    assert "specs/x.yaml:12:9: $.ticket: placeholder left from `backfillctl new`: ticket is 'CHG-0000'" in out
+
+
+def test_new_writes_nothing_for_a_value_that_breaks_a_rule(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "specs" / "policy.yaml").write_text("version: 1\nmax_active_runs_limit: 2\n")
+    args = ["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", "--max-active-runs", "5"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
+        "error: not written: the spec would be invalid: specs/x.yaml:8:18: $.max_active_runs: "
+        "max_active_runs 5 is over the limit of 2 set by policy\n"
+        "  hint: fix the option that gives this value; `backfillctl new --help` lists them\n"
+    )
+    assert not (tree / "specs" / "x.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["x", "--from", "2025-13-01", "--to", "2025-01-02"],
+            "error: --from '2025-13-01' is not a date: month must be in 1..12\n",
+        ),
+        (
+            ["x", "--from", "2025-01-01", "--to", "2025-02-30"],
+            "error: --to '2025-02-30' is not a date: day is out of range for month\n",
+        ),
+        (
+            ["../escape", "--from", "2025-01-01", "--to", "2025-01-02"],
+            "error: invalid spec name '../escape': lower-case letters, digits, '-', '_' and '.', "
+            "starting with a letter or digit, at most 100 characters\n",
+        ),
+        (
+            ["Bad_Name", "--from", "2025-01-01", "--to", "2025-01-02"],
+            "error: invalid spec name 'Bad_Name': lower-case letters, digits, '-', '_' and '.', "
+            "starting with a letter or digit, at most 100 characters\n",
+        ),
+    ],
+)
+def test_new_refuses_bad_values_before_writing_anything(
+    tree: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
+    assert main(["new", *args, "--dag-id", "d"]) == 2
+    assert capsys.readouterr().err.splitlines()[0] + "\n" == message
+    assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
+
+
+def test_validating_one_file_still_finds_a_name_used_elsewhere(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["new", "dup", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 0
+    (tree / "specs" / "team").mkdir(exist_ok=True)
+    (tree / "specs" / "team" / "dup.yaml").write_text((tree / "specs" / "dup.yaml").read_text())
+    capsys.readouterr()
+    assert main(["validate", "specs/team/dup.yaml"]) == 1
+    assert (
+        "specs/team/dup.yaml:3:7: $.name: name 'dup' is already used by specs/dup.yaml\n"
+        "  hint: every spec needs a unique name across the specs tree\n"
+    ) in capsys.readouterr().out

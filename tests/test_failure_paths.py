@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ import pytest
 from controller.adapters.airflow import AirflowClient
 from controller.commands.settings import Settings
 from controller.core import plan_render
+from controller.core.audit import ACTIONS
 from controller.core.model import BackfillRequest
 from controller.core.retrying import RULES, Failure, Outcome, Request
 from controller.errors import AirflowAmbiguous, AirflowError, ConfigError, StalePlan
@@ -255,3 +257,65 @@ def test_markdown_has_no_python_reprs_and_one_date_style(bench: Bench) -> None:
     assert "- first and last dates to run: 2025-01-01T00:00:00Z … 2025-01-07T00:00:00Z\n" in details
     assert "['" not in details
     assert "False" not in details
+
+
+# --- user mistakes are exit 1 or 2 with a fix, never exit 3 ------------------------------------------------
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.email=a@example.com", "-c", "user.name=A", *args], cwd=cwd, check=True, capture_output=True
+    )
+
+
+def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, repo_root: Path) -> None:
+    origin = tmp_path / "origin"
+    (origin / "specs").mkdir(parents=True)
+    spec = (repo_root / "specs" / "daily-2025-01-week1.yaml").read_text()
+    (origin / "specs" / "daily-2025-01-week1.yaml").write_text(spec)
+    git(origin, "init", "-q")
+    git(origin, "add", "-A")
+    git(origin, "commit", "-qm", "one")
+    (origin / "specs" / "daily-2025-01-week1.yaml").write_text(spec + "# touched\n")
+    git(origin, "commit", "-qam", "two")
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", "shallow")
+    done = cli(tmp_path / "shallow", "validate", "--base", "HEAD~1", BACKFILLCTL_SPECS_DIR="specs")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "error: git ref 'HEAD~1' is not in this repository\n"
+        "  hint: this is a shallow clone: fetch with depth 0 (git fetch --unshallow, or actions/checkout "
+        "with fetch-depth: 0)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--since",
+            "yesterday",
+            "Invalid value for '--since': 'yesterday' is not a date or date-time; use e.g. 2025-01-31 or "
+            "2025-01-31T12:00:00Z",
+        ),
+        (
+            "--action",
+            "nonsense",
+            "Invalid value for '--action': 'nonsense' is not an audited action; use one of: adopt, cancel, create, "
+            "lease, observe, pause, reconcile, unlock, unpause",
+        ),
+    ],
+)
+def test_audit_filters_that_match_nothing_by_mistake_are_usage_errors(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    done = cli(tmp_path, "audit", "show", option, value, BACKFILLCTL_STORE_URL=f"sqlite:///{tmp_path}/s.db")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == f"Error: {message}"
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_every_audited_action_is_one_audit_show_accepts(repo_root: Path) -> None:
+    source = "\n".join(p.read_text() for p in (repo_root / "controller").rglob("*.py"))
+    used = set(re.findall(r'(?:_audit|controller_event)\(\s*"([a-z-]+)"', source))
+    used |= {"pause", "unpause", "cancel"}  # audited as item.kind.value
+    assert used == set(ACTIONS)

@@ -55,6 +55,16 @@ def collect(paths: Sequence[Path], specs_dir: Path) -> SpecTree:
     return tree
 
 
+def names_in_tree(specs_dir: Path) -> dict[str, list[str]]:
+    """Spec name → files that would carry it (a spec's name must equal its file name), without reading them."""
+    policy = _policy_path(specs_dir)
+    found: dict[str, list[str]] = {}
+    for path in sorted(specs_dir.rglob("*")) if specs_dir.is_dir() else ():
+        if path.suffix in SPEC_SUFFIXES and not path.is_dir() and path != policy:
+            found.setdefault(_stem(path), []).append(display(path))
+    return found
+
+
 def _policy_path(specs_dir: Path) -> Path | None:
     for suffix in SPEC_SUFFIXES:
         candidate = specs_dir / f"{POLICY_STEM}{suffix}"

@@ -104,7 +104,9 @@ class GitSource:
                 f"{ref!r} is not an acceptable git ref", hint="pass a branch, tag or commit, e.g. origin/main"
             )
         try:
-            return str(self._repo.commit(ref).hexsha)
+            commit = self._repo.commit(ref)
+            commit.tree.hexsha  # noqa: B018 - a shallow clone knows a parent's id but not its object: read it
+            return str(commit.hexsha)
         except (git.BadName, ValueError, git.GitCommandError):
             shallow = Path(self._repo.git_dir, "shallow").exists()
             hint = (

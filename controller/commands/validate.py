@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -14,9 +15,15 @@ from controller.core.approval import check_approvals, check_authors, latest_deci
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
 from controller.core.scaffold import NewSpec, scaffold
-from controller.core.spec import BackfillSpec, SourceFile
-from controller.core.validation import LoadedSpec, SpecValidator, ValidationResult
-from controller.errors import ConfigError
+from controller.core.spec import BackfillSpec, SourceFile, parse_date
+from controller.core.validation import (
+    LoadedSpec,
+    SpecValidator,
+    ValidationResult,
+    check_names_in_tree,
+    is_placeholder,
+)
+from controller.errors import UsageError
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +51,8 @@ def validate_paths(
     validator = validator or build_validator()
     tree = files.collect(paths or [specs_dir], specs_dir)
     result = validator.validate(tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems)
+    if paths:  # some files only (pre-commit): their names must still be unique across the whole tree
+        result = _with(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
     return _with(result, _git_checks(result, specs_dir, validator, checks))
@@ -109,7 +118,8 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
 
 
 def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
-    """Write `specs_dir/<name>.yaml` from the template and validate it with the tree's policy."""
+    """Write `specs_dir/<name>.yaml` from the template, only if nothing but its placeholders is wrong."""
+    check_new(new)
     path = specs_dir / f"{new.name}.yaml"
     text = scaffold(new)
     validator = build_validator()
@@ -117,10 +127,32 @@ def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, Val
     preview = validator.validate(
         [SourceFile(files.display(path), new.name, text.encode())], now=now, policy_file=tree.policy
     )
-    if any(d.message.startswith("YAML") for d in preview.errors):
-        raise ConfigError(
-            f"the values given do not make a readable spec: {preview.errors[0].message}",
-            hint="check --name, --dag-id and the dates",
+    preview = _with(preview, list(check_names_in_tree(preview.loaded, files.names_in_tree(specs_dir))))
+    holes = {d.location.path for d in preview.errors if is_placeholder(d)}
+    wrong = [d for d in preview.errors if d.location.path not in holes]  # a placeholder may break other rules
+    if wrong:
+        raise UsageError(
+            f"not written: the spec would be invalid: {wrong[0].text()}",
+            hint="fix the option that gives this value; `backfillctl new --help` lists them",
         )
     files.write_new(path, text)
     return path, preview
+
+
+def check_new(new: NewSpec) -> None:
+    """Refuse a name or date that cannot make a spec before anything is written (exit 2)."""
+    pattern = files.load_schema("backfill-spec.schema.json")["properties"]["name"]["pattern"]
+    if not re.fullmatch(pattern, new.name):
+        raise UsageError(
+            f"invalid spec name {new.name!r}: lower-case letters, digits, '-', '_' and '.', starting with a "
+            "letter or digit, at most 100 characters",
+            hint="the name is also the file name under the specs folder, e.g. orders-2025q1-fix",
+        )
+    for option, value in (("--from", new.from_date), ("--to", new.to_date)):
+        try:
+            parse_date(value)
+        except ValueError as exc:
+            raise UsageError(
+                f"{option} {value!r} is not a date: {exc}",
+                hint="use YYYY-MM-DD (00:00 UTC) or an RFC 3339 date-time with an offset, e.g. 2025-01-01T00:00:00Z",
+            ) from None

@@ -133,3 +133,7 @@ def _check(link: ChainLink, prev: str, expected_seq: int) -> Finding | None:
     if chain_hash(prev, body) != hash_:
         return Finding(seq, "INVALID", f"seq {seq} was modified after it was written")
     return None
+
+
+# every action the controller records; `audit show --action` accepts exactly these
+ACTIONS = ("adopt", "cancel", "create", "lease", "observe", "pause", "reconcile", "unlock", "unpause")

@@ -7,7 +7,7 @@ of located diagnostics.  `now` is a parameter.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -237,7 +237,37 @@ def _approver_count(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterato
         )
 
 
+PLACEHOLDER = "placeholder left from `backfillctl new`"
+_TODO = re.compile(r"\bTODO\b")
+_ZERO_TICKET = re.compile(r"^[A-Za-z]+-0+$")
+_FILL_IN = {
+    "ticket": "put the change ticket that authorises this backfill",
+    "reason": "say in a sentence why this backfill is needed; reviewers read it",
+    "requested_by": "put the login of who asks for the backfill",
+    "approvers": "list who must approve the pull request (not requested_by)",
+}
+
+
+def _no_placeholders(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    values: list[tuple[tuple[PathPart, ...], str, str]] = [
+        (("ticket",), "ticket", spec.ticket),
+        (("reason",), "reason", spec.reason),
+        (("requested_by",), "requested_by", spec.requested_by),
+        *((("approvers", i), "approvers", login) for i, login in enumerate(spec.approvers)),
+    ]
+    for path, field_name, value in values:
+        zero_ticket = field_name == "ticket" and _ZERO_TICKET.match(value)
+        if _TODO.search(value) or zero_ticket:
+            yield Diagnostic(item.at(*path), f"{PLACEHOLDER}: {field_name} is {value!r}", _FILL_IN[field_name])
+
+
+def is_placeholder(diagnostic: Diagnostic) -> bool:
+    return diagnostic.message.startswith(PLACEHOLDER)
+
+
 _CHECKS: tuple[Check, ...] = (
+    _no_placeholders,
     _name_matches_file,
     _dates_ordered,
     _not_in_future,
@@ -248,6 +278,19 @@ _CHECKS: tuple[Check, ...] = (
     _approvers_allowed,
     _approver_count,
 )
+
+
+def check_names_in_tree(loaded: Sequence[LoadedSpec], tree: Mapping[str, Sequence[str]]) -> Iterator[Diagnostic]:
+    """Names are unique across the whole specs tree, also when only some files are validated (pre-commit)."""
+    checked = {item.spec.path for item in loaded}
+    for item in loaded:
+        for other in tree.get(item.spec.name, ()):
+            if other not in checked:
+                yield Diagnostic(
+                    item.at("name"),
+                    f"name {item.spec.name!r} is already used by {other}",
+                    "every spec needs a unique name across the specs tree",
+                )
 
 
 def check_unique_names(loaded: Sequence[LoadedSpec]) -> Iterator[Diagnostic]:
