@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -32,6 +33,7 @@ from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
 from controller.core import audit_render, plan_render, render, status
 from controller.core.audit import ACTIONS
+from controller.core.model import Phase
 from controller.core.scaffold import NewSpec
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
@@ -181,10 +183,24 @@ def reconcile(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
     plan_checksum: Annotated[str | None, typer.Option("--plan-checksum", help="Refuse if the plan differs.")] = None,
     wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=1.0, help="With --until-complete: give up (exit 1) after this many seconds."),
+    ] = None,
+    fail_on_failures: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-failures",
+            help="Exit 1 when a spec ended CompletedWithFailures or Blocked (refusals exit 5 anyway).",
+        ),
+    ] = False,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action."""
     if once and (watch or until_complete):
         raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
+    if timeout is not None and not until_complete:
+        raise typer.BadParameter("--timeout goes with --until-complete")
+    deadline = None if timeout is None else time.monotonic() + timeout
     stop = Stop()
     if watch or until_complete:
         stop.install()
@@ -202,10 +218,12 @@ def reconcile(
             _report_pass(result, dry_run, mode, shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
             if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.settled):
-                return _pass_exit(result)
+                return _pass_exit(result, fail_on_failures)
+            if deadline is not None and time.monotonic() + interval > deadline:
+                return _timed_out(result, timeout or 0.0)
             stop.wait(interval)
             if stop.requested:
-                return _pass_exit(result)
+                return _pass_exit(result, fail_on_failures)
             reconciler.heartbeat()
 
 
@@ -225,10 +243,27 @@ def _report_pass(result: PassResult, dry_run: bool, mode: str, shown: list[str])
         sys.stderr.write(f"error: {line}\n")
 
 
-def _pass_exit(result: PassResult) -> int:
+def _pass_exit(result: PassResult, fail_on_failures: bool = False) -> int:
     if result.refused:
         return ExitCode.REFUSED
-    return ExitCode.ERROR if result.errors else ExitCode.OK
+    unsuccessful = [
+        f"{i.spec} ended {i.phase.value}: {i.reason}"
+        for i in result.current.items
+        if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED)
+    ]
+    if fail_on_failures:
+        for line in unsuccessful:
+            sys.stderr.write(f"failed: {line}\n")
+    return ExitCode.ERROR if result.errors or (fail_on_failures and unsuccessful) else ExitCode.OK
+
+
+def _timed_out(result: PassResult, timeout: float) -> int:
+    waiting = [i.spec for i in result.current.items if i.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)]
+    sys.stderr.write(
+        f"error: --timeout {timeout:g}s reached before every spec settled; still going: {', '.join(waiting)}\n"
+        "  hint: nothing was stopped; run `backfillctl status` to follow them, or reconcile again\n"
+    )
+    return ExitCode.ERROR
 
 
 def _tty() -> bool:

@@ -97,3 +97,41 @@ def test_wrong_token_is_one_error_with_the_credentials_hint(tmp_path: Path, airf
         "(a token expires: username/password let backfillctl get a new one)\n"
     )
     assert canary not in done.stderr
+
+
+def cli(bench: Bench, airflow_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BACKFILLCTL_")}
+    env |= {
+        "BACKFILLCTL_AIRFLOW_URL": airflow_url,
+        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
+        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
+        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
+        "BACKFILLCTL_STORE_URL": bench.store_url,
+        "BACKFILLCTL_ACTOR": "ci-bot",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "controller", "reconcile", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=bench.root,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_until_complete_can_fail_the_job_on_failed_runs(bench: Bench, airflow_url: str) -> None:
+    bench.spec("red", dag="demo_flaky", start="2021-08-01", end="2021-08-03", mar=3)
+    plain = cli(bench, airflow_url, "--until-complete", "--interval", "2", "--fail-on-failures")
+    assert plain.returncode == 1, plain.stderr
+    assert plain.stderr.splitlines()[-1] == "failed: red ended CompletedWithFailures: failed: 2021-08-01, 2021-08-03"
+
+
+def test_until_complete_gives_up_at_its_timeout_and_says_what_is_still_going(bench: Bench, airflow_url: str) -> None:
+    bench.spec("slow", dag="demo_flaky", start="2021-09-01", end="2021-09-20", mar=1)
+    done = cli(bench, airflow_url, "--until-complete", "--interval", "1", "--timeout", "2")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines()[-2:] == [
+        "error: --timeout 2s reached before every spec settled; still going: slow",
+        "  hint: nothing was stopped; run `backfillctl status` to follow them, or reconcile again",
+    ]
