@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from controller import __version__
 from controller.adapters.store import EventFilter
@@ -213,7 +215,7 @@ def reconcile(
         while True:
             result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
             if live_view is not None:
-                live_view.update(_status_table(status.status_rows(result.current, {})))
+                live_view.update(_status_view(status.status_rows(result.current, {}), live_view.console.width))
             mode = "rich" if live_view is not None else ("text" if watch or until_complete else "once")
             _report_pass(result, dry_run, mode, shown)
             plan_checksum = None  # a reviewed plan gates the first pass only
@@ -270,39 +272,45 @@ def _tty() -> bool:
     return sys.stdout.isatty()
 
 
-def _status_table(rows: list[status.StatusRow]) -> Table:
-    colours = {
-        "Succeeded": "green",
-        "CompletedWithFailures": "yellow",
-        "Cancelled": "magenta",
-        "Blocked": "red",
-        "Orphaned": "red",
-        "Running": "cyan",
-        "Paused": "blue",
-    }
-    table = Table(title=f"backfillctl status {_now().strftime('%H:%M:%S')}")
-    for column in (
-        "spec",
-        "DAG",
-        "phase",
-        "backfill",
-        "ok",
-        "failed",
-        "running",
-        "queued",
-        "total",
-        "done",
-        "ETA",
-        "note",
-    ):
-        table.add_column(
-            column, justify="right" if column in ("ok", "failed", "running", "queued", "total", "done") else "left"
-        )
+_COLOURS = {
+    "Succeeded": "green",
+    "CompletedWithFailures": "yellow",
+    "Cancelled": "magenta",
+    "Blocked": "red",
+    "Orphaned": "red",
+    "Running": "cyan",
+    "Paused": "blue",
+}
+WIDE = 120  # below this many columns a table would cut names: each spec gets a small block of lines instead
+
+
+def _status_view(rows: list[status.StatusRow], width: int) -> RenderableType:
+    return _status_table(rows) if width >= WIDE else _status_blocks(rows)
+
+
+def _status_blocks(rows: list[status.StatusRow]) -> Group:
+    lines: list[RenderableType] = [Text(f"backfillctl status {_now().strftime('%H:%M:%S')}", style="bold")]
     for r in rows:
-        phase = f"[{colours[r.phase]}]{r.phase}[/]" if r.phase in colours else r.phase
+        head = Text(r.spec, style="bold")
+        head.append(f"  DAG {r.dag_id}" + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
+        body = Text("  ")
+        body.append(r.phase, style=_COLOURS.get(r.phase, ""))
+        body.append(f"  {r.progress:.0f}% done, ETA {status.eta_text(r.eta_seconds)}")
+        runs = f"  runs: {r.success} ok, {r.failed} failed, {r.running} running, {r.queued} queued of {r.total}"
+        lines += [head, body, Text(runs), *([Text(f"  {r.note}")] if r.note else [])]
+    return Group(*lines)
+
+
+def _status_table(rows: list[status.StatusRow]) -> Table:
+    table = Table(title=f"backfillctl status {_now().strftime('%H:%M:%S')}")
+    for column in ("spec", "DAG", "phase", "backfill", "ok", "failed", "running", "queued", "total", "done", "ETA"):
+        table.add_column(column, justify="left" if column in ("spec", "DAG", "phase") else "right", no_wrap=True)
+    table.add_column("note", overflow="fold")
+    for r in rows:
+        phase = f"[{_COLOURS[r.phase]}]{r.phase}[/]" if r.phase in _COLOURS else r.phase
         table.add_row(
-            r.spec,
-            r.dag_id,
+            escape(r.spec),
+            escape(r.dag_id),
             phase,
             str(r.backfill_id or "-"),
             str(r.success),
@@ -312,7 +320,7 @@ def _status_table(rows: list[status.StatusRow]) -> Table:
             str(r.total),
             f"{r.progress:.0f}%",
             status.eta_text(r.eta_seconds),
-            r.note,
+            escape(r.note),
         )
     return table
 
@@ -348,7 +356,8 @@ def status_command(
     if output is StatusFormat.json:
         _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in rows]}, indent=2) + "\n")
     elif _tty():
-        Console().print(_status_table(rows))
+        console = Console()
+        console.print(_status_view(rows, console.width))
     else:
         _out(status.status_text(rows))
     return ExitCode.ERROR if failed else ExitCode.OK

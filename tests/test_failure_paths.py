@@ -16,13 +16,16 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from controller.adapters.airflow import AirflowClient
+from controller.cli import _status_view
 from controller.commands.settings import Settings
 from controller.core import plan_render
 from controller.core.audit import ACTIONS
 from controller.core.model import BackfillRequest
 from controller.core.retrying import RULES, Failure, Outcome, Request
+from controller.core.status import StatusRow
 from controller.errors import AirflowAmbiguous, AirflowError, ConfigError, StalePlan
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, mutating
@@ -319,3 +322,35 @@ def test_every_audited_action_is_one_audit_show_accepts(repo_root: Path) -> None
     used = set(re.findall(r'(?:_audit|controller_event)\(\s*"([a-z-]+)"', source))
     used |= {"pause", "unpause", "cancel"}  # audited as item.kind.value
     assert used == set(ACTIONS)
+
+
+def test_status_on_an_80_column_terminal_keeps_whole_names() -> None:
+    rows = [
+        StatusRow(
+            "daily-2025-01-week1-rounding-fix",
+            "demo_finance_ledger_daily",
+            "CompletedWithFailures",
+            12,
+            5,
+            2,
+            0,
+            0,
+            7,
+            None,
+            "failed: 2025-01-01, 2025-01-03",
+        ),
+        StatusRow("flaky-[red]-spec", "demo_flaky", "Running", 3, 1, 0, 1, 2, 4, 90.0, "in sync"),
+    ]
+    console = Console(width=80, record=True, color_system=None)
+    console.print(_status_view(rows, console.width))
+    lines = console.export_text().splitlines()
+    assert lines[1:] == [
+        "daily-2025-01-week1-rounding-fix  DAG demo_finance_ledger_daily  backfill #12",
+        "  CompletedWithFailures  100% done, ETA -",
+        "  runs: 5 ok, 2 failed, 0 running, 0 queued of 7",
+        "  failed: 2025-01-01, 2025-01-03",
+        "flaky-[red]-spec  DAG demo_flaky  backfill #3",
+        "  Running  25% done, ETA 1m30s",
+        "  runs: 1 ok, 0 failed, 1 running, 2 queued of 4",
+        "  in sync",
+    ]
