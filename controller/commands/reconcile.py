@@ -9,6 +9,7 @@ created after the intent is adopted.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from controller.core.plan import (
 )
 from controller.core.plan_render import findings
 from controller.core.policy import Policy
+from controller.core.retrying import Backoff
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import (
     AirflowAmbiguous,
@@ -52,7 +54,7 @@ from controller.errors import (
 )
 
 log = logging.getLogger(__name__)
-CREATE_ATTEMPTS = 3
+CREATE_BACKOFF = Backoff(attempts=3)  # creates whose answer was lost: observe, then try again after this delay
 
 
 @dataclass
@@ -339,11 +341,12 @@ class Reconciler:
         )
         since = datetime.strptime(intent.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         self._bind(spec, None, Phase.PENDING, "creating", None, keep=counts)
-        for attempt in range(1, CREATE_ATTEMPTS + 1):
+        for attempt in range(1, CREATE_BACKOFF.attempts + 1):
             outcome = self._try_create(spec, body, since, attempt, result)
             if outcome is not None:
                 return outcome
-            self.sleep(min(8.0, 0.5 * 2**attempt))
+            if attempt < CREATE_BACKOFF.attempts:
+                self.sleep(CREATE_BACKOFF.delay(attempt, random.random()))  # noqa: S311 - jitter, not a secret
         return self._create_failed(spec, "gave up after ambiguous answers; nothing was created", result)
 
     def _try_create(
@@ -359,7 +362,7 @@ class Reconciler:
                 log.warning(
                     "attempt #%d/%d failed; will retry after checking nothing was created: %s",
                     attempt,
-                    CREATE_ATTEMPTS,
+                    CREATE_BACKOFF.attempts,
                     exc.message,
                 )
             return recovered
