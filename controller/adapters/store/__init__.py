@@ -523,9 +523,14 @@ def _engine(url: str, shown: str, *, read_only: bool = False) -> Engine:
         return _make_engine(url, read_only)
     except ImportError as exc:
         backend = make_url(url).get_backend_name()
+        hint = (
+            f"install the PostgreSQL extra: {INSTALL_POSTGRES}"
+            if exc.name == "psycopg"
+            else f"use postgresql://… (psycopg 3, installed by {INSTALL_POSTGRES})"
+        )
         raise StoreError(
             f"store {shown}: the Python driver {exc.name or '?'!r} for {backend} is not installed",
-            hint=f"{INSTALL_POSTGRES} and use postgresql://… (psycopg 3); supported databases: {', '.join(SUPPORTED)}",
+            hint=f"{hint}; supported databases: {', '.join(SUPPORTED)}",
         ) from None
     except NoSuchModuleError:
         driver = make_url(url).get_driver_name()
