@@ -159,9 +159,12 @@ def plan(
     detailed_exitcode: Annotated[
         bool, typer.Option("--detailed-exitcode", help="Exit 4 when there are changes.")
     ] = False,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", help="Plan without the store (no bindings): reads like a first apply.")
+    ] = False,
 ) -> int:
     """Compare the specs with Airflow and print what reconcile would do (read only)."""
-    with open_reconciler(_settings()) as reconciler:
+    with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
         result, _specs, _world = reconciler.plan()
     renderers = {
         PlanFormat.text: plan_render.plan_text,
@@ -196,6 +199,10 @@ def reconcile(
             help="Exit 1 when a spec ended CompletedWithFailures or Blocked (refusals exit 5 anyway).",
         ),
     ] = False,
+    lock_timeout: Annotated[
+        float | None,
+        typer.Option("--lock-timeout", min=0.0, help="Wait for the lease at most S seconds, then exit 5."),
+    ] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action."""
     if once and (watch or until_complete):
@@ -209,7 +216,7 @@ def reconcile(
     shown = [""]
     live_view = Live(Table(), refresh_per_second=2, transient=False) if (watch or until_complete) and _tty() else None
     with (
-        open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock) as reconciler,
+        open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock, lock_timeout=lock_timeout) as reconciler,
         live_view or contextlib.nullcontext(),
     ):
         while True:
@@ -226,7 +233,6 @@ def reconcile(
             stop.wait(interval)
             if stop.requested:
                 return _pass_exit(result, fail_on_failures)
-            reconciler.heartbeat()
 
 
 def _report_pass(result: PassResult, dry_run: bool, mode: str, shown: list[str]) -> None:
@@ -346,7 +352,7 @@ def status_command(
         sys.stderr.write("offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n")
         all_rows = status.stored_rows(specs, audit_cmd.stored_bindings(settings))
     else:
-        with open_reconciler(settings) as reconciler:
+        with open_reconciler(settings, read_only=True) as reconciler:
             current, _specs, _world = reconciler.plan(with_dry_runs=False)
             all_rows = status.status_rows(current, reconciler.store.bindings())
         failed = any(i.error for i in current.items)

@@ -1,4 +1,8 @@
-"""`backfillctl audit …` and `backfillctl store …`: open the store, read or check the chain, unlock."""
+"""`backfillctl audit …` and `backfillctl store …`: open the store, read or check the chain, unlock.
+
+Reading (audit show/verify/export, report, offline status) opens the store read-only: a missing store
+is an error, never an empty success, and nothing is created or migrated.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ from controller.core.audit import AuditRecord, VerifyResult, controller_event
 
 
 def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord]:
-    with Store(settings.store_url) as store:
+    with Store(settings.store_url, read_only=True) as store:
         yield from store.events(where)
 
 
 def verify(settings: Settings, expect_head: str | None) -> VerifyResult:
-    with Store(settings.store_url) as store:
+    with Store(settings.store_url, read_only=True) as store:
         return store.verify(expect_head)
 
 
@@ -36,10 +40,10 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
 
 def spec_record(settings: Settings, name: str) -> tuple[dict[str, Any], list[AuditRecord]]:
     """The stored binding and the audit events of one spec."""
-    with Store(settings.store_url) as store:
+    with Store(settings.store_url, read_only=True) as store:
         return store.binding(name) or {}, list(store.events(EventFilter(spec=name)))
 
 
 def stored_bindings(settings: Settings) -> dict[str, dict[str, Any]]:
-    with Store(settings.store_url) as store:
+    with Store(settings.store_url, read_only=True) as store:
         return store.bindings()

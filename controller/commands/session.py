@@ -5,48 +5,105 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from controller.adapters.store import Lease, Store
+from controller.adapters.store import Lease, NoStore, Store
 from controller.commands.reconcile import Reconciler, make_client
 from controller.commands.settings import Settings
 from controller.core.audit import controller_event
 from controller.errors import LockHeld
 
-LEASE_TTL = 300.0
+LEASE_TTL = 20.0  # a killed holder's lease lapses this long after its last renewal (takeover within 30 s)
+HEARTBEAT_EVERY = 5.0  # renewals per TTL: 4, so a slow store or a busy machine can miss some
+WAIT_POLL = 2.0
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 @contextlib.contextmanager
 def open_reconciler(
-    settings: Settings, *, lease: bool = False, wait_lock: bool = False, sleep: Callable[[float], None] = time.sleep
+    settings: Settings,
+    *,
+    lease: bool = False,
+    wait_lock: bool = False,
+    lock_timeout: float | None = None,
+    read_only: bool = False,
+    no_store: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+    notify: Callable[[str], None] = _stderr,
 ) -> Iterator[Reconciler]:
-    store = Store(settings.store_url)
-    held: Lease | None = None
+    """Open the store (read-only, or none at all for `plan --no-store`), take the lease, then Airflow.
+
+    With `lease`, a daemon thread renews the lease every HEARTBEAT_EVERY seconds for the whole session
+    (every pass, `--once` included); the store refuses intents once it is lost (`LeaseLost`, exit 5).
+    """
+    store = NoStore() if no_store else Store(settings.store_url, read_only=read_only)
     try:
-        if lease:
-            held = _acquire(store, settings, wait_lock, sleep)
-        with make_client(settings) as client:
-            reconciler = Reconciler(settings, store, client)
-            reconciler.lease = held
-            yield reconciler
+        with contextlib.ExitStack() as stack:
+            if lease:
+                stack.enter_context(hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
+            with make_client(settings) as client:
+                yield Reconciler(settings, store, client)
     finally:
-        if held is not None:
-            with contextlib.suppress(LockHeld):
-                store.release(held)
         store.close()
 
 
-def _acquire(store: Store, settings: Settings, wait: bool, sleep: Callable[[float], None]) -> Lease:
+@contextlib.contextmanager
+def hold_lease(  # noqa: PLR0917
+    store: Store,
+    settings: Settings,
+    wait: bool = False,
+    timeout: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    notify: Callable[[str], None] = _stderr,
+    ttl: float = LEASE_TTL,
+    every: float = HEARTBEAT_EVERY,
+) -> Iterator[Lease]:
+    """Take the lease (waiting for it with `wait`, at most `timeout` seconds), keep it renewed, release it."""
+    mine = _acquire(store, settings, wait or timeout is not None, timeout, sleep, notify, ttl)
+    store.keep(mine, ttl, every)
+    try:
+        yield mine
+    finally:
+        store.release_kept()
+
+
+def _acquire(  # noqa: PLR0917
+    store: Store,
+    settings: Settings,
+    wait: bool,
+    timeout: float | None,
+    sleep: Callable[[float], None],
+    notify: Callable[[str], None],
+    ttl: float,
+) -> Lease:
     holder = f"{settings.actor}@{socket.gethostname()}"
+    started = time.monotonic()
+    announced: set[str] = set()
     while True:
         try:
-            mine, previous = store.acquire(holder, LEASE_TTL)
+            mine, previous = store.acquire(holder, ttl)
         except LockHeld:
             if not wait:
                 raise
-            sleep(2.0)
+            current = store.current_lease()
+            if current is not None and current.lease_id not in announced:
+                announced.add(current.lease_id)
+                notify(f"waiting for the lease held by {current.describe()}; it expires at {current.expires_at}")
+            if timeout is not None and time.monotonic() - started >= timeout:
+                who = current.describe() if current else "another reconciler"
+                raise LockHeld(
+                    f"gave up after {timeout:g}s waiting for the lease held by {who}",
+                    hint="try again later; if that process is gone, its lease lapses within "
+                    f"{LEASE_TTL:g}s, or release it with `backfillctl store unlock LEASE_ID`",
+                ) from None
+            sleep(WAIT_POLL if timeout is None else max(0.05, min(WAIT_POLL, timeout - (time.monotonic() - started))))
             continue
         if previous is not None:
             store.append(

@@ -3,13 +3,27 @@
 SQLite by default, PostgreSQL in production; never Airflow's metadata database.  Owns SQLAlchemy and
 Alembic: their exceptions become `StoreError`.  Appends are serialised (SQLite `BEGIN IMMEDIATE`,
 PostgreSQL `LOCK TABLE … SHARE ROW EXCLUSIVE`), so concurrent writers never fork the chain or reuse a seq.
+Migrations are serialised the same way (SQLite `BEGIN IMMEDIATE`, PostgreSQL an advisory transaction
+lock), with the revision re-read under the lock, so two first starts on a fresh store both work.
+
+`Store(url, read_only=True)` never creates, migrates or writes: a missing store (or SQLite file or
+folder) is an error, and SQLite is opened with `mode=ro`, PostgreSQL with read-only transactions.
+
+The lease: `acquire` takes it, `keep` renews it from a daemon thread with its own engine (its own
+connection) while the process lives, so a killed holder's short lease lapses and is taken over.  Every
+`intent` append re-checks, in its own transaction, that this process still holds the lease (a fence):
+a reconciler whose lease was taken away cannot record an intent, so it makes no further change.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import socket
+import sqlite3
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -18,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, event, insert, select, text, update
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
 from controller.adapters.store.tables import audit_events, bindings, lease
 from controller.core.audit import (
@@ -40,6 +54,11 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 SCHEMA_HEAD = "0004"  # the newest migration; a test keeps it equal to Alembic's head
 KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
 LEASE_NAME = "reconcile"
+SUPPORTED = ("sqlite", "postgresql")
+INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
+URL_EXAMPLES = "sqlite:///path/to/state.db or postgresql://USER@HOST:5432/DBNAME"
+SCHEMA_LOCK_KEY = 4_242_100_901  # PostgreSQL advisory lock serialising migrations of one database
+log = logging.getLogger(__name__)
 _TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 Clock = Callable[[], datetime]
 
@@ -74,23 +93,47 @@ class EventFilter:
     since: str | None = None
 
 
+class LeaseLost(LockHeld):
+    """This process's lease was taken away or lapsed: it must make no further change (exit 5)."""
+
+
 class Store:
-    def __init__(self, url: str, *, clock: Clock = _utcnow, migrate: bool = True) -> None:
+    def __init__(self, url: str, *, clock: Clock = _utcnow, migrate: bool = True, read_only: bool = False) -> None:
         self.url = normalise_url(url)
+        self.read_only = read_only
         self._clock = clock
-        self.engine = _engine(self.url)
-        if migrate:
+        self._keeper: _LeaseKeeper | None = None
+        self._fence: str | None = None  # the lease id every intent append checks
+        path = _sqlite_path(self.url)
+        sqlite = make_url(self.url).get_backend_name() == "sqlite"
+        if read_only and sqlite and (path is None or not path.is_file()):
+            raise self._missing()  # checked before connecting: SQLite would create the file (or memory)
+        if path is not None and not read_only:
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"store {self.safe_url}: cannot create the folder {path.parent}: {exc.strerror}",
+                    hint="point BACKFILLCTL_STORE_URL at a writable path",
+                ) from None
+        self.engine = _engine(self.url, self.safe_url, read_only=read_only)
+        try:
+            if read_only:
+                self.check_current()
+            elif migrate:
                 self.migrate()
-            except BaseException:
-                self.engine.dispose()
-                raise
+        except BaseException:
+            self.engine.dispose()
+            raise
 
     @property
     def safe_url(self) -> str:
-        return make_url(self.url).render_as_string(hide_password=True)
+        return safe_url(self.url)
 
     def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.stop()
+            self._keeper = None
         self.engine.dispose()
 
     def __enter__(self) -> Store:
@@ -99,55 +142,100 @@ class Store:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _failed(self, what: str, exc: SQLAlchemyError) -> StoreError:
+    def _failed(self, what: str, exc: SQLAlchemyError, hint: str | None = None) -> StoreError:
+        reason = _reason(exc)
+        if hint is None or _unreachable(reason):
+            hint = "check BACKFILLCTL_STORE_URL and that the database is reachable"
+        if _read_only_refusal(reason):
+            hint = "the database refused a write: the store's user (or file) needs write access for this command"
+        return StoreError(f"store {self.safe_url}: {what} failed: {reason}", hint=hint)
+
+    def _missing(self) -> StoreError:
+        path = _sqlite_path(self.url)
+        where = ""
+        if path is not None and not path.is_absolute():
+            where = f" (a relative SQLite path, resolved against the current directory {Path.cwd()})"
         return StoreError(
-            f"store {self.safe_url}: {what} failed: {_reason(exc)}",
-            hint="check BACKFILLCTL_STORE_URL and that the database is reachable",
+            f"no store at {self.safe_url}; reconcile creates it",
+            hint=f"check BACKFILLCTL_STORE_URL{where}, or run `backfillctl reconcile` first"
+            " (`backfillctl plan --no-store` plans without one)",
         )
 
     @contextlib.contextmanager
-    def _tx(self, what: str) -> Iterator[Connection]:
+    def _tx(self, what: str, hint: str | None = None) -> Iterator[Connection]:
         try:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise self._failed(what, exc) from None
+            raise self._failed(what, exc, hint) from None
 
     # --- schema ---------------------------------------------------------------------------------------
 
     def migrate(self) -> tuple[str | None, str]:
         """Upgrade to the newest schema; refuse a store written by a newer backfillctl.
 
-        The common case (already current) reads one row and never imports Alembic.
+        The common case (already current) reads one row and never imports Alembic.  Otherwise the
+        upgrade runs under a lock (PostgreSQL advisory transaction lock, SQLite `BEGIN IMMEDIATE`) and
+        re-reads the revision first, so concurrent first starts wait for each other instead of racing.
+        Returns (the revision found under the lock, the head).
         """
         current = self.revision()
+        self._refuse_newer(current)
+        if current == SCHEMA_HEAD:
+            return current, SCHEMA_HEAD
+        hint = (
+            "the database is reachable but the schema upgrade failed with the error above; fix that cause "
+            "(e.g. the store's user needs CREATE rights), then run `backfillctl store migrate`"
+        )
+        with self._tx(f"migration to schema revision {SCHEMA_HEAD}", hint) as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+            current = _revision(conn)  # again, under the lock: another process may have migrated meanwhile
+            self._refuse_newer(current)
+            if current != SCHEMA_HEAD:
+                _alembic(conn, "upgrade", SCHEMA_HEAD)
+        return current, SCHEMA_HEAD
+
+    def check_current(self) -> str:
+        """For read-only use: the store must exist and be at this backfillctl's schema revision."""
+        current = self.revision()
+        if current is None:
+            raise self._missing()
+        self._refuse_newer(current)
+        if current != SCHEMA_HEAD:
+            raise StoreError(
+                f"store {self.safe_url} is at schema revision {current}, this backfillctl needs {SCHEMA_HEAD}: "
+                "run `backfillctl store migrate`",
+                hint="read-only commands never change the store; `backfillctl reconcile` also migrates it",
+            )
+        return current
+
+    def _refuse_newer(self, current: str | None) -> None:
         if current is not None and current not in KNOWN_REVISIONS:
             raise StoreError(
                 f"store {self.safe_url} has schema revision {current}, newer than this backfillctl "
                 f"knows (head {SCHEMA_HEAD})",
                 hint="upgrade backfillctl; never point an old one at it",
             )
-        if current != SCHEMA_HEAD:
-            with self._tx("migration") as conn:
-                _alembic(conn, "upgrade", SCHEMA_HEAD)
-        return current, SCHEMA_HEAD
 
     def revision(self) -> str | None:
         try:
             with self.engine.connect() as conn:
-                return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+                return _revision(conn)
         except SQLAlchemyError as exc:
-            if isinstance(exc, (OperationalError, ProgrammingError)) and _missing_table(exc):
-                return None  # a new, empty database
             raise self._failed("reading the schema revision", exc) from None
 
     # --- audit ----------------------------------------------------------------------------------------
 
     def append(self, entry: AuditEntry) -> AuditRecord:
         """Append one event to the chain (serialised across processes)."""
+        if entry.phase == "intent":
+            self.check_lease()
         with self._tx(f"writing the audit event {entry.action}/{entry.phase}") as conn:
             if conn.dialect.name == "postgresql":
                 conn.exec_driver_sql("LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE")
+            if entry.phase == "intent" and self._fence is not None:
+                self._check_fence(conn, self._fence)
             last = conn.execute(
                 select(audit_events.c.seq, audit_events.c.hash).order_by(audit_events.c.seq.desc()).limit(1)
             ).first()
@@ -234,6 +322,58 @@ class Store:
                 raise LockHeld(f"lease {mine.lease_id} was taken away (unlocked or expired and taken over)")
         return renewed
 
+    def keep(self, mine: Lease, ttl: float, every: float) -> None:
+        """Renew `mine` every `every` seconds from a daemon thread (its own engine) while the process lives.
+
+        From now on every intent append checks, in its transaction, that the lease is still ours.
+        """
+        if self._keeper is not None:
+            self._keeper.stop()
+        self._fence = mine.lease_id
+        self._keeper = _LeaseKeeper(self.url, mine, ttl=ttl, every=every, clock=self._clock)
+
+    def lease_ok(self) -> bool:
+        """False once a renewal found the lease taken away, or it could not be renewed before it expired."""
+        return self._keeper is None or self._keeper.lost() is None
+
+    def check_lease(self) -> None:
+        """Raise `LeaseLost` (exit 5) if the kept lease is gone; call it before each mutating call."""
+        if self._keeper is not None and (lost := self._keeper.lost()) is not None:
+            raise LeaseLost(
+                f"{lost}; this reconciler stopped before its next change",
+                hint="another reconciler owns the store now; find out why the heartbeat stopped (a paused or "
+                "overloaded process, a slow or unreachable store) before running this one again",
+            )
+
+    def held_lease(self) -> Lease | None:
+        """The lease this store keeps (with its latest expiry), if any."""
+        return None if self._keeper is None else self._keeper.lease
+
+    def _check_fence(self, conn: Connection, lease_id: str) -> None:
+        row = _lease(conn)
+        now = stamp(self._clock())
+        if row is None or row.lease_id != lease_id or row.expires_at <= now:
+            if row is None:
+                why = f"lease {lease_id} was released by someone else (store unlock?)"
+            elif row.lease_id != lease_id:
+                why = f"lease {lease_id} was taken over by {row.describe()}"
+            else:
+                why = f"lease {lease_id} expired at {row.expires_at} without renewal"
+            if self._keeper is not None:
+                self._keeper.mark_lost(why)
+            raise LeaseLost(
+                f"{why}; this reconciler stopped before its next change",
+                hint="another reconciler may own the store now; nothing further was changed by this one",
+            )
+
+    def release_kept(self) -> None:
+        """Stop renewing and release the kept lease (if it is still ours)."""
+        keeper, self._keeper, self._fence = self._keeper, None, None
+        if keeper is not None:
+            keeper.stop()
+            with contextlib.suppress(LockHeld, StoreError):
+                self.release(keeper.lease)
+
     def release(self, mine: Lease) -> None:
         with self._tx("releasing the lease") as conn:
             conn.execute(delete(lease).where(lease.c.lease_id == mine.lease_id))
@@ -292,13 +432,79 @@ class Store:
             return {row["spec_name"]: dict(row) for row in conn.execute(select(bindings)).mappings()}
 
 
+class NoStore(Store):
+    """`plan --no-store`: no bindings, no create intents, nothing opened; any other use is refused.
+
+    The plan then reads like a first apply (for pull-request plans that get no store secret).
+    """
+
+    def __init__(self) -> None:  # no super().__init__: nothing is opened
+        self.url = "none"
+        self.read_only = True
+        self._keeper = None
+        self._fence = None
+
+    @property
+    def safe_url(self) -> str:
+        return "(none: --no-store)"
+
+    def close(self) -> None:
+        pass
+
+    def bindings(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def pending_creates(self) -> dict[str, datetime]:
+        return {}
+
+    @contextlib.contextmanager
+    def _tx(self, what: str, hint: str | None = None) -> Iterator[Connection]:
+        raise StoreError(f"{what} needs a store, and this command runs with --no-store")
+        yield  # pragma: no cover - a generator for contextmanager
+
+
 def normalise_url(url: str) -> str:
-    """`postgresql://` means psycopg 3 here (the project's driver); SQLite folders are created."""
+    """Check a store URL: parseable, a supported database; `postgresql://` means psycopg 3 here.
+
+    Raises `StoreError` (exit 1) with the fix; never creates anything.
+    """
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise StoreError(
+            f"BACKFILLCTL_STORE_URL is not a database URL: {_redact(url)!r}",
+            hint=f"use {URL_EXAMPLES} (supported databases: {', '.join(SUPPORTED)})",
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in SUPPORTED:
+        raise StoreError(
+            f"store {safe_url(url)}: {backend!r} is not a supported database (supported: {', '.join(SUPPORTED)})",
+            hint=f"use {URL_EXAMPLES}; PostgreSQL needs the driver: {INSTALL_POSTGRES}",
+        )
     return url
+
+
+def safe_url(url: str) -> str:
+    """The URL with its password hidden (`***`)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return _redact(url)
+
+
+def _redact(text_: str) -> str:
+    """Hide anything that looks like `:password@` in a string that is not a parseable URL."""
+    return re.sub(r":[^:/@]*@", ":***@", text_)
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for an in-memory database or another dialect)."""
+    parsed: URL = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
 
 
 _LINK_COLUMNS = ("seq", "prev_hash", "hash", *SCALARS, "request", "response")
@@ -311,27 +517,77 @@ def _json_text(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
 
 
-def _engine(url: str) -> Engine:
+def _engine(url: str, shown: str, *, read_only: bool = False) -> Engine:
+    """Create the engine; a missing or unknown driver is a `StoreError` that says what to install."""
+    try:
+        return _make_engine(url, read_only)
+    except ImportError as exc:
+        backend = make_url(url).get_backend_name()
+        hint = (
+            f"install the PostgreSQL extra: {INSTALL_POSTGRES}"
+            if exc.name == "psycopg"
+            else f"use postgresql://… (psycopg 3, installed by {INSTALL_POSTGRES})"
+        )
+        raise StoreError(
+            f"store {shown}: the Python driver {exc.name or '?'!r} for {backend} is not installed",
+            hint=f"{hint}; supported databases: {', '.join(SUPPORTED)}",
+        ) from None
+    except NoSuchModuleError:
+        driver = make_url(url).get_driver_name()
+        raise StoreError(
+            f"store {shown}: unknown database driver {driver!r}",
+            hint=f"use {URL_EXAMPLES} (PostgreSQL needs {INSTALL_POSTGRES})",
+        ) from None
+
+
+def _make_engine(url: str, read_only: bool) -> Engine:
     if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True, json_serializer=canonical_json)
-    engine = create_engine(url, connect_args={"timeout": 60}, json_serializer=canonical_json)
+        connect_args = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        return create_engine(url, pool_pre_ping=True, json_serializer=canonical_json, connect_args=connect_args)
+    path = _sqlite_path(url)
+    if read_only and path is not None:
+        uri = path.resolve().as_uri() + "?mode=ro"
+        engine = create_engine(
+            "sqlite://",
+            creator=lambda: sqlite3.connect(uri, uri=True, timeout=60, check_same_thread=False),
+            json_serializer=canonical_json,
+        )
+    else:
+        engine = create_engine(url, connect_args={"timeout": 60}, json_serializer=canonical_json)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
-        dbapi_conn.execute("PRAGMA busy_timeout=60000")
+        dbapi_conn.execute("PRAGMA busy_timeout=60000")  # first: switching to WAL may wait for another opener
+        if not read_only:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
 
 
-def _missing_table(exc: SQLAlchemyError) -> bool:
-    text_ = str(getattr(exc, "orig", exc)).lower()
-    return "no such table: alembic_version" in text_ or 'relation "alembic_version" does not exist' in text_
+def _revision(conn: Connection) -> str | None:
+    """The Alembic revision, None for a database without our schema (no query that could fail)."""
+    if not conn.dialect.has_table(conn, "alembic_version"):
+        return None
+    value = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    return None if value is None else str(value)
+
+
+def _unreachable(reason: str) -> bool:
+    lowered = reason.lower()
+    return any(
+        marker in lowered
+        for marker in ("connection failed", "could not connect", "unable to open database", "connection refused")
+    )
+
+
+def _read_only_refusal(reason: str) -> bool:
+    lowered = reason.lower()
+    return "readonly database" in lowered or "read-only transaction" in lowered
 
 
 def _alembic(conn: Connection, action: str, revision: str) -> None:
@@ -389,3 +645,49 @@ def _insert_lease(conn: Connection, mine: Lease) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+class _LeaseKeeper:
+    """Renews one lease every `every` seconds from a daemon thread, with its own engine (connection).
+
+    A renewal that finds the lease gone marks it lost for good; failing renewals (store unreachable)
+    mark it lost once the last renewed expiry has passed, since another reconciler may then take it over.
+    """
+
+    def __init__(self, url: str, mine: Lease, *, ttl: float, every: float, clock: Clock) -> None:
+        self.lease, self._ttl, self._every, self._clock = mine, ttl, every, clock
+        self._store = Store(url, clock=clock, migrate=False)
+        self._lost: str | None = None
+        self._guard = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="backfillctl-lease", daemon=True)
+        self._thread.start()
+
+    def lost(self) -> str | None:
+        with self._guard:
+            if self._lost is None and self.lease.expires_at <= stamp(self._clock()):
+                self._lost = f"lease {self.lease.lease_id} expired at {self.lease.expires_at} without renewal"
+            return self._lost
+
+    def mark_lost(self, why: str) -> None:
+        with self._guard:
+            self._lost = self._lost or why
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._every):
+            try:
+                renewed = self._store.heartbeat(self.lease, self._ttl)
+            except LockHeld as exc:
+                self.mark_lost(exc.message)
+                return
+            except StoreError as exc:
+                log.warning("could not renew the lease %s: %s", self.lease.lease_id, exc.message)
+                continue
+            with self._guard:
+                self.lease = renewed
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)
+        self._store.close()
