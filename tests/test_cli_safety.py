@@ -63,6 +63,7 @@ def echo_server() -> Iterator[str]:
 
 @pytest.mark.parametrize("command", [["plan"], ["reconcile", "--once"], ["status"], ["plan", "--format", "json"]])
 def test_token_canary_never_appears(tmp_path: Path, command: list[str], echo_server: str) -> None:
+    assert run(tmp_path, "store", "migrate").returncode == 0  # read-only commands need an existing store
     result = run(tmp_path, *command, BACKFILLCTL_AIRFLOW_URL=echo_server, BACKFILLCTL_AIRFLOW_TOKEN=CANARY)
     assert result.returncode == 1
     assert "GET /api/v2/dags -> 403: forbidden; you sent {" in result.stdout + result.stderr
