@@ -17,28 +17,23 @@ import traceback
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from controller import __version__
-from controller.adapters.store import EventFilter
-from controller.commands import audit as audit_cmd
-from controller.commands import validate as validate_cmd
-from controller.commands.reconcile import PassResult
-from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
-from controller.core import audit_render, plan_render, render, status
 from controller.core.audit import ACTIONS
 from controller.core.model import Phase
-from controller.core.scaffold import NewSpec
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
+
+if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
+    from rich.console import Group, RenderableType
+    from rich.table import Table
+
+    from controller.commands.reconcile import PassResult
+    from controller.core.status import StatusRow
 
 app = typer.Typer(
     name="backfillctl",
@@ -99,6 +94,9 @@ def validate(
     head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
 ) -> int:
     """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules."""
+    from controller.commands import validate as validate_cmd
+    from controller.core import render
+
     settings = _settings()
     checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
     result = validate_cmd.validate_paths(paths or [], settings.specs_dir, _now(), checks=checks)
@@ -126,6 +124,10 @@ def new(
     expected_runs: Annotated[int | None, typer.Option("--expected-runs", min=1)] = None,
 ) -> int:
     """Write a new spec that validates, with placeholders to fill in."""
+    from controller.commands import validate as validate_cmd
+    from controller.core import render
+    from controller.core.scaffold import NewSpec
+
     settings = _settings()
     spec = NewSpec(
         name,
@@ -164,6 +166,9 @@ def plan(
     ] = False,
 ) -> int:
     """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    from controller.commands.session import open_reconciler
+    from controller.core import plan_render
+
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
         result, _specs, _world = reconciler.plan()
     renderers = {
@@ -205,6 +210,12 @@ def reconcile(
     ] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action."""
+    from rich.live import Live
+    from rich.table import Table
+
+    from controller.commands.session import Stop, open_reconciler
+    from controller.core import status
+
     if once and (watch or until_complete):
         raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
     if timeout is not None and not until_complete:
@@ -237,6 +248,8 @@ def reconcile(
 
 def _report_pass(result: PassResult, dry_run: bool, mode: str, shown: list[str]) -> None:
     """once: the plan; text: the status table whenever it moved; rich: the live view shows the table."""
+    from controller.core import plan_render, status
+
     if dry_run or mode == "once":
         _out(plan_render.plan_text(result.plan))
     for item, outcome in result.applied:
@@ -290,24 +303,34 @@ _COLOURS = {
 WIDE = 120  # below this many columns a table would cut names: each spec gets a small block of lines instead
 
 
-def _status_view(rows: list[status.StatusRow], width: int) -> RenderableType:
+def _status_view(rows: list[StatusRow], width: int) -> RenderableType:
     return _status_table(rows) if width >= WIDE else _status_blocks(rows)
 
 
-def _status_blocks(rows: list[status.StatusRow]) -> Group:
+def _status_blocks(rows: list[StatusRow]) -> Group:
+    from rich.console import Group
+    from rich.text import Text
+
+    from controller.core.status import eta_text
+
     lines: list[RenderableType] = [Text(f"backfillctl status {_now().strftime('%H:%M:%S')}", style="bold")]
     for r in rows:
         head = Text(r.spec, style="bold")
         head.append(f"  DAG {r.dag_id}" + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
         body = Text("  ")
         body.append(r.phase, style=_COLOURS.get(r.phase, ""))
-        body.append(f"  {r.progress:.0f}% done, ETA {status.eta_text(r.eta_seconds)}")
+        body.append(f"  {r.progress:.0f}% done, ETA {eta_text(r.eta_seconds)}")
         runs = f"  runs: {r.success} ok, {r.failed} failed, {r.running} running, {r.queued} queued of {r.total}"
         lines += [head, body, Text(runs), *([Text(f"  {r.note}")] if r.note else [])]
     return Group(*lines)
 
 
-def _status_table(rows: list[status.StatusRow]) -> Table:
+def _status_table(rows: list[StatusRow]) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from controller.core.status import eta_text
+
     table = Table(title=f"backfillctl status {_now().strftime('%H:%M:%S')}")
     for column in ("spec", "DAG", "phase", "backfill", "ok", "failed", "running", "queued", "total", "done", "ETA"):
         table.add_column(column, justify="left" if column in ("spec", "DAG", "phase") else "right", no_wrap=True)
@@ -325,7 +348,7 @@ def _status_table(rows: list[status.StatusRow]) -> Table:
             str(r.queued),
             str(r.total),
             f"{r.progress:.0f}%",
-            status.eta_text(r.eta_seconds),
+            eta_text(r.eta_seconds),
             escape(r.note),
         )
     return table
@@ -345,6 +368,13 @@ def status_command(
 
     Without BACKFILLCTL_AIRFLOW_URL it shows what the store last recorded, and says so.
     """
+    from rich.console import Console
+
+    from controller.commands import audit as audit_cmd
+    from controller.commands import validate as validate_cmd
+    from controller.commands.session import open_reconciler
+    from controller.core import status
+
     settings = _settings()
     failed = False
     if settings.airflow_url is None:
@@ -380,6 +410,10 @@ def report(
     output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
 ) -> int:
     """The change record of one spec: who, why, what ran, the outcome, and its audit trail."""
+    from controller.commands import audit as audit_cmd
+    from controller.commands import validate as validate_cmd
+    from controller.core import status
+
     settings = _settings()
     result = validate_cmd.validate_paths([], settings.specs_dir, _now())
     spec = next((s for s in result.specs if s.name == name), None)
@@ -438,6 +472,10 @@ def audit_show(
     output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
 ) -> int:
     """Print audit events, oldest first."""
+    from controller.adapters.store import EventFilter
+    from controller.commands import audit as audit_cmd
+    from controller.core import audit_render
+
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
     for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since)):
         _out(line(record) + "\n")
@@ -451,6 +489,9 @@ def audit_verify(
     ] = None,
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
+    from controller.commands import audit as audit_cmd
+    from controller.core import audit_render
+
     result = audit_cmd.verify(_settings(), expect_head)
     _out(audit_render.verify_text(result))
     return ExitCode.OK if result.ok else ExitCode.ERROR
@@ -467,6 +508,10 @@ def audit_export(
     spec: Annotated[str | None, typer.Option("--spec")] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
+    from controller.adapters.store import EventFilter
+    from controller.commands import audit as audit_cmd
+    from controller.core import audit_render
+
     for record in audit_cmd.show(_settings(), EventFilter(spec=spec, since=since)):
         sys.stdout.write(audit_render.record_jsonl(record) + "\n")
     sys.stdout.flush()
@@ -476,6 +521,8 @@ def audit_export(
 @store_app.command("migrate")
 def store_migrate() -> int:
     """Upgrade the store's schema to this version's newest (also done automatically on every open)."""
+    from controller.commands import audit as audit_cmd
+
     before, after = audit_cmd.migrate(_settings())
     _out(f"store schema at revision {after}" + (f" (was {before})" if before != after else " (already current)") + "\n")
     return ExitCode.OK
@@ -484,6 +531,8 @@ def store_migrate() -> int:
 @store_app.command("unlock")
 def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease id to release.")]) -> int:
     """Release a stuck reconcile lease (audited)."""
+    from controller.commands import audit as audit_cmd
+
     released = audit_cmd.unlock(_settings(), lease_id)
     _out(f"released the lease of {released.describe()}\n")
     return ExitCode.OK

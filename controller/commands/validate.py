@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.adapters import files
-from controller.adapters.gitsource import GitSource
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
@@ -24,6 +24,9 @@ from controller.core.validation import (
     is_placeholder,
 )
 from controller.errors import UsageError
+
+if TYPE_CHECKING:
+    from controller.adapters.gitsource import GitSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,8 @@ def _git_checks(
     found: list[Diagnostic] = []
     reviewable = list(head.values())
     if checks.base is not None:
+        from controller.adapters.gitsource import GitSource  # noqa: PLC0415 - GitPython only for --base
+
         git = GitSource(specs_dir)
         base = _specs_at(git, checks.base, specs_dir, validator)
         found += immutability(base, head, checks.base)
