@@ -20,7 +20,7 @@ from typing import Any
 from controller import __version__
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
-from controller.adapters.store import Lease, Store
+from controller.adapters.store import Store
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.audit import AuditEntry, AuditRecord, controller_event
@@ -122,11 +122,6 @@ class Reconciler:
         self.commit = self.git.head()
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
         self.airflow_url = settings.airflow_url or client.base_url
-        self.lease: Lease | None = None
-
-    def heartbeat(self) -> None:
-        if self.lease is not None:
-            self.lease = self.store.heartbeat(self.lease, 300.0)
 
     # --- reading the world --------------------------------------------------------------------------------
 
