@@ -26,6 +26,7 @@ from rich.table import Table
 from controller import __version__
 from controller.adapters.store import EventFilter
 from controller.commands import audit as audit_cmd
+from controller.commands import pr_comment as pr_comment_cmd
 from controller.commands import validate as validate_cmd
 from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
@@ -154,16 +155,26 @@ def plan(
     detailed_exitcode: Annotated[
         bool, typer.Option("--detailed-exitcode", help="Exit 4 when there are changes.")
     ] = False,
+    pr_comment: Annotated[
+        Path | None,
+        typer.Option(
+            "--pr-comment",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+        ),
+    ] = None,
 ) -> int:
     """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    if pr_comment is not None and output is not PlanFormat.markdown:
+        raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
+    changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     with open_reconciler(_settings()) as reconciler:
-        result, _specs, _world = reconciler.plan()
+        result, specs, _world = reconciler.plan()
     renderers = {
         PlanFormat.text: plan_render.plan_text,
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
-    _out(renderers[output](result))
+    _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
     if any(i.error for i in result.items):
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
