@@ -372,12 +372,33 @@ def test_the_sticky_comment_is_found_by_marker_and_author(
         "RUN_URL": "https://github.com/o/r/actions/runs/5",
         "GH_LOG": str(tmp_path / "gh.log"),
         "GH_PAGES": json.dumps(pages),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "SAME_REPO": "true",
     }
     done = run_step("backfill-pr.yml", "comment", tmp_path, env)
     assert done.returncode == 0, done.stderr
     listed, posted = [json.loads(line) for line in (tmp_path / "gh.log").read_text().splitlines()]
     assert listed["args"][:4] == ["api", "--paginate", "repos/o/r/issues/7/comments", "--jq"]
     assert posted == {"args": expected_call, "input": {"body": expected_body}}
+    assert (tmp_path / "summary.md").read_text() == expected_body
+
+
+def test_a_fork_gets_the_plan_in_the_job_summary(tmp_path: Path) -> None:
+    fake(tmp_path / "bin", "gh", FAKE_GH)
+    (tmp_path / "plan.md").write_text(f"{MARKER}\nplan\n")
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "GH_LOG": str(tmp_path / "gh.log"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
+        "SAME_REPO": "false",
+    }
+    done = run_step("backfill-pr.yml", "comment", tmp_path, env)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "A pull request from a fork gets a read-only token: the plan is in the job summary, not a comment.\n",
+    )
+    assert (tmp_path / "summary.md").read_text() == f"{MARKER}\nplan\n"
+    assert not (tmp_path / "gh.log").exists()
 
 
 def test_the_comment_marker_is_the_renderers() -> None:
@@ -439,6 +460,7 @@ def test_reconcile_steps_run_only_after_the_secrets_check() -> None:
     for step_id in ("status", "export"):
         assert step("backfill-reconcile.yml", step_id)["if"] == after_check
     assert job("backfill-reconcile.yml")["if"] == "github.ref == 'refs/heads/main'"
+    assert job("backfill-reconcile.yml")["environment"] == "backfill-production"
 
 
 def test_reconcile_workflow_never_overlaps() -> None:
