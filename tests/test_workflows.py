@@ -467,7 +467,24 @@ def test_reconcile_workflow_never_overlaps() -> None:
     workflow = load("backfill-reconcile.yml")
     assert workflow["concurrency"] == {"group": "backfill-reconcile", "cancel-in-progress": False}
     assert workflow[True]["schedule"] == [{"cron": "*/15 * * * *"}]
-    assert steps("backfill-reconcile.yml")["reconcile"] == "backfillctl reconcile --once --wait-lock"
+    assert steps("backfill-reconcile.yml")["reconcile"] == (
+        'backfillctl reconcile --once --wait-lock ${PLAN_CHECKSUM:+--plan-checksum "$PLAN_CHECKSUM"}'
+    )
+
+
+@pytest.mark.parametrize(
+    ("checksum", "args"),
+    [
+        ("", ["reconcile", "--once", "--wait-lock"]),
+        ("0123abcd", ["reconcile", "--once", "--wait-lock", "--plan-checksum", "0123abcd"]),
+    ],
+)
+def test_a_dispatch_may_pin_the_reviewed_plan(tmp_path: Path, checksum: str, args: list[str]) -> None:
+    fake(tmp_path / "bin", "backfillctl", "import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    assert step("backfill-reconcile.yml", "reconcile")["env"]["PLAN_CHECKSUM"] == "${{ inputs.plan_checksum }}"
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PLAN_CHECKSUM": checksum}
+    done = run_step("backfill-reconcile.yml", "reconcile", tmp_path, env)
+    assert (done.returncode, json.loads(done.stdout)) == (0, args)
 
 
 def test_ci_workflow_runs_ci_run() -> None:
