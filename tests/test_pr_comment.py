@@ -118,7 +118,7 @@ def test_changed_specs_first_with_ticket_and_reason_then_one_line_for_the_rest()
         "- `specs/policy.yaml`: the policy changes; it applies to every spec once merged.\n"
         "- `specs/README.md`: changed, not a spec.\n"
         "\n"
-        "**Findings on these DAGs**\n"
+        "**Findings**\n"
         "\n"
         "- **unmanaged** on `demo_daily`: backfill \\#9 is active and not managed\n"
         "\n"
@@ -134,6 +134,33 @@ def test_a_pr_that_changes_no_spec() -> None:
         "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, 1 to adopt.**\n"
     )
+
+
+def test_an_incomplete_plan_says_so_first_with_every_unobserved_dag() -> None:
+    unobserved = {
+        "kind": "observation-incomplete",
+        "dag_id": "orders_daily",
+        "spec": None,
+        "backfill_id": None,
+        "message": "DAG orders_daily was not fully observed: HTTP 503",
+    }
+    body = pr_comment({**plan(OLD, WALK, findings=(unobserved,)), "complete": False}, ["specs/walk-demo.yaml"], {})
+    assert body.startswith(
+        f"{MARKER}\n### backfillctl plan\n\n"
+        "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less than "
+        "reconcile would do. Fix the cause and run the check again.\n\n"
+        "**Specs this pull request adds or changes (1)**\n"
+    )
+    assert body.endswith(
+        "**Findings**\n"
+        "\n"
+        "- **observation-incomplete** on `orders_daily`: DAG orders\\_daily was not fully observed: HTTP 503\n"
+        "\n"
+        "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n"
+        "\n"
+        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+    )
+    assert "Incomplete" not in pr_comment({**plan(WALK), "complete": True}, ["specs/walk-demo.yaml"], {})
 
 
 def test_a_planning_error_is_marked_in_the_details() -> None:

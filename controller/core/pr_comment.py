@@ -37,6 +37,7 @@ SYMBOLS = {
 LABELS = {"noop": "in sync", "wait": "queued", "refuse": "refused", "dry-run": "dry run"}
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
+INCOMPLETE = "observation-incomplete"  # the finding kind of a DAG that could not be observed
 _PLAIN = re.compile(r"^[A-Za-z0-9._:/+-]+$")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#!|~&])")
 
@@ -91,6 +92,12 @@ def pr_comment(
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
     head = [MARKER, "### backfillctl plan", ""]
+    if plan.get("complete") is False:
+        head += [
+            "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
+            "than reconcile would do. Fix the cause and run the check again.",
+            "",
+        ]
     units: list[str] = []
     if planned:
         head += [f"**Specs this pull request adds or changes ({len(planned)})**", ""]
@@ -110,9 +117,9 @@ def pr_comment(
     units += [f"- {code(path)}: the policy changes; it applies to every spec once merged." for path in policy]
     units += [f"- {code(path)}: changed, not a spec." for path in other]
     dags = {item["dag_id"] for item in planned}
-    findings = [f for f in plan.get("findings", []) if f["dag_id"] in dags]
+    findings = [f for f in plan.get("findings", []) if f["dag_id"] in dags or f["kind"] == INCOMPLETE]
     if findings:
-        units += ["", "**Findings on these DAGs**", ""]
+        units += ["", "**Findings**", ""]
         units += [f"- **{escape(f['kind'])}** on {code(f['dag_id'])}: {escape(f['message'])}" for f in findings]
     rest_findings = len(plan.get("findings", [])) - len(findings)
     tail = ["", _rest(plan, set(names), rest_findings), "", f"**{_summary_line(plan['summary'])}**", ""]
