@@ -164,19 +164,30 @@ def plan(
     no_store: Annotated[
         bool, typer.Option("--no-store", help="Plan without the store (no bindings): reads like a first apply.")
     ] = False,
+    pr_comment: Annotated[
+        Path | None,
+        typer.Option(
+            "--pr-comment",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+        ),
+    ] = None,
 ) -> int:
     """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.session import open_reconciler
     from controller.core import plan_render
 
+    if pr_comment is not None and output is not PlanFormat.markdown:
+        raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
+    changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
-        result, _specs, _world = reconciler.plan()
+        result, specs, _world = reconciler.plan()
     renderers = {
         PlanFormat.text: plan_render.plan_text,
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
-    _out(renderers[output](result))
+    _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
     if any(i.error for i in result.items) or not result.complete:
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from controller.adapters import files
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
@@ -106,20 +106,70 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     assert checks.reviews is not None
     source = files.display(checks.reviews)
     try:
-        data = json.loads(checks.reviews.read_text(encoding="utf-8"))
+        text = checks.reviews.read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
-        return [
-            Diagnostic(
-                Location(source, 1, 1),
-                f"cannot read the reviews file: {exc}",
-                "pass the JSON saved from `gh api repos/OWNER/REPO/pulls/N/reviews`",
-            )
-        ]
+        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {exc}", _REVIEWS_HINT)]
+    data, unreadable = _reviews_json(text, source)
+    if unreadable:
+        return unreadable
     reviews, problems = parse_reviews(data, source)
     decisions = latest_decisions(reviews)
     return problems + [
         d for item in items for d in check_approvals(item, decisions, checks.pr_author, checks.head_sha, result.policy)
     ]
+
+
+_REVIEWS_HINT = (
+    "save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
+    "(a JSON array, one array per page, or an array of pages)"
+)
+
+
+def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
+    """The reviews in order from one JSON array, concatenated arrays (`gh api --paginate`: one per page)
+    or an array of arrays (`gh api --paginate --slurp`)."""
+    decoder = json.JSONDecoder()
+    pages: list[tuple[Any, int]] = []
+    at = _skip_blank(text, 0)
+    while at < len(text):
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            where = Location(source, exc.lineno, exc.colno)
+            return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", _REVIEWS_HINT)]
+        pages.append((value, at))
+        at = _skip_blank(text, end)
+    if not pages:
+        return [], [Diagnostic(Location(source, 1, 1), "the reviews file is empty", _REVIEWS_HINT)]
+    if (
+        len(pages) == 1
+        and isinstance(pages[0][0], list)
+        and pages[0][0]
+        and all(isinstance(page, list) for page in pages[0][0])
+    ):
+        return [review for page in pages[0][0] for review in page], []
+    found: list[Any] = []
+    for value, start in pages:
+        if not isinstance(value, list):
+            line = text.count("\n", 0, start) + 1
+            column = start - (text.rfind("\n", 0, start) + 1) + 1
+            message = f"the reviews file must hold JSON arrays of reviews, found a JSON {_json_kind(value)} here"
+            return [], [Diagnostic(Location(source, line, column), message, _REVIEWS_HINT)]
+        found += value
+    return found, []
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    kinds = {dict: "object", str: "string", int: "number", float: "number", type(None): "null"}
+    return kinds.get(type(value), "value")
+
+
+def _skip_blank(text: str, at: int) -> int:
+    while at < len(text) and text[at] in " \t\r\n":
+        at += 1
+    return at
 
 
 def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:

@@ -1,0 +1,301 @@
+"""The PR's sticky plan comment: exact Markdown, escaping of spec and server text, GitHub's size limit."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.cli import main
+from controller.core.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
+from controller.errors import ConfigError
+
+FACTS = {
+    "from_date": "2022-03-01T00:00:00Z",
+    "to_date": "2022-03-03T00:00:00Z",
+    "reprocess_behavior": "none",
+    "max_active_runs": 2,
+    "run_backwards": False,
+    "approvers": ["bob", "carol"],
+    "ticket": "CHG-4242",
+    "state": "active",
+    "expected_runs": 3,
+    "request": {"dag_id": "demo_daily"},
+}
+SUMMARY = {"create": 1, "pause": 0, "unpause": 0, "cancel": 0, "adopt": 0, "queued": 1, "blocked": 0, "refused": 0}
+
+
+def item(spec: str, dag_id: str, action: str, phase: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "spec": spec,
+        "dag_id": dag_id,
+        "action": action,
+        "phase": phase,
+        "reason": "",
+        "backfill_id": None,
+        "runs_to_create": None,
+        "runs_in_range": None,
+        "first_date": None,
+        "last_date": None,
+        "error": False,
+        "facts": {},
+        **extra,
+    }
+
+
+def plan(*items: dict[str, Any], findings: tuple[dict[str, Any], ...] = (), **summary: int) -> dict[str, Any]:
+    return {
+        "format_version": 1,
+        "checksum": "0123456789abcdef",
+        "items": list(items),
+        "findings": list(findings),
+        "summary": {**SUMMARY, **summary},
+    }
+
+
+WALK = item(
+    "walk-demo",
+    "demo_daily",
+    "create",
+    "Pending",
+    runs_to_create=3,
+    runs_in_range=3,
+    first_date="2022-03-01T00:00:00Z",
+    last_date="2022-03-03T00:00:00Z",
+    facts=FACTS,
+)
+QUEUED = item("walk-more", "demo_daily", "wait", "Queued", reason="queued behind walk-demo", facts=FACTS)
+OLD = item("old-fix", "orders_daily", "noop", "Succeeded", reason="finished", backfill_id=7)
+OTHER = item("other-fix", "orders_daily", "noop", "Succeeded", reason="finished", backfill_id=8)
+NOTES = {"walk-demo": SpecNote("CHG-4242", "Walk-through of the pull-request workflow.")}
+
+
+def test_changed_specs_first_with_ticket_and_reason_then_one_line_for_the_rest() -> None:
+    unmanaged = {
+        "kind": "unmanaged",
+        "dag_id": "demo_daily",
+        "spec": None,
+        "backfill_id": 9,
+        "message": "backfill #9 is active and not managed",
+    }
+    elsewhere = {"kind": "drift", "dag_id": "orders_daily", "spec": "old-fix", "backfill_id": 7, "message": "paused"}
+    body = pr_comment(
+        plan(OLD, WALK, OTHER, findings=(unmanaged, elsewhere)),
+        ["specs/walk-demo.yaml", "specs/policy.yaml", "specs/gone.yml", "specs/README.md", ""],
+        NOTES,
+    )
+    assert body == (
+        "<!-- backfillctl-plan -->\n"
+        "### backfillctl plan\n"
+        "\n"
+        "**Specs this pull request adds or changes (1)**\n"
+        "\n"
+        "| | spec | DAG | action | runs | phase | ticket | reason |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        "| `+` | `walk-demo` | `demo_daily` | create | 3 of 3 | Pending | CHG-4242 | "
+        "Walk-through of the pull-request workflow. |\n"
+        "\n"
+        "<details><summary><code>walk-demo</code>: create</summary>\n"
+        "\n"
+        "- reason: Walk-through of the pull-request workflow.\n"
+        "- `approvers`: bob, carol\n"
+        "- `expected_runs`: 3\n"
+        "- `from_date`: 2022-03-01T00:00:00Z\n"
+        "- `max_active_runs`: 2\n"
+        "- `reprocess_behavior`: none\n"
+        "- `run_backwards`: false\n"
+        "- `state`: active\n"
+        "- `ticket`: CHG-4242\n"
+        "- `to_date`: 2022-03-03T00:00:00Z\n"
+        "- first and last dates to run: 2022-03-01T00:00:00Z … 2022-03-03T00:00:00Z\n"
+        "\n"
+        "</details>\n"
+        "\n"
+        "- `gone`: not in the plan: the file was deleted or moved. Deleting a spec never cancels its backfill: "
+        "an unfinished one is reported as orphaned after the merge.\n"
+        "- `specs/policy.yaml`: the policy changes; it applies to every spec once merged.\n"
+        "- `specs/README.md`: changed, not a spec.\n"
+        "\n"
+        "**Findings**\n"
+        "\n"
+        "- **unmanaged** on `demo_daily`: backfill \\#9 is active and not managed\n"
+        "\n"
+        "Other specs: 2 (2 in sync); 1 other finding. Run `backfillctl plan` for the full plan.\n"
+        "\n"
+        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+    )
+
+
+def test_a_pr_that_changes_no_spec() -> None:
+    assert pr_comment(plan(OLD, unpause=2, adopt=1), [], {}) == (
+        f"{MARKER}\n### backfillctl plan\n\nThis pull request changes no spec.\n\n"
+        "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n\n"
+        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, 1 to adopt.**\n"
+    )
+
+
+def test_an_incomplete_plan_says_so_first_with_every_unobserved_dag() -> None:
+    unobserved = {
+        "kind": "observation-incomplete",
+        "dag_id": "orders_daily",
+        "spec": None,
+        "backfill_id": None,
+        "message": "DAG orders_daily was not fully observed: HTTP 503",
+    }
+    body = pr_comment({**plan(OLD, WALK, findings=(unobserved,)), "complete": False}, ["specs/walk-demo.yaml"], {})
+    assert body.startswith(
+        f"{MARKER}\n### backfillctl plan\n\n"
+        "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less than "
+        "reconcile would do. Fix the cause and run the check again.\n\n"
+        "**Specs this pull request adds or changes (1)**\n"
+    )
+    assert body.endswith(
+        "**Findings**\n"
+        "\n"
+        "- **observation-incomplete** on `orders_daily`: DAG orders\\_daily was not fully observed: HTTP 503\n"
+        "\n"
+        "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n"
+        "\n"
+        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+    )
+    assert "Incomplete" not in pr_comment({**plan(WALK), "complete": True}, ["specs/walk-demo.yaml"], {})
+
+
+def test_a_planning_error_is_marked_in_the_details() -> None:
+    broken = item("walk-demo", "demo_daily", "dry-run", "Pending", error=True, reason="dry run failed: HTTP 500")
+    body = pr_comment(plan(broken), ["specs/walk-demo.yaml"], {})
+    assert "| `?` | `walk-demo` | `demo_daily` | dry run |  | Pending |  |  |\n" in body
+    assert "- error: dry run failed: HTTP 500\n" in body
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a | b", "a \\| b"),
+        ("<img src=x onerror=alert(1)>", "\\<img src=x onerror=alert\\(1\\)\\>"),
+        ("</details><details open>", "\\</details\\>\\<details open\\>"),
+        ("run `rm -rf /`", "run \\`rm -rf /\\`"),
+        ("line one\nline two\r\n\tthree", "line one line two three"),
+        ("**bold** _it_ [x](y) ~~s~~", "\\*\\*bold\\*\\* \\_it\\_ \\[x\\]\\(y\\) \\~\\~s\\~\\~"),
+        ("#1 !x &amp; \\", "\\#1 \\!x \\&amp; \\\\"),
+        ("<!-- backfillctl-plan -->", "\\<\\!-- backfillctl-plan --\\>"),
+    ],
+)
+def test_escape(text: str, expected: str) -> None:
+    assert escape(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("orders_daily", "`orders_daily`"), ("specs/a.yml", "`specs/a.yml`"), ("x`y", "x\\`y"), ("a|b", "a\\|b")],
+)
+def test_code_spans_only_for_plain_identifiers(text: str, expected: str) -> None:
+    assert code(text) == expected
+
+
+def test_spec_and_server_text_cannot_break_the_table_or_open_html() -> None:
+    hostile = item(
+        "x",
+        "dag|`<b>`",
+        "blocked",
+        "Blocked\n| injected | row |",
+        reason="Airflow said: <script>alert(1)</script>\n\n## heading",
+        error=True,
+        facts={"approvers": ["a|b", "<i>"]},
+    )
+    note = SpecNote("CHG-1 | x", "Because `reasons` | <details open>\nsecond line")
+    body = pr_comment(plan(hostile), ["specs/x.yaml"], {"x": note})
+    row = next(line for line in body.splitlines() if line.startswith("| `!`"))
+    assert row == (
+        "| `!` | `x` | dag\\|\\`\\<b\\>\\` | blocked | | Blocked \\| injected \\| row \\| | CHG-1 \\| x | "
+        "Because \\`reasons\\` \\| \\<details open\\> second line |"
+    ).replace("| | Blocked", "|  | Blocked")
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # eight cells, no more
+    assert "- `approvers`: a\\|b, \\<i\\>\n" in body
+    assert "- error: Airflow said: \\<script\\>alert\\(1\\)\\</script\\> \\#\\# heading\n" in body
+    assert "<script>" not in body
+    assert body.count("<details>") == body.count("</details>") == 1
+
+
+def test_long_reasons_are_cut_in_the_table_and_kept_in_the_details() -> None:
+    reason = "word " * 100
+    body = pr_comment(plan(WALK), ["specs/walk-demo.yaml"], {"walk-demo": SpecNote("CHG-1", reason)})
+    row = next(line for line in body.splitlines() if line.startswith("| `+`"))
+    assert row.endswith(" | CHG-1 | " + ("word " * 100)[:199].rstrip() + "… |")
+    assert len(("word " * 100)[:199].rstrip() + "…") == 200  # REASON_CELL
+    assert f"- reason: {reason.strip()}\n" in body
+
+
+def many(count: int) -> tuple[dict[str, Any], list[str], dict[str, SpecNote]]:
+    items = [
+        item(f"spec-{n:04d}", "demo_daily", "create", "Pending", runs_to_create=1, facts=FACTS) for n in range(count)
+    ]
+    notes = {i["spec"]: SpecNote("CHG-1", "x" * 150) for i in items}
+    return plan(*items, create=count), [f"specs/{i['spec']}.yaml" for i in items], notes
+
+
+def test_a_huge_plan_is_cut_to_githubs_limit_keeping_the_summary() -> None:
+    big, paths, notes = many(400)
+    body = pr_comment(big, paths, notes)
+    assert len(body) <= LIMIT == 65_536
+    assert len(pr_comment(big, paths, notes, limit=10**7)) > LIMIT
+    assert body.startswith(f"{MARKER}\n### backfillctl plan\n\n**Specs this pull request adds or changes (400)**\n")
+    shown = body.count("\n| `+` | ")
+    assert 0 < shown < 400
+    assert "<details>" not in body
+    assert body.endswith(
+        f"_Cut to fit GitHub's 65,536-character comment limit: the table shows {shown} of 400 changed specs, "
+        "0 with details. Run `backfillctl plan` for the full plan._\n"
+        "\n"
+        "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
+        "\n"
+        "**Plan: 400 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+    )
+
+
+def test_the_limit_is_exact() -> None:
+    big, paths, notes = many(3)
+    full = pr_comment(big, paths, notes, limit=10**6)
+    assert pr_comment(big, paths, notes, limit=len(full)) == full
+    cut = pr_comment(big, paths, notes, limit=len(full) - 1)
+    assert len(cut) <= len(full) - 1
+    assert cut.split("\n\n<details>")[0] == full.split("\n\n<details>")[0]  # the rows fit, the details do not
+    assert cut.count("<details>") == 2
+    assert cut.endswith(
+        "</details>\n"
+        "\n"
+        "_Cut to fit GitHub's 65,536-character comment limit: the table shows 3 of 3 changed specs, 2 with details. "
+        "Run `backfillctl plan` for the full plan._\n"
+        "\n"
+        "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
+        "\n"
+        "**Plan: 3 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+    )
+
+
+def test_an_unknown_plan_format_is_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        pr_comment({**plan(), "format_version": 2}, [], {})
+    assert caught.value.message == "unsupported plan format_version 2 (this backfillctl reads 1)"
+    assert caught.value.hint == "render the comment with the backfillctl that made the plan"
+
+
+def test_plan_pr_comment_needs_markdown(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--format", "json", "--pr-comment", "changed.txt"]) == 2
+    assert "--pr-comment needs --format markdown" in capsys.readouterr().err
+
+
+def test_plan_pr_comment_names_a_missing_file_before_contacting_airflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_AIRFLOW_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("BACKFILLCTL_STORE_URL", f"sqlite:///{tmp_path}/none.db")
+    assert main(["plan", "--format", "markdown", "--pr-comment", "changed.txt"]) == 1
+    assert capsys.readouterr().err == (
+        "error: the list of changed files changed.txt does not exist\n"
+        "  hint: write it with `git diff --name-only origin/main...HEAD -- specs/ > FILE` (one path a line)\n"
+    )
+    assert not (tmp_path / "none.db").exists()

@@ -1,0 +1,115 @@
+"""`validate --pr-reviews FILE` reads what `gh api --paginate` saves: one array, one array per page, or pages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.cli import main
+
+SPEC = """version: 1
+name: walk
+dag_id: demo_daily
+from_date: "2025-01-01"
+to_date: "2025-01-03"
+reprocess_behavior: none
+max_active_runs: 2
+ticket: CHG-1
+reason: A backfill under review.
+requested_by: alice
+approvers: [bob]
+"""
+HINT = (
+    "  hint: save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
+    "(a JSON array, one array per page, or an array of pages)\n"
+)
+
+
+def review(login: str, state: str, minute: int) -> dict[str, object]:
+    return {
+        "id": minute,
+        "user": {"login": login},
+        "state": state,
+        "commit_id": "f" * 40,
+        "submitted_at": f"2026-11-29T10:{minute:02d}:00Z",
+    }
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", "specs")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "walk.yaml").write_text(SPEC)
+    return tmp_path
+
+
+def gate(capsys: pytest.CaptureFixture[str], text: str) -> tuple[int, str]:
+    Path("reviews.json").write_text(text)
+    code = main(["validate", "--pr-reviews", "reviews.json", "--pr-author", "alice", "--head-sha", "f" * 40])
+    return code, capsys.readouterr().out
+
+
+PAGE_1 = [review("carol", "COMMENTED", 1)]
+PAGE_2 = [review("bob", "APPROVED", 2)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(json.dumps(PAGE_1) + json.dumps(PAGE_2), id="paginate, pages back to back"),
+        pytest.param(json.dumps(PAGE_1) + "\n" + json.dumps(PAGE_2) + "\n", id="paginate --jq ., one page a line"),
+        pytest.param(json.dumps(PAGE_1, indent=2) + "\n\n" + json.dumps(PAGE_2, indent=2), id="indented pages"),
+        pytest.param(json.dumps([PAGE_1, PAGE_2]), id="paginate --slurp"),
+        pytest.param(json.dumps([PAGE_1, PAGE_2, []]), id="slurp with an empty last page"),
+        pytest.param(json.dumps(PAGE_1 + PAGE_2), id="one array"),
+    ],
+)
+def test_every_shape_gh_saves_is_read(tree: Path, capsys: pytest.CaptureFixture[str], text: str) -> None:
+    assert gate(capsys, text) == (0, "OK: 1 spec valid (1 file, 0 warnings).\n")
+
+
+def test_pages_are_read_in_order_so_the_latest_review_wins(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    approved_then_not = [review("bob", "APPROVED", 1)], [review("bob", "CHANGES_REQUESTED", 2)]
+    code, out = gate(capsys, "".join(map(json.dumps, approved_then_not)))
+    assert code == 1
+    assert (
+        "specs/walk.yaml:11:13: $.approvers[0]: walk: 'bob' has not approved the pull request "
+        "(latest review: CHANGES_REQUESTED)\n  hint: ask bob for a new approval\n"
+    ) in out
+    rejected_then_approved = [review("bob", "CHANGES_REQUESTED", 1)], [review("bob", "APPROVED", 2)]
+    assert gate(capsys, "".join(map(json.dumps, rejected_then_approved)))[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            json.dumps(PAGE_2) + "\n" + '{"message": "Not Found", "status": "404"}\n',
+            "reviews.json:2:1: the reviews file must hold JSON arrays of reviews, found a JSON object here\n",
+            id="an error object after a page",
+        ),
+        pytest.param(
+            '{"message": "Bad credentials"}',
+            "reviews.json:1:1: the reviews file must hold JSON arrays of reviews, found a JSON object here\n",
+            id="an error object alone",
+        ),
+        pytest.param(
+            '[{"user": {"login": "bob"},\n  "state": APPROVED}]',
+            "reviews.json:2:12: the reviews file is not valid JSON: Expecting value\n",
+            id="malformed JSON",
+        ),
+        pytest.param(
+            json.dumps(PAGE_1) + "\n[{",
+            "reviews.json:2:3: the reviews file is not valid JSON: Expecting property name enclosed in double quotes\n",
+            id="a cut-off last page",
+        ),
+        pytest.param("\n \n", "reviews.json:1:1: the reviews file is empty\n", id="empty"),
+    ],
+)
+def test_unreadable_reviews_are_located_errors(
+    tree: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    assert gate(capsys, text) == (1, expected + HINT + "1 error, 0 warnings in 1 file.\n")
