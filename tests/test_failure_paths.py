@@ -355,3 +355,32 @@ def test_status_on_an_80_column_terminal_keeps_whole_names() -> None:
         "  runs: 1 ok, 0 failed, 1 running, 2 queued of 4",
         "  in sync",
     ]
+
+
+def test_a_pull_request_is_judged_by_the_policy_it_merges_into(tmp_path: Path) -> None:
+    """A PR that loosens the policy and adds a spec that needs the looser policy is refused."""
+    repo = tmp_path / "repo"
+    (repo / "specs").mkdir(parents=True)
+    strict = 'version: 1\nrules:\n  - dags: ["finance_*"]\n    approvers: [fin-lead]\n'
+    (repo / "specs" / "policy.yaml").write_text(strict)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "policy")
+    git(repo, "checkout", "-qb", "feature")
+    (repo / "specs" / "policy.yaml").write_text(strict.replace("[fin-lead]", "[fin-lead, mallory]"))
+    spec = (
+        'version: 1\nname: ledger\ndag_id: finance_ledger\nfrom_date: "2025-01-01"\nto_date: "2025-01-02"\n'
+        "reprocess_behavior: none\nmax_active_runs: 1\nticket: CHG-1\nreason: A backfill under review.\n"
+        "requested_by: carol\napprovers: [mallory]\n"
+    )
+    (repo / "specs" / "ledger.yaml").write_text(spec)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "loosen the policy and use it")
+    alone = cli(repo, "validate", BACKFILLCTL_SPECS_DIR="specs")
+    assert alone.returncode == 0, alone.stdout  # the head's own policy allows it
+    done = cli(repo, "validate", "--base", "main", BACKFILLCTL_SPECS_DIR="specs")
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[:2] == [
+        "specs/ledger.yaml:11:13: $.approvers[0]: 'mallory' may not approve backfills of 'finance_ledger'",
+        "  hint: allowed approvers: fin-lead",
+    ]

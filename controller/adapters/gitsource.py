@@ -117,6 +117,20 @@ class GitSource:
             )
             raise GitError(f"git ref {ref!r} is not in this repository", hint=hint) from None
 
+    def policy_at(self, ref: str, folder: Path) -> SourceFile | None:
+        """`folder/policy.yaml` (or .yml) as it was at `ref`, if it existed."""
+        assert self._repo is not None
+        commit = self._repo.commit(self.resolve(ref))
+        prefix = self.relative(folder)
+        for suffix in SPEC_SUFFIXES:
+            path = f"{prefix}/policy{suffix}" if prefix not in ("", ".") else f"policy{suffix}"
+            try:
+                blob = commit.tree / path
+            except KeyError:
+                continue
+            return SourceFile(f"{path}@{ref}", "policy", blob.data_stream.read())
+        return None
+
     def specs_at(self, ref: str, folder: Path) -> list[SourceFile]:
         """The spec files under `folder` as they were at `ref` (paths as in the working tree)."""
         assert self._repo is not None

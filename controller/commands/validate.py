@@ -14,6 +14,7 @@ from controller.adapters import files
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
+from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile, parse_date
 from controller.core.validation import (
@@ -21,6 +22,7 @@ from controller.core.validation import (
     SpecValidator,
     ValidationResult,
     check_names_in_tree,
+    check_spec,
     is_placeholder,
 )
 from controller.errors import UsageError
@@ -58,7 +60,7 @@ def validate_paths(
         result = _with(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
-    return _with(result, _git_checks(result, specs_dir, validator, checks))
+    return _with(result, _git_checks(result, specs_dir, validator, checks, now))
 
 
 def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:
@@ -67,7 +69,7 @@ def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult
 
 
 def _git_checks(
-    result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks
+    result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks, now: datetime
 ) -> list[Diagnostic]:
     head = {item.spec.name: item for item in result.loaded}
     found: list[Diagnostic] = []
@@ -80,10 +82,18 @@ def _git_checks(
         found += immutability(base, head, checks.base)
         changes = classify(base, head)
         reviewable = [head[c.name] for c in changes if c.change in (Change.ADDED, Change.CHANGED, Change.STATE_ONLY)]
+        # a pull request is judged by the policy it merges into, never by a policy it changes itself
+        result = replace(result, policy=_policy_at(git, checks.base, specs_dir, validator))
+        found += [d for item in reviewable for d in check_spec(item, result.policy, now)]
         found += _authors(git, checks.base, specs_dir, reviewable, result)
     if checks.reviews is not None:
         found += _approvals(checks, reviewable, result)
     return found
+
+
+def _policy_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidator) -> Policy:
+    source = git.policy_at(ref, specs_dir)
+    return DEFAULT_POLICY if source is None else validator.load_policy(source)[0]
 
 
 def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidator) -> dict[str, BackfillSpec]:

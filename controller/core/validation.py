@@ -80,6 +80,11 @@ class SpecValidator:
             loaded=tuple(ordered),
         )
 
+    def load_policy(self, source: SourceFile) -> tuple[Policy, list[Diagnostic]]:
+        """A policy file on its own (e.g. as it was at a base commit); the default policy if it is invalid."""
+        diagnostics: list[Diagnostic] = []
+        return self._policy(source, diagnostics), diagnostics
+
     def load_one(self, source: SourceFile) -> tuple[LoadedSpec | None, list[Diagnostic]]:
         """Load and schema-check one spec (no policy or tree rules)."""
         diagnostics: list[Diagnostic] = []
