@@ -27,7 +27,7 @@ from controller import __version__
 from controller.adapters.store import EventFilter
 from controller.commands import audit as audit_cmd
 from controller.commands import validate as validate_cmd
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile import PassResult, make_client
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
 from controller.core import audit_render, plan_render, render, status
@@ -93,10 +93,18 @@ def validate(
     pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
     head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
 ) -> int:
-    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules."""
+    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules.
+
+    With BACKFILLCTL_AIRFLOW_URL set, also each spec's DAG: it exists, its schedule can be backfilled, and a
+    partitioned DAG's range does not reach past now.
+    """
     settings = _settings()
     checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
-    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, _now(), checks=checks)
+    now = _now()
+    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
+    if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
+        with make_client(settings) as client:
+            result = validate_cmd.check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now)
     renderers = {
         ValidateFormat.text: render.validation_text,
         ValidateFormat.json: render.validation_json,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -13,10 +13,12 @@ from controller.adapters.gitsource import GitSource
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
+from controller.core.model import DagInfo
+from controller.core.partitions import Unknown, check_against_dag
 from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile
 from controller.core.validation import LoadedSpec, SpecValidator, ValidationResult
-from controller.errors import ConfigError
+from controller.errors import AirflowError, AirflowNotFound, ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,26 @@ def validate_paths(
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
     return _with(result, _git_checks(result, specs_dir, validator, checks))
+
+
+DagLookup = Callable[[str], DagInfo]  # raises AirflowNotFound for an unknown DAG
+
+
+def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> ValidationResult:
+    """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
+    details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow."""
+    infos: dict[str, DagInfo | Unknown | None] = {}
+    for item in result.loaded:
+        dag_id = item.spec.dag_id
+        if dag_id not in infos:
+            try:
+                infos[dag_id] = lookup(dag_id)
+            except AirflowNotFound:
+                infos[dag_id] = None
+            except AirflowError as exc:
+                infos[dag_id] = Unknown(exc.message)
+    found = [d for item in result.loaded for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now)]
+    return _with(result, found)
 
 
 def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:
