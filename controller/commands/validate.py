@@ -14,7 +14,7 @@ from controller.core.approval import check_approvals, check_authors, latest_deci
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
 from controller.core.model import DagInfo
-from controller.core.partitions import Unknown, check_against_dag
+from controller.core.partitions import Unknown, check_against_dag, superseded_warnings
 from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile
 from controller.core.validation import LoadedSpec, SpecValidator, ValidationResult
@@ -68,7 +68,11 @@ def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> Va
             except AirflowError as exc:
                 infos[dag_id] = Unknown(exc.message)
     found = [d for item in result.loaded for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now)]
-    return _with(result, found)
+    replaced = {
+        d for item in result.loaded for d in superseded_warnings(item, infos[item.spec.dag_id], result.diagnostics)
+    }
+    kept = replace(result, diagnostics=tuple(d for d in result.diagnostics if d not in replaced))
+    return _with(kept, found)
 
 
 def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:

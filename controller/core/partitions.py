@@ -28,7 +28,8 @@ def future_partitions(spec: BackfillSpec, info: DagInfo | None, policy: Policy, 
     if info is None or not info.partitioned or policy.allow_future_partitions or spec.to_date <= now:
         return None
     return (
-        f"to_date {format_utc(spec.to_date)} is after now ({format_utc(now)}) and {spec.dag_id} is a partitioned "
+        f"to_date {format_utc(spec.to_date)} is after now ({format_utc(now.replace(microsecond=0))}) and "
+        f"{spec.dag_id} is a partitioned "
         "DAG: Airflow would create runs for partitions that have not happened yet"
     )
 
@@ -119,3 +120,22 @@ def check_against_dag(
     future = future_partitions(spec, info, policy, now)
     if future is not None:
         yield Diagnostic(item.at("to_date"), future, FUTURE_HINT)
+    elif info.partitioned and spec.to_date > now:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is in the future and {spec.dag_id} is a partitioned DAG: Airflow "
+            "will create runs for partitions that have not happened yet (the policy allows it)",
+            None,
+            Severity.WARNING,
+        )
+
+
+def superseded_warnings(
+    item: LoadedSpec, info: DagInfo | Unknown | None, found: Sequence[Diagnostic]
+) -> set[Diagnostic]:
+    """The offline warning "Airflow only creates runs whose interval has already ended" is wrong for a
+    partitioned DAG; once its details are known, the partition rules above replace it."""
+    if not isinstance(info, DagInfo) or not info.partitioned:
+        return set()
+    where = item.at("to_date")
+    return {d for d in found if d.location == where and not d.is_error and "interval has already ended" in d.message}
