@@ -125,9 +125,16 @@ def test_future_partition_range_is_refused_by_validate_plan_and_reconcile(bench:
     start, end = (today - timedelta(days=2)).isoformat(), (today + timedelta(days=3)).isoformat()
     bench.spec("future-parts", dag=DAG, start=start, end=end)
     bench.spec("manual", dag="demo_manual", start="2023-03-01", end="2023-03-02")
+    bench.spec("asset", dag="demo_asset", start="2023-03-01", end="2023-03-02")
     validated = run_cli(bench, "validate")
     assert validated.returncode == 1
     lines = validated.stdout.splitlines()
+    assert lines[:2] == [
+        f"{bench.specs}/asset.yaml:3:9: $.dag_id: DAG demo_asset is triggered by assets, not by a time schedule: "
+        "there are no dates to backfill; backfill the DAG that updates the assets instead; Airflow cannot backfill it",
+        "  hint: only DAGs with a periodic schedule can be backfilled",
+    ]
+    lines = lines[2:]
     assert lines[0].startswith(
         f"{bench.specs}/future-parts.yaml:5:10: $.to_date: to_date {end}T00:00:00Z is after now ("
     )
@@ -141,15 +148,16 @@ def test_future_partition_range_is_refused_by_validate_plan_and_reconcile(bench:
         f"{bench.specs}/manual.yaml:3:9: $.dag_id: DAG demo_manual has no schedule (schedule=None): it runs only when "
         "triggered, so there are no dates to backfill; Airflow cannot backfill it",
         "  hint: only DAGs with a periodic schedule can be backfilled",
-        "2 errors, 0 warnings in 2 files.",
+        "3 errors, 0 warnings in 3 files.",
     ]
     planned = run_cli(bench, "plan")
     assert planned.returncode == 1, planned.stderr
-    assert "Plan: 0 to create, 0 to pause, 0 to cancel, 0 queued, 2 blocked." in planned.stdout
+    assert "Plan: 0 to create, 0 to pause, 0 to cancel, 0 queued, 3 blocked." in planned.stdout
     reconciled = run_cli(bench, "reconcile", "--once")
     assert reconciled.returncode == 1
     assert "error: future-parts: to_date " in reconciled.stderr
     assert "error: manual: DAG demo_manual has no schedule (schedule=None)" in reconciled.stderr
+    assert "error: asset: DAG demo_asset is triggered by assets" in reconciled.stderr
     assert "Traceback" not in planned.stderr + reconciled.stderr
     with bench.client() as client:
         assert [x for x in client.list_backfills(DAG) if x.to_date.date() > today] == []
