@@ -118,8 +118,10 @@ def validate(
 def new(
     name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
-    from_date: Annotated[str, typer.Option("--from", help="First logical date, e.g. 2025-01-01.")],
-    to_date: Annotated[str, typer.Option("--to", help="Last logical date (inclusive).")],
+    from_date: Annotated[
+        str, typer.Option("--from", help="First logical date (partition date for a partitioned DAG), e.g. 2025-01-01.")
+    ],
+    to_date: Annotated[str, typer.Option("--to", help="Last logical date or partition date (inclusive).")],
     reprocess: Annotated[
         ReprocessBehavior, typer.Option("--reprocess", help="none | failed | completed.")
     ] = ReprocessBehavior.NONE,

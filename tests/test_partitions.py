@@ -13,7 +13,13 @@ import pytest
 from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
 from controller.core.model import Backfill, DagInfo, DagRun, Phase, PlannedRun, Schedule, summarise
-from controller.core.partitions import future_partitions, partition_range, runs_of, unbackfillable
+from controller.core.partitions import (
+    failed_partitions_text,
+    future_partitions,
+    partition_range,
+    runs_of,
+    unbackfillable,
+)
 from controller.core.plan import Binding, DagObservation, DryRun, Kind, World, make_plan
 from controller.core.plan_render import plan_markdown, plan_text
 from controller.core.policy import Policy
@@ -445,3 +451,9 @@ def test_validate_with_unreachable_airflow_only_warns(tmp_path: Path) -> None:
         f"{specs}/past.yaml:3:9: $.dag_id: warning: could not check DAG 'demo_partitioned' in Airflow: "
         "GET /api/v2/dags/demo_partitioned/details failed: ConnectError"
     ]
+
+
+def test_failed_partitions_text_names_ten_keys_then_counts() -> None:
+    keys = [f"2024-03-{d:02d}T00:00:00" for d in range(1, 13)]
+    assert failed_partitions_text(keys[:2]) == "failed partitions: 2024-03-01T00:00:00, 2024-03-02T00:00:00"
+    assert failed_partitions_text(keys) == "failed partitions: " + ", ".join(keys[:10]) + " and 2 more"

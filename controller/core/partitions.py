@@ -63,6 +63,15 @@ def unbackfillable(info: DagInfo) -> str | None:
     return f"DAG {dag} {why}; Airflow cannot backfill it"
 
 
+LISTED = 10  # failed partition keys named in a status note or audit message (the report lists all)
+
+
+def failed_partitions_text(keys: Sequence[str]) -> str:
+    """`failed partitions: K1, K2` (the first ten keys, then how many more)."""
+    more = f" and {len(keys) - LISTED} more" if len(keys) > LISTED else ""
+    return "failed partitions: " + ", ".join(keys[:LISTED]) + more
+
+
 def runs_of(backfill: Backfill, runs: Sequence[DagRun]) -> list[DagRun]:
     """The runs of a partitioned DAG's range that this backfill created.
 

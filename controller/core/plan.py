@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
-from controller.core.partitions import FUTURE_HINT, future_partitions, unbackfillable
+from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
 
@@ -513,7 +513,7 @@ def terminal_phase(backfill: Backfill, runs: RunSummary, applied: str) -> Phase:
 
 def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
     if phase is Phase.COMPLETED_WITH_FAILURES and runs.failed_partitions:
-        return "failed partitions: " + ", ".join(runs.failed_partitions)
+        return failed_partitions_text(runs.failed_partitions)
     if phase is Phase.COMPLETED_WITH_FAILURES:
         return "failed: " + ", ".join(d.date().isoformat() for d in runs.failed_dates)
     if phase is Phase.CANCELLED:
