@@ -27,7 +27,7 @@ from controller import __version__
 from controller.adapters.store import EventFilter
 from controller.commands import audit as audit_cmd
 from controller.commands import validate as validate_cmd
-from controller.commands.reconcile import PassResult, make_client
+from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
 from controller.core import audit_render, plan_render, render, status
@@ -103,6 +103,8 @@ def validate(
     now = _now()
     result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
     if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
+        from controller.commands.reconcile import make_client  # noqa: PLC0415 - only validate with Airflow needs httpx
+
         with make_client(settings) as client:
             result = validate_cmd.check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now)
     renderers = {
