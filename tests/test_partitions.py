@@ -457,3 +457,16 @@ def test_failed_partitions_text_names_ten_keys_then_counts() -> None:
     keys = [f"2024-03-{d:02d}T00:00:00" for d in range(1, 13)]
     assert failed_partitions_text(keys[:2]) == "failed partitions: 2024-03-01T00:00:00, 2024-03-02T00:00:00"
     assert failed_partitions_text(keys) == "failed partitions: " + ", ".join(keys[:10]) + " and 2 more"
+
+
+def test_a_future_partition_range_queued_behind_another_spec_is_refused_at_once() -> None:
+    specs = [spec("parts"), spec("later", to_date="2026-12-05T00:00:00Z")]
+    world = World(
+        {"demo_partitioned": DagObservation("demo_partitioned", partitioned())}, {}, {"parts": dry(1, 2, 3, 4)}, {}, NOW
+    )
+    plan = make_plan(specs, Policy(), world)
+    assert [(i.spec, i.kind, i.error) for i in plan.items] == [
+        ("parts", Kind.CREATE, False),
+        ("later", Kind.BLOCKED, True),
+    ]
+    assert plan.items[1].reason.startswith("to_date 2026-12-05T00:00:00Z is after now (2026-11-30T12:00:00Z)")

@@ -417,6 +417,9 @@ class _DagPlanner:
             return _item(spec, Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
         if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
             return _item(spec, Kind.NOOP, Phase.PAUSED, "paused before it was created; set state: active to create it")
+        future = None if self.world.now is None else future_partitions(spec, self.obs.info, self.policy, self.world.now)
+        if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
         if self.occupant is not None:
             who, backfill_id = self.occupant
             where = f" (backfill #{backfill_id})" if backfill_id else ""
@@ -430,9 +433,6 @@ class _DagPlanner:
         blocked = _dag_problem(info, self.dag_id)
         if blocked is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
-        future = None if self.world.now is None else future_partitions(spec, info, self.policy, self.world.now)
-        if future is not None:
-            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
         if dry is None:
             return _item(spec, Kind.DRY_RUN, Phase.PENDING, "awaiting dry run")
         if dry.error is not None:
