@@ -93,13 +93,20 @@ def validate(
     pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
     head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
 ) -> int:
-    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules."""
+    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules.
+
+    With BACKFILLCTL_AIRFLOW_URL set, also each spec's DAG: it exists, its schedule can be backfilled, and a
+    partitioned DAG's range does not reach past now.
+    """
     from controller.commands import validate as validate_cmd
     from controller.core import render
 
     settings = _settings()
     checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
-    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, _now(), checks=checks)
+    now = _now()
+    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
+    if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
+        result = validate_cmd.check_dags_in_airflow(result, settings, now)
     renderers = {
         ValidateFormat.text: render.validation_text,
         ValidateFormat.json: render.validation_json,
@@ -113,8 +120,10 @@ def validate(
 def new(
     name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
-    from_date: Annotated[str, typer.Option("--from", help="First logical date, e.g. 2025-01-01.")],
-    to_date: Annotated[str, typer.Option("--to", help="Last logical date (inclusive).")],
+    from_date: Annotated[
+        str, typer.Option("--from", help="First logical date (partition date for a partitioned DAG), e.g. 2025-01-01.")
+    ],
+    to_date: Annotated[str, typer.Option("--to", help="Last logical date or partition date (inclusive).")],
     reprocess: Annotated[
         ReprocessBehavior, typer.Option("--reprocess", help="none | failed | completed.")
     ] = ReprocessBehavior.NONE,

@@ -16,6 +16,14 @@ def repo_root() -> Path:
     return REPO
 
 
+@pytest.fixture(autouse=True)
+def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell that ran `eval "$(scripts/airflow-local env)"` must not point the tests at its Airflow (validate
+    checks DAGs when BACKFILLCTL_AIRFLOW_URL is set): tests that need Airflow pass it explicitly (`airflow_url`)."""
+    for name in ("URL", "TOKEN", "USERNAME", "PASSWORD"):
+        monkeypatch.delenv(f"BACKFILLCTL_AIRFLOW_{name}", raising=False)
+
+
 @pytest.fixture(scope="session")
 def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Apache Airflow 3.3.2: BACKFILLCTL_TEST_AIRFLOW_URL if set, else one started for this session."""

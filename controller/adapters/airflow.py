@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun
+from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, PlannedRun, Schedule
 from controller.core.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
 from controller.core.secret import Secret
 from controller.core.spec import format_utc
@@ -73,12 +73,42 @@ def backfill_from_json(data: Mapping[str, Any]) -> Backfill:
 
 
 def dag_run_from_json(data: Mapping[str, Any]) -> DagRun:
+    """A run; a partitioned DAG's runs have `logical_date: null` and a `partition_key`/`partition_date`."""
     return DagRun(
         data["dag_run_id"],
-        _required_time(data["logical_date"]),
+        parse_time(data.get("logical_date")),
         data["state"],
         parse_time(data.get("start_date")),
         parse_time(data.get("end_date")),
+        partition_key=data.get("partition_key"),
+        partition_date=parse_time(data.get("partition_date")),
+        queued_at=parse_time(data.get("queued_at")),
+    )
+
+
+def planned_run_from_json(data: Mapping[str, Any]) -> PlannedRun:
+    """A dry-run entry: `logical_date`, or for a partitioned DAG `partition_key` and `partition_date`."""
+    planned = PlannedRun(
+        parse_time(data.get("logical_date")), data.get("partition_key"), parse_time(data.get("partition_date"))
+    )
+    if planned.logical_date is None and planned.partition_date is None:
+        raise AirflowUnavailable(
+            f"POST /api/v2/backfills/dry_run: an entry has no logical_date and no partition_date: "
+            f"{truncate(str(data))}",
+            method="POST",
+            path="/api/v2/backfills/dry_run",
+        )
+    return planned
+
+
+def schedule_from_json(details: Mapping[str, Any]) -> Schedule:
+    allowed = details.get("allowed_run_types")
+    return Schedule(
+        periodic=bool(details.get("timetable_periodic", True)),
+        summary=details.get("timetable_summary"),
+        description=details.get("timetable_description"),
+        allowed_run_types=None if allowed is None else tuple(str(t) for t in allowed),
+        asset_triggered=bool(details.get("asset_expression")),
     )
 
 
@@ -187,8 +217,13 @@ class AirflowClient:
         return backfill_from_json(self._json("GET", f"/api/v2/backfills/{backfill_id}"))
 
     def dry_run(self, request: BackfillRequest) -> list[datetime]:
+        """The dates the create would run: logical dates, or partition dates for a partitioned DAG."""
+        return [planned.date for planned in self.planned_runs(request)]
+
+    def planned_runs(self, request: BackfillRequest) -> list[PlannedRun]:
+        """The dry run's entries, with partition keys for a partitioned DAG."""
         data = self._json("POST", "/api/v2/backfills/dry_run", json=request.body(), idempotent=True)
-        return [_required_time(item["logical_date"]) for item in data["backfills"]]
+        return [planned_run_from_json(item) for item in data["backfills"]]
 
     def create(self, request: BackfillRequest) -> Backfill:
         return backfill_from_json(self._json("POST", "/api/v2/backfills", json=request.body()))
@@ -214,14 +249,21 @@ class AirflowClient:
             is_backfillable=bool(details.get("is_backfillable", details.get("timetable_periodic"))),
             depends_on_past=None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
             params=details.get("params") or {},
+            partitioned=bool(details.get("timetable_partitioned")),
+            schedule=schedule_from_json(details),
         )
 
-    def dag_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun]:
+    def dag_runs(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[DagRun]:
+        """Backfill runs in the range: by logical date, or by partition date for a partitioned DAG (whose
+        runs have no logical date; a reprocessed partition has several runs, oldest first)."""
+        field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
         params = {
             "run_type": "backfill",
-            "logical_date_gte": format_utc(from_date),
-            "logical_date_lte": format_utc(to_date),
-            "order_by": "logical_date",
+            f"{field}_gte": format_utc(from_date),
+            f"{field}_lte": format_utc(to_date),
+            "order_by": order,
         }
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]

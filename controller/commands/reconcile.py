@@ -24,7 +24,8 @@ from controller.adapters.store import Store
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.audit import AuditEntry, AuditRecord, controller_event
-from controller.core.model import Backfill, BackfillRequest, Phase, summarise
+from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary, summarise
+from controller.core.partitions import partition_range, runs_of
 from controller.core.plan import (
     INCOMPLETE,
     UNOBSERVED,
@@ -182,10 +183,16 @@ class Reconciler:
             except AirflowNotFound:
                 info = None
             wanted = self._runs_wanted(dag_id, backfills, specs, bindings)
-            runs = {b.id: summarise(self.client.dag_runs(dag_id, b.from_date, b.to_date)) for b in wanted}
+            runs = {b.id: self._summary(b, partitioned=info is not None and info.partitioned) for b in wanted}
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
         return DagObservation(dag_id, info, backfills, runs)
+
+    def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
+        """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
+        this one's (reprocessing creates new runs), so only the runs this backfill created are counted."""
+        runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=partitioned)
+        return summarise(runs_of(backfill, runs) if partitioned else runs)
 
     @staticmethod
     def _runs_wanted(
@@ -201,15 +208,15 @@ class Reconciler:
     def _dry_run(self, spec: BackfillSpec) -> DryRun:
         """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""
         try:
-            dates = tuple(self.client.dry_run(BackfillRequest.from_spec(spec)))
+            planned = self.client.planned_runs(BackfillRequest.from_spec(spec))
             everything = (
-                dates
+                planned
                 if spec.reprocess_behavior is ReprocessBehavior.COMPLETED
-                else tuple(self.client.dry_run(BackfillRequest.from_spec(spec, reprocess="completed")))
+                else self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed"))
             )
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
-        return DryRun(dates, len(everything))
+        return DryRun(tuple(p.date for p in planned), len(everything), partitions=partition_range(planned))
 
     def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
         specs, policy = self.load()
@@ -219,11 +226,12 @@ class Reconciler:
     def plan_for(self, specs: list[BackfillSpec], policy: Policy, *, with_dry_runs: bool) -> tuple[Plan, World]:
         """Observe Airflow and plan for specs already loaded (the spec files and git are not read again)."""
         bindings = self.bindings()
-        world = World(self.observe(specs, bindings), bindings, {}, self.store.pending_creates())
+        world = World(self.observe(specs, bindings), bindings, {}, self.store.pending_creates(), now=self.clock())
         plan = make_plan(specs, policy, world)
         if with_dry_runs and plan.needs_dry_run():
             by_name = {s.name: s for s in specs}
-            world = World(world.observations, bindings, self.dry_runs(plan.needs_dry_run(), by_name), world.intents)
+            dry_runs = self.dry_runs(plan.needs_dry_run(), by_name)
+            world = World(world.observations, bindings, dry_runs, world.intents, now=world.now)
             plan = make_plan(specs, policy, world)
         return plan, world
 
@@ -519,4 +527,6 @@ def _dry_run_detail(item: Item) -> dict[str, Any]:
         "runs_in_range": item.runs_in_range,
         "first_date": item.first_date.isoformat() if item.first_date else None,
         "last_date": item.last_date.isoformat() if item.last_date else None,
+        "first_partition": item.facts.get("first_partition"),
+        "last_partition": item.facts.get("last_partition"),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +14,8 @@ from controller.adapters import files
 from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
 from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
+from controller.core.model import DagInfo
+from controller.core.partitions import Unknown, check_against_dag, superseded_warnings
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile, parse_date
@@ -25,10 +27,11 @@ from controller.core.validation import (
     check_spec,
     is_placeholder,
 )
-from controller.errors import UsageError
+from controller.errors import AirflowError, AirflowNotFound, UsageError
 
 if TYPE_CHECKING:
     from controller.adapters.gitsource import GitSource
+    from controller.commands.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +64,47 @@ def validate_paths(
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
     return _with(result, _git_checks(result, specs_dir, validator, checks, now))
+
+
+DagLookup = Callable[[str], DagInfo]  # raises AirflowNotFound for an unknown DAG
+
+
+def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: datetime) -> ValidationResult:
+    """`check_dags` against the configured Airflow; one that fails its preflight makes every DAG unknown."""
+    from controller.commands.reconcile import make_client  # noqa: PLC0415 - httpx only when Airflow is set
+
+    try:
+        client = make_client(settings)
+    except AirflowError as exc:
+        failure = exc
+
+        def unreachable(_dag_id: str) -> DagInfo:
+            raise failure
+
+        return check_dags(result, unreachable, now)
+    with client:
+        return check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now)
+
+
+def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> ValidationResult:
+    """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
+    details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow."""
+    infos: dict[str, DagInfo | Unknown | None] = {}
+    for item in result.loaded:
+        dag_id = item.spec.dag_id
+        if dag_id not in infos:
+            try:
+                infos[dag_id] = lookup(dag_id)
+            except AirflowNotFound:
+                infos[dag_id] = None
+            except AirflowError as exc:
+                infos[dag_id] = Unknown(exc.message)
+    found = [d for item in result.loaded for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now)]
+    replaced = {
+        d for item in result.loaded for d in superseded_warnings(item, infos[item.spec.dag_id], result.diagnostics)
+    }
+    kept = replace(result, diagnostics=tuple(d for d in result.diagnostics if d not in replaced))
+    return _with(kept, found)
 
 
 def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -78,6 +78,17 @@ class BackfillRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Schedule:
+    """What `GET /dags/{id}/details` says about the timetable: enough to explain why it cannot be backfilled."""
+
+    periodic: bool = True
+    summary: str | None = None  # "0 0 * * *", "@once", "@continuous", "Asset", None for schedule=None
+    description: str | None = None  # "At 00:00", "Never, external triggers only", "Triggered by assets", …
+    allowed_run_types: tuple[str, ...] | None = None  # None: every run type
+    asset_triggered: bool = False  # the DAG has an asset expression
+
+
+@dataclass(frozen=True, slots=True)
 class DagInfo:
     dag_id: str
     is_paused: bool
@@ -86,15 +97,39 @@ class DagInfo:
     is_backfillable: bool
     depends_on_past: bool | None  # None: not looked up (Airflow's dry run enforces its rules anyway)
     params: Mapping[str, Any] = field(default_factory=dict)
+    partitioned: bool = False  # timetable_partitioned: runs have a partition key instead of a logical date
+    schedule: Schedule | None = None  # the timetable as the details endpoint describes it (None: not known)
 
 
 @dataclass(frozen=True, slots=True)
 class DagRun:
+    """A DAG run; a partitioned DAG's runs have no logical date but a partition key and date."""
+
     run_id: str
-    logical_date: datetime
+    logical_date: datetime | None
     state: str
     start_date: datetime | None
     end_date: datetime | None
+    partition_key: str | None = None
+    partition_date: datetime | None = None
+    queued_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """One run a dry run lists: a logical date, or for a partitioned DAG a partition key and date."""
+
+    logical_date: datetime | None
+    partition_key: str | None = None
+    partition_date: datetime | None = None
+
+    @property
+    def date(self) -> datetime:
+        """The logical date, else the partition date (Airflow gives one of the two)."""
+        when = self.logical_date or self.partition_date
+        if when is None:
+            raise ValueError("a dry-run entry without logical_date or partition_date")
+        return when
 
 
 class Phase(StrEnum):
@@ -121,6 +156,8 @@ class RunSummary:
     failed_dates: tuple[datetime, ...] = ()
     never_started: int = 0  # failed without a start: cancelled while queued
     mean_duration: float | None = None  # seconds, over finished runs
+    failed_partitions: tuple[str, ...] = ()  # partition keys of failed runs (partitioned DAGs)
+    superseded: int = 0  # older runs of a partition that a later run replaced (not counted)
 
     @property
     def total(self) -> int:
@@ -140,13 +177,42 @@ class RunSummary:
             "failed_dates": [d.isoformat() for d in self.failed_dates],
             "never_started": self.never_started,
             "mean_duration": self.mean_duration,
+            "failed_partitions": list(self.failed_partitions),
+            "superseded": self.superseded,
         }
 
 
 def summarise(runs: Sequence[DagRun]) -> RunSummary:
-    counts = Counter(run.state for run in runs)
-    failed = tuple(r.logical_date for r in runs if r.state == "failed" and r.start_date is not None)
-    never = sum(1 for r in runs if r.state == "failed" and r.start_date is None)
-    durations = [(r.end_date - r.start_date).total_seconds() for r in runs if r.start_date and r.end_date]
+    """Counts by state; of several runs of one partition only the latest counts (see `latest_per_partition`)."""
+    latest = latest_per_partition(runs)
+    started_failures = [r for r in latest if r.state == "failed" and r.start_date is not None]
+    counts = Counter(run.state for run in latest)
+    failed = tuple(r.logical_date for r in started_failures if r.logical_date is not None)
+    keys = tuple(sorted(r.partition_key for r in started_failures if r.partition_key is not None))
+    never = sum(1 for r in latest if r.state == "failed" and r.start_date is None)
+    durations = [(r.end_date - r.start_date).total_seconds() for r in latest if r.start_date and r.end_date]
     mean = sum(durations) / len(durations) if durations else None
-    return RunSummary(dict(counts), failed, never, mean)
+    return RunSummary(dict(counts), failed, never, mean, keys, len(runs) - len(latest))
+
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
+def latest_per_partition(runs: Sequence[DagRun]) -> list[DagRun]:
+    """Runs without a partition key, and the latest run of each partition key, in the given order.
+
+    Reprocessing a partition creates a new run beside the old one (Airflow 3.3.2), so the latest run of a
+    partition decides its state: latest by queued_at, then start_date, then run id.
+    """
+    latest: dict[str, DagRun] = {}
+    for run in runs:
+        if run.partition_key is None:
+            continue
+        seen = latest.get(run.partition_key)
+        if seen is None or _recency(run) > _recency(seen):
+            latest[run.partition_key] = run
+    return [r for r in runs if r.partition_key is None or latest[r.partition_key] is r]
+
+
+def _recency(run: DagRun) -> tuple[datetime, datetime, str]:
+    return (run.queued_at or _EARLIEST, run.start_date or _EARLIEST, run.run_id)

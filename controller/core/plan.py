@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
+from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
 
@@ -68,9 +69,10 @@ class DagObservation:
 
 @dataclass(frozen=True, slots=True)
 class DryRun:
-    dates: tuple[datetime, ...] = ()
+    dates: tuple[datetime, ...] = ()  # logical dates, or partition dates for a partitioned DAG
     in_range: int | None = None
     error: str | None = None
+    partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class World:
     bindings: Mapping[str, Binding] = field(default_factory=dict)
     dry_runs: Mapping[str, DryRun] = field(default_factory=dict)
     intents: Mapping[str, datetime] = field(default_factory=dict)  # spec → time of a create intent without outcome
+    now: datetime | None = None  # for rules about the future (partitioned DAGs); None skips them
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,6 +466,9 @@ class _DagPlanner:
             return _item(spec, Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
         if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
             return _item(spec, Kind.NOOP, Phase.PAUSED, "paused before it was created; set state: active to create it")
+        future = None if self.world.now is None else future_partitions(spec, self.obs.info, self.policy, self.world.now)
+        if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
         if self.occupant is not None:
             who, backfill_id = self.occupant
             where = f" (backfill #{backfill_id})" if backfill_id else ""
@@ -490,15 +496,16 @@ class _DagPlanner:
             "first_date": min(dry.dates, default=None),
             "last_date": max(dry.dates, default=None),
         }
+        if dry.partitions is not None:
+            dates["facts"] = {"first_partition": dry.partitions[0], "last_partition": dry.partitions[1]}
         if count == 0:
             return _item(spec, Kind.NOOP, Phase.SUCCEEDED, "nothing to reprocess", **dates)
         limit = _limit(spec, self.policy, count)
         if limit is not None:
             return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
         self.occupant = (spec.name, 0)
-        return _item(
-            spec, Kind.CREATE, Phase.PENDING, "", facts={"request": BackfillRequest.from_spec(spec).body()}, **dates
-        )
+        dates["facts"] = {**dates.get("facts", {}), "request": BackfillRequest.from_spec(spec).body()}
+        return _item(spec, Kind.CREATE, Phase.PENDING, "", **dates)
 
     def _unmanaged(self) -> None:
         for backfill in self.obs.backfills:
@@ -530,8 +537,9 @@ def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:
         return f"DAG {dag_id} does not exist in Airflow", True
     if info.is_stale or info.has_import_errors:
         return f"DAG {dag_id} is {'stale' if info.is_stale else 'failing to import'}: its runs cannot start", True
-    if not info.is_backfillable:
-        return f"DAG {dag_id} has no periodic schedule, so it cannot be backfilled", True
+    refusal = unbackfillable(info)
+    if refusal is not None:
+        return refusal, True
     if info.is_paused:
         return f"DAG {dag_id} is paused: a backfill's runs would wait forever; unpause the DAG first", False
     return None
@@ -553,6 +561,8 @@ def terminal_phase(backfill: Backfill, runs: RunSummary, applied: str) -> Phase:
 
 
 def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
+    if phase is Phase.COMPLETED_WITH_FAILURES and runs.failed_partitions:
+        return failed_partitions_text(runs.failed_partitions)
     if phase is Phase.COMPLETED_WITH_FAILURES:
         return "failed: " + ", ".join(d.date().isoformat() for d in runs.failed_dates)
     if phase is Phase.CANCELLED:

@@ -42,12 +42,19 @@ def facts(item: Item) -> str:
     ]
     if item.runs_to_create is not None:
         in_range = f" of {item.runs_in_range} in range" if item.runs_in_range is not None else ""
-        parts.append(f"runs {item.runs_to_create}{in_range}")
+        parts.append(f"runs {item.runs_to_create}{in_range}" + partitions_text(item, ", "))
     parts += [f"approvers {', '.join(f['approvers'])}", f"ticket {f['ticket']}"]
     if item.backfill_id:
         parts.insert(0, f"backfill #{item.backfill_id}")
     text = "  ".join(parts)
     return f"{text}  — {item.reason}" if item.reason else text
+
+
+def partitions_text(item: Item, sep: str) -> str:
+    """`, partitions FIRST … LAST` for a partitioned DAG's dry run (partition keys, not logical dates)."""
+    if "first_partition" not in item.facts:
+        return ""
+    return f"{sep}partitions {item.facts['first_partition']} … {item.facts['last_partition']}"
 
 
 def summary_line(plan: Plan) -> str:
@@ -132,14 +139,19 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
     return "\n".join(parts) + "\n"
 
 
+_NOT_LISTED = ("request", "runs", "first_partition", "last_partition")
+
+
 def _details(item: Item) -> str:
     lines = [f"<details><summary><code>{item.spec}</code>: {label(item)}</summary>", ""]
     lines += [
-        f"- {k}: {md(value_text(v))}"
-        for k, v in sorted(item.facts.items())
-        if k not in ("request", "runs") and v is not None
+        f"- {k}: {md(value_text(v))}" for k, v in sorted(item.facts.items()) if k not in _NOT_LISTED and v is not None
     ]
-    if item.first_date is not None and item.last_date is not None:
+    if "first_partition" in item.facts:
+        lines.append(
+            f"- partitions to run: {md(str(item.facts['first_partition']))} … {md(str(item.facts['last_partition']))}"
+        )
+    elif item.first_date is not None and item.last_date is not None:
         lines.append(f"- first and last dates to run: {format_utc(item.first_date)} … {format_utc(item.last_date)}")
     if item.reason:
         lines.append(f"- {md(item.reason)}")

@@ -36,6 +36,7 @@ class Policy:
     author_logins: tuple[tuple[str, str], ...] = ()
     rules: tuple[Rule, ...] = ()
     path: str | None = None
+    allow_future_partitions: bool = False  # a partitioned DAG's range may reach past now (Airflow runs those)
 
     def rule_for(self, dag_id: str) -> Rule | None:
         """The first rule whose globs match `dag_id`."""
@@ -58,6 +59,7 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         author_logins=tuple(sorted((k.lower(), v) for k, v in data.get("author_logins", {}).items())),
         rules=tuple(_rule(raw, i) for i, raw in enumerate(data.get("rules", []))),
         path=path,
+        allow_future_partitions=data.get("allow_future_partitions", False),
     )
 
 

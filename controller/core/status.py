@@ -168,12 +168,20 @@ def report_json(spec: BackfillSpec, stored: Mapping[str, Any], events: Sequence[
             "complete": counts.get("success", 0),
             "failed": counts.get("failed", 0),
             "failed_dates": runs.get("failed_dates", []),
+            "failed_partitions": runs.get("failed_partitions", []),
             "never_started": runs.get("never_started", 0),
             "skipped": None if in_range is None or to_create is None else in_range - to_create,
             "in_range": in_range,
         },
+        "partitions": _partitions(detail),
         "audit": [e.as_json() for e in events],
     }
+
+
+def _partitions(detail: Mapping[str, Any]) -> dict[str, str] | None:
+    """First and last partition key the create ran, for a partitioned DAG (None otherwise)."""
+    first, last = detail.get("first_partition"), detail.get("last_partition")
+    return None if first is None or last is None else {"first": first, "last": last}
 
 
 def _or_unknown(value: Any) -> str:
@@ -182,7 +190,9 @@ def _or_unknown(value: Any) -> str:
 
 def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) -> str:
     i = report["intervals"]
-    failed = ", ".join(d[:10] for d in i["failed_dates"]) or "none"
+    failed = ", ".join(i.get("failed_partitions") or [d[:10] for d in i["failed_dates"]]) or "none"
+    parts = report.get("partitions")
+    partitions = f", partitions {parts['first']} … {parts['last']}" if parts else ""
     lines = [
         f"# Change record: {report['spec']}",
         "",
@@ -193,7 +203,8 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         f"- **Requested by**: {report['requested_by']}; **approved by**: {', '.join(report['approvers'])}",
         f"- **Spec**: `{report['path']}` digest `{report['digest']}` at commit `{report['git_commit'] or 'unknown'}`",
         f"- **DAG**: `{report['dag_id']}`, {report['from_date']} → {report['to_date']}, reprocess "
-        f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}",
+        f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}"
+        + partitions,
         f"- **Created**: {report['created_at'] or '-'}; **completed**: {report['completed_at'] or '-'}",
         f"- **Intervals**: {i['complete']} complete, {i['failed']} failed ({failed}), "
         f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.airflow import AirflowClient, Backfill, BackfillRequest
+from controller.core.model import Schedule
 from controller.core.secret import Secret
 from controller.errors import AirflowAuthError, AirflowConflict, AirflowError, AirflowInvalid, AirflowNotFound
 from tests.fakes.airflow import FakeAirflow
@@ -264,3 +265,46 @@ def test_invalid_token_without_credentials_fails_fast(
     assert canary not in repr(c)
     assert canary not in repr(caught.value) + str(caught.value) + str(caught.value.hint)
     assert all(canary not in record.getMessage() for record in caplog.records)
+
+
+@pytest.fixture
+def real_client(airflow_url: str) -> Iterator[AirflowClient]:
+    with AirflowClient(airflow_url, username="admin", password=Secret("admin")) as made:
+        yield made
+
+
+@pytest.mark.airflow
+def test_partitioned_dag_details_dry_run_and_runs(real_client: AirflowClient) -> None:
+    """Real Airflow only: the fake (tests/fakes/airflow.py) has no partitioned DAGs (FACTS §11)."""
+    client = real_client
+    cancel_active(client, "demo_partitioned")
+    info = client.dag("demo_partitioned", with_tasks=False)
+    assert (info.partitioned, info.is_backfillable, info.schedule) == (
+        True,
+        True,
+        Schedule(periodic=True, summary="0 0 * * *", description="At 00:00", allowed_run_types=None),
+    )
+    manual = client.dag("demo_manual", with_tasks=False)
+    assert (manual.partitioned, manual.schedule) == (
+        False,
+        Schedule(periodic=False, summary=None, description="Never, external triggers only"),
+    )
+    keys = [f"2024-04-0{d}T00:00:00" for d in (1, 2, 3)]
+    request = BackfillRequest("demo_partitioned", day("2024-04-01"), day("2024-04-03"), max_active_runs=3)
+    assert [(p.logical_date, p.partition_key, p.date) for p in client.planned_runs(request)] == [
+        (None, key, day(key[:10])) for key in keys
+    ]
+    assert client.dry_run(request) == [day("2024-04-01"), day("2024-04-02"), day("2024-04-03")]
+    created = client.create(request)
+    done = wait_completed(client, created.id)
+    assert done.completed_at is not None
+    runs = client.dag_runs("demo_partitioned", request.from_date, request.to_date, partitioned=True)
+    assert sorted((r.partition_key, r.state, r.logical_date) for r in runs) == [
+        (keys[0], "failed", None),
+        (keys[1], "success", None),
+        (keys[2], "failed", None),
+    ]
+    assert all(r.queued_at is not None and created.created_at <= r.queued_at <= done.completed_at for r in runs)
+    assert client.dag_runs("demo_partitioned", request.from_date, request.to_date) == []  # no logical dates
+    retry = BackfillRequest("demo_partitioned", day("2024-04-01"), day("2024-04-03"), reprocess_behavior="failed")
+    assert [p.partition_key for p in client.planned_runs(retry)] == [keys[0], keys[2]]

@@ -248,8 +248,10 @@ def test_cli_plan_exit_codes_and_json_formats(bench: Bench) -> None:
         "complete": 2,
         "failed": 0,
         "failed_dates": [],
+        "failed_partitions": [],
         "never_started": 0,
         "skipped": 0,
         "in_range": 2,
     }
+    assert report["partitions"] is None  # demo_finance_ledger is not partitioned
     assert [e["action"] for e in report["audit"]] == ["create", "create", "observe"]
