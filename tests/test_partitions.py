@@ -307,7 +307,7 @@ def test_plan_shows_partition_keys_and_queues_the_reprocess_behind() -> None:
         "runs 4 of 4 in range, partitions 2024-03-01T00:00:00 … 2024-03-04T00:00:00  approvers bob  ticket CHG-1  "
         "[Pending]"
     )
-    assert "- partitions to run: `2024-03-01T00:00:00` … `2024-03-04T00:00:00`" in plan_markdown(plan)
+    assert "- partitions to run: 2024-03-01T00:00:00 … 2024-03-04T00:00:00" in plan_markdown(plan)
     assert plan.as_json()["items"][0]["facts"]["first_partition"] == "2024-03-01T00:00:00"
 
 
