@@ -498,7 +498,7 @@ def safe_url(url: str) -> str:
 
 def _redact(text_: str) -> str:
     """Hide anything that looks like `:password@` in a string that is not a parseable URL."""
-    return re.sub(r":[^:/@]*@", ":***@", text_)
+    return re.sub(r":.*@", ":***@", text_)
 
 
 def _sqlite_path(url: str) -> Path | None:
