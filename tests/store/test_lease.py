@@ -122,7 +122,7 @@ def test_lock_timeout_exits_5_naming_the_holder(holder: tuple[subprocess.Popen[s
 
     waited, took = reconcile("--wait-lock", "--lock-timeout", "2")
     assert waited.returncode == 5
-    assert 2.0 <= took < 8.0
+    assert 2.0 <= took < 15.0  # 2 s of waiting plus interpreter start-up on a loaded CI machine
     first, *rest = waited.stderr.splitlines(keepends=True)
     assert first.startswith(f"waiting for the lease held by {victim.describe()}; it expires at ")
     assert "".join(rest) == (
