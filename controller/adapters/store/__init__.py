@@ -292,12 +292,14 @@ class Store:
         with self._tx("taking the lease") as conn:
             current = _lease(conn)
             if current is None:
-                if not _insert_lease(conn, mine):
+                if _insert_lease(conn, mine):
+                    return mine, None
+                current = _lease(conn)  # PostgreSQL: the winner of the same moment has committed; name it
+                if current is None:
                     raise LockHeld(
                         "lock held by another reconciler that started at the same moment",
                         hint="retry, or use --wait-lock",
                     )
-                return mine, None
             if current.expires_at > stamp(moment):
                 raise LockHeld(
                     f"lock held by {current.describe()}; it expires at {current.expires_at}",
@@ -496,7 +498,7 @@ def safe_url(url: str) -> str:
 
 def _redact(text_: str) -> str:
     """Hide anything that looks like `:password@` in a string that is not a parseable URL."""
-    return re.sub(r":[^:/@]*@", ":***@", text_)
+    return re.sub(r":.*@", ":***@", text_)
 
 
 def _sqlite_path(url: str) -> Path | None:
