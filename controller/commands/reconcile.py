@@ -295,6 +295,7 @@ class Reconciler:
             message=item.reason,
         )
         try:
+            self.store.check_lease()  # the intent was fenced; a lease lost since then stops the call too
             call[item.kind](backfill_id)
             outcome, status = "done", 200
             status_: int | None = status
@@ -345,6 +346,7 @@ class Reconciler:
         since = datetime.strptime(intent.time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
         self._bind(spec, None, Phase.PENDING, "creating", None, keep=counts)
         for attempt in range(1, CREATE_BACKOFF.attempts + 1):
+            self.store.check_lease()  # retries reuse the first intent: check the lease before each POST
             outcome = self._try_create(spec, body, since, attempt, result)
             if outcome is not None:
                 return outcome

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from controller.adapters.store import Lease, LeaseLost, Store
-from controller.commands.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease, open_reconciler
+from controller.commands.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease
 from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry
 from controller.errors import LockHeld
@@ -203,13 +203,13 @@ def test_reconciler_with_a_lost_lease_makes_no_airflow_change(tmp_path: Path) ->
 
 
 def test_reconcile_session_keeps_a_short_lease(store_url: str, make: Callable[..., Store]) -> None:
-    """`open_reconciler(lease=True)` (what `reconcile` uses) holds a LEASE_TTL lease, renewed by the thread only."""
-    settings = Settings(store_url=store_url, airflow_url="http://127.0.0.1:1", actor="ci")
-    with open_reconciler(settings, lease=True) as reconciler:
-        reconciler.heartbeat()  # the Reconciler's own 300 s renewal must not apply: the session keeps the lease
-        current = reconciler.store.current_lease()
+    """`hold_lease` (what `reconcile` uses through `open_reconciler`) holds a LEASE_TTL lease, renewed by its thread."""
+    settings = Settings(store_url=store_url, actor="ci")
+    store = make(store_url)
+    with hold_lease(store, settings):
+        current = store.current_lease()
         assert current is not None
         left = datetime.strptime(current.expires_at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC)
-        assert left.total_seconds() <= LEASE_TTL
-        assert reconciler.store.held_lease() is not None
+        assert 0 < left.total_seconds() <= LEASE_TTL
+        assert store.held_lease() is not None
     assert make(store_url).current_lease() is None
