@@ -94,9 +94,13 @@ def test_pause_active_cancel_and_drift(bench: Bench) -> None:
         bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1, state="cancelled")
         assert [(i.kind.value, o) for i, o in bench.run().applied] == [("cancel", "done")]
         assert client.get_backfill(backfill_id).completed_at is not None
+        runs = client.dag_runs("demo_tz", day("2023-02-01"), day("2023-03-30"))
+    never_started = sum(1 for r in runs if r.state == "failed" and r.start_date is None)
+    assert never_started >= 1  # the backfill was paused (max_active_runs 1) when it was cancelled
     final = bench.run()
-    assert [i.phase.value for i in final.plan.items] == ["Cancelled"]
-    assert final.plan.items[0].reason.startswith("cancelled; ")
+    assert [(i.phase.value, i.reason) for i in final.plan.items] == [
+        ("Cancelled", f"cancelled; {never_started} queued run(s) never started")
+    ]
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> None:
@@ -145,7 +149,13 @@ def test_cancel_fails_only_queued_runs_and_says_a_running_one_will_finish(bench:
     assert [(i.spec, i.kind.value, i.phase.value, i.reason) for i in final.plan.items] == [
         ("slow", "noop", "Cancelled", "cancelled; 3 queued run(s) never started")
     ]
-    assert bench.trail("slow") == []
+    assert bench.trail("slow") == [
+        ("create", "intent", None),
+        ("create", "outcome", "created"),
+        ("cancel", "intent", None),
+        ("cancel", "outcome", "done"),
+        ("observe", "observation", "Cancelled"),
+    ]
 
 
 def test_unmanaged_orphan_and_lost_store(bench: Bench, tmp_path: Path) -> None:
