@@ -518,3 +518,24 @@ def test_specs_queue_behind_a_blocked_head(bench: Bench) -> None:
     ]
     assert result.plan.items[1].reason == "queued behind a-bad"
     assert mutating(fake(bench).requests) == []
+
+
+def test_every_finding_is_audited(bench: Bench) -> None:
+    """DESIGN §4: drift, unmanaged and orphaned backfills are reported, and each finding is audited."""
+    fake(bench).scheduler_running = False
+    path = bench.spec("gone", mar=1, end="2025-01-20")
+    bench.run()
+    path.unlink()  # its backfill (#1) runs on: orphaned
+    fake(bench)._create({"dag_id": "demo_hourly", "from_date": "2024-01-01", "to_date": "2024-01-02"})  # unmanaged #2
+    bench.spec("waits", dag="demo_hourly")  # queued behind the unmanaged backfill
+    bench.spec("drifted", dag="demo_tz", mar=1, end="2025-01-20")
+    bench.run()
+    fake(bench).backfills[3]["is_paused"] = True  # paused by hand
+    result = bench.run()
+    assert sorted((f.kind, f.backfill_id) for f in result.plan.findings) == [
+        ("drift", 3),
+        ("orphaned", 1),
+        ("unmanaged", 2),
+    ]
+    messages = [e.entry.message for e in bench.events()]
+    assert [f.message for f in result.plan.findings if f.message not in messages] == []
