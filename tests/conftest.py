@@ -7,8 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Property tests must not depend on the machine's speed: no per-example deadline, no "too slow" health
+# check (2 cores shared with `pytest -n 2` and with other jobs). Explicit @settings still set the counts.
+settings.register_profile("backfillctl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("backfillctl")
 
 # Fixtures that need a service. A test needs it when the fixture is in its closure (`item.fixturenames`,
 # which includes fixtures requested by other fixtures), or when a parametrized fixture requests it
