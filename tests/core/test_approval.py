@@ -111,6 +111,8 @@ def test_an_approved_spec_passes() -> None:
 @pytest.mark.parametrize("author", ["dave", "Dave", "DAVE"])
 def test_the_pull_request_author_cannot_approve_in_any_letter_case(author: str) -> None:
     found = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    hints = [d.hint for d in check_approvals(loaded(text()), found, author, HEAD, FINANCE)]
+    assert hints[0] == "ask another listed approver to review"
     assert messages(text(), found, author=author) == [
         "specs/s.yaml:11:13: $.approvers[0]: s: 'dave' opened the pull request and cannot approve it",
         "specs/s.yaml:11:12: $.approvers: s: 0 of the 1 approvals this spec needs are present",
@@ -173,3 +175,15 @@ def test_authors_of_the_spec_cannot_approve_it_in_any_letter_case() -> None:
     ]
     assert check_authors(item, ["42+DAVE@users.noreply.github.com"], FINANCE)[0].location.path == ("approvers", 0)
     assert check_authors(item, ["carol@example.com"], FINANCE) == []
+
+
+def test_every_approval_counts_towards_the_rules_minimum() -> None:
+    policy = Policy(rules=(Rule(("orders*",), min_approvers=2),))
+    both = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"), raw("erin", "APPROVED", "2026-11-29T10:00:00Z"))
+    item = loaded(text(approvers="dave, erin"))
+    assert check_approvals(item, both, "bob", HEAD, policy) == []
+    one = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    assert [d.message for d in check_approvals(item, one, "bob", HEAD, policy)] == [
+        "s: 'erin' has not approved the pull request",
+        "s: 1 of the 2 approvals this spec needs are present",
+    ]

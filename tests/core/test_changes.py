@@ -121,3 +121,9 @@ def test_classify() -> None:
 def test_state_and_immutable_change_together_is_changed_not_state_only() -> None:
     head = {"s": loaded(text(dag="other") + "state: paused\n")}
     assert classify({"s": loaded(text()).spec}, head) == [SpecChange("s", Change.CHANGED, "specs/s.yaml")]
+
+
+def test_a_new_spec_sorted_first_does_not_hide_changes_to_later_ones() -> None:
+    head = {"a-new": loaded(text(name="a-new"), "a-new"), "s": loaded(text(dag="other"))}
+    found = immutability({"s": loaded(text()).spec}, head, "main")
+    assert [d.message for d in found] == ["dag_id changed from 'orders_daily' to 'other' since main"]

@@ -670,3 +670,66 @@ def test_checksum_covers_decisions_not_progress() -> None:
     assert blocked.checksum() != make_plan([], Policy(), world()).checksum()
     pending = make_plan([s], Policy(), world())
     assert pending.checksum() == make_plan([], Policy(), world()).checksum()  # a dry-run request decides nothing
+
+
+# --- edges found by mutation testing ---------------------------------------------------------------------
+
+
+def test_a_bound_spec_first_in_the_queue_does_not_stop_adoption_for_the_next() -> None:
+    a, b = spec("a"), spec("b", from_date=JAN1 + timedelta(days=40))
+    w = world(backfill(3, a, active=False), backfill(4, b), bindings={"a": bound("a", 3)})
+    assert [(i.spec, i.kind.value, i.backfill_id) for i in make_plan([a, b], Policy(), w).items] == [
+        ("a", "noop", 3),
+        ("b", "adopt", 4),
+    ]
+
+
+def test_every_orphan_is_found_not_only_those_before_a_live_spec() -> None:
+    live, gone = spec("a-live"), spec("z-gone", dag="e")
+    obs = {
+        "d": DagObservation("d", OK, (backfill(1, live),)),
+        "e": DagObservation("e", replace(OK, dag_id="e"), (backfill(2, gone),)),
+    }
+    w = World(obs, {"a-live": bound("a-live", 1), "z-gone": Binding("z-gone", "e", 2, Phase.RUNNING)}, {}, {})
+    plan = make_plan([live], Policy(), w)
+    assert [(i.spec, i.phase.value) for i in plan.items] == [("a-live", "Running"), ("z-gone", "Orphaned")]
+
+
+def test_a_finished_backfill_without_observed_runs_counts_nothing() -> None:
+    s = spec()
+    plan = make_plan([s], Policy(), world(backfill(4, s, active=False), bindings={"s": bound("s", 4)}))
+    assert decided(plan) == [("s", "noop", "Succeeded", "0 run(s) succeeded", 4)]
+    assert plan.items[0].facts["runs"]["total"] == 0
+
+
+def test_findings_of_one_kind_on_one_dag_sort_by_backfill() -> None:
+    """Airflow allows one active backfill per DAG; should two ever show up, the order is still stable."""
+    foreign = spec(from_date=T0, to_date=T0)
+    plan = make_plan([spec()], Policy(), world(backfill(9, foreign), backfill(8, foreign), dry={"s": dates(1)}))
+    assert [(f.kind, f.backfill_id) for f in plan.findings] == [("unmanaged", 8), ("unmanaged", 9)]
+
+
+def test_summary_counts_every_kind() -> None:
+    u, c = spec("u"), spec("c", dag="e", state=DesiredState.CANCELLED)
+    obs = {
+        "d": DagObservation("d", OK, (backfill(1, u, paused=True),)),
+        "e": DagObservation("e", replace(OK, dag_id="e"), (backfill(2, c),)),
+    }
+    bindings = {"u": bound("u", 1, "paused"), "c": Binding("c", "e", 2, Phase.RUNNING)}
+    plan = make_plan([u, c], Policy(), World(obs, bindings, {}, {}))
+    assert [(i.spec, i.kind.value) for i in plan.items] == [("u", "unpause"), ("c", "cancel")]
+    counts = summary_counts(plan)
+    assert (counts["unpause"], counts["cancel"], counts["pause"], counts["create"]) == (1, 1, 0, 0)
+
+
+def test_finding_json() -> None:
+    finding = Finding("drift", "d", "backfill #4 was paused outside backfillctl", "s", 4)
+    assert finding.as_json() == {
+        "kind": "drift",
+        "dag_id": "d",
+        "spec": "s",
+        "backfill_id": 4,
+        "message": "backfill #4 was paused outside backfillctl",
+    }
+    document = make_plan([spec()], Policy(), world(backfill(4, spec(), paused=True), bindings={"s": bound("s", 4)}))
+    assert document.as_json()["findings"] == [finding.as_json()]

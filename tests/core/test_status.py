@@ -138,6 +138,7 @@ def counts(**c: int) -> dict[str, Any]:
         (counts(success=2, running=2, queued=3), 2, 180.0),  # ceil(5 / 2) = 3 waves of 60 s
         (counts(success=2, running=1, queued=3), 2, 120.0),
         (counts(queued=1), 4, 60.0),
+        (counts(running=1, queued=1), 2, 60.0),
         (counts(success=5), 2, None),  # nothing left
         ({"counts": {"queued": 3}, "total": 3, "mean_duration": None}, 2, None),  # no finished run yet
         (counts(queued=2, running=1), None, 180.0),  # max_active_runs unknown: one at a time
@@ -348,3 +349,17 @@ def test_report_markdown() -> None:
     assert "- **Outcome**: Pending\n" in empty
     assert "at commit `unknown`" in empty
     assert "- **Intervals**: 0 complete, 0 failed (none), ? skipped of ? in range\n" in empty
+
+
+@pytest.mark.parametrize("outcome", ["Succeeded", "CompletedWithFailures", "Cancelled"])
+def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
+    entries = [
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Running", spec_name="r"),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome=outcome, spec_name="r"),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Blocked", spec_name="r"),
+    ]
+    trail, prev = [], "0" * 64
+    for seq, entry in enumerate(entries, start=1):
+        trail.append(seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev))
+        prev = trail[-1].hash
+    assert report_json(spec("r"), {}, trail)["completed_at"] == "2026-11-01T10:02:00Z"
