@@ -7,8 +7,43 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Property tests must not depend on the machine's speed: no per-example deadline, no "too slow" health
+# check (2 cores shared with `pytest -n 2` and with other jobs). Explicit @settings still set the counts.
+settings.register_profile("backfillctl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("backfillctl")
+
+# Fixtures that need a service. A test needs it when the fixture is in its closure (`item.fixturenames`,
+# which includes fixtures requested by other fixtures), or when a parametrized fixture requests it
+# dynamically (`request.getfixturevalue`) for one of its parameters: those are listed by (fixture, param).
+SERVICE_FIXTURES = {"airflow_url": "airflow", "postgres_admin": "postgres"}
+SERVICE_PARAMS = {("store_url", "postgresql"): "postgres", ("make_client", "real"): "airflow"}
+
+
+def services(item: pytest.Item) -> set[str]:
+    names = set(getattr(item, "fixturenames", ()))
+    found = {marker for fixture, marker in SERVICE_FIXTURES.items() if fixture in names}
+    callspec = getattr(item, "callspec", None)
+    params = dict(callspec.params) if callspec is not None else {}
+    found |= {marker for (fixture, value), marker in SERVICE_PARAMS.items() if params.get(fixture) == value}
+    return found
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers at collection, so `-m airflow` / `-m 'not airflow'` / `-m postgres` select what they say.
+
+    Every test that needs the real Airflow also joins one xdist group: with `pytest -n 2` (addopts sets
+    `--dist loadgroup`) they all run on one worker, which starts one Airflow for the session, instead of
+    each worker starting its own (two Airflows do not fit on a 2-core machine and would race on ports).
+    """
+    for item in items:
+        for marker in sorted(services(item)):
+            item.add_marker(getattr(pytest.mark, marker))
+        if "airflow" in services(item) or item.get_closest_marker("airflow") is not None:
+            item.add_marker(pytest.mark.xdist_group("airflow"))
 
 
 @pytest.fixture

@@ -3,12 +3,13 @@
 Each entry of tests/examples/invalid/ is a spec file, or a folder that is its own specs tree (its own
 policy.yaml); `<entry>.expected` holds the exact `backfillctl validate` output. Regenerate after a
 deliberate message change with BACKFILLCTL_REGEN_EXAMPLES=1, then review the diff line by line.
+How fast hostile files are refused is measured by bench/hostile_yaml.py, not asserted here (wall-clock asserts
+fail under load); tests/test_yamlsafe.py counts the loader's work on an alias bomb instead.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -55,13 +56,9 @@ def test_valid_example(case: Path, capsys: pytest.CaptureFixture[str], monkeypat
 
 @pytest.mark.parametrize("case", INVALID, ids=lambda p: p.stem)
 def test_invalid_example(case: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    started = time.perf_counter()
     code, out = run_validate(capsys, monkeypatch, case)
-    elapsed = time.perf_counter() - started
     expected = case.with_name(case.name.removesuffix(".yaml") + ".expected")
     if os.environ.get("BACKFILLCTL_REGEN_EXAMPLES"):
         expected.write_text(out)
     assert out == expected.read_text()
     assert code == 1
-    if case.stem in HOSTILE:
-        assert elapsed < 0.1, f"{case.name} took {elapsed * 1000:.1f} ms"

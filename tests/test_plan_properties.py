@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from controller.core.model import Backfill, DagInfo, Phase, RunSummary
-from controller.core.plan import Binding, DagObservation, DryRun, Kind, Plan, World, make_plan, matches
-from controller.core.policy import Policy
+from controller.core.plan import Binding, DagObservation, DryRun, Kind, Plan, World, make_plan
+from controller.core.policy import DriftMode, Policy, Rule
 from controller.core.spec import BackfillSpec, DesiredState, ReprocessBehavior
 
 DAGS = ("d1", "d2", "d3")
@@ -37,77 +38,171 @@ def specs(draw: st.DrawFn) -> list[BackfillSpec]:
                 approvers=("b",),
                 path=f"specs/s{n}.yaml",
                 digest=f"d{n}",
-                state=draw(st.sampled_from(list(DesiredState))),
-                expected_runs=draw(st.none() | st.integers(1, 12)),
+                state=draw(st.sampled_from([DesiredState.ACTIVE, *DesiredState])),
+                expected_runs=draw(st.none() | st.integers(1, 6)),
             )
         )
     return out
 
 
+FOREIGN = datetime(2026, 6, 1, tzinfo=UTC)  # no spec starts here: a backfill nobody's spec matches
+
+
+def backfill_like(draw: st.DrawFn, id_: int, spec: BackfillSpec, active: bool) -> Backfill:
+    return Backfill(
+        id_,
+        spec.dag_id,
+        spec.from_date,
+        spec.to_date,
+        spec.reprocess_behavior.value,
+        spec.max_active_runs,
+        draw(st.booleans()),
+        None,
+        T0 + timedelta(hours=id_),
+        None if active else T0 + timedelta(days=1),
+    )
+
+
+def near_misses(b: Backfill) -> list[Backfill]:
+    other = "completed" if b.reprocess_behavior != "completed" else "failed"
+    return [
+        replace(b, from_date=b.from_date - timedelta(days=1)),
+        replace(b, to_date=b.to_date + timedelta(days=1)),
+        replace(b, reprocess_behavior=other),
+        replace(b, max_active_runs=b.max_active_runs + 1),
+        replace(b, dag_run_conf={"full_refresh": True}),
+    ]
+
+
+def same_request(spec: BackfillSpec, b: Backfill) -> bool:
+    """Independent of plan.matches: the fields a create sends, compared one by one."""
+    return (b.dag_id, b.from_date, b.to_date, b.reprocess_behavior, b.max_active_runs) == (
+        spec.dag_id,
+        spec.from_date,
+        spec.to_date,
+        spec.reprocess_behavior.value,
+        spec.max_active_runs,
+    ) and dict(b.dag_run_conf or {}) == dict(spec.dag_run_conf or {})
+
+
+def summaries(draw: st.DrawFn, backfill: Backfill) -> RunSummary:
+    states = ("success", "failed", "running", "queued")
+    counts = {
+        state: draw(st.integers(0, 2))
+        for state in states
+        if not (backfill.completed_at and state in ("running", "queued"))
+    }
+    never = draw(st.integers(0, counts.get("failed", 0)))
+    return RunSummary({k: v for k, v in counts.items() if v}, never_started=never)
+
+
 @st.composite
 def worlds(draw: st.DrawFn, desired: list[BackfillSpec]) -> World:
+    """Airflow as the plan may find it: backfills that match a spec (bound, unbound, active, paused,
+    finished), unmanaged ones, paused / stale / missing DAGs, missing or failed dry runs, pending intents."""
     backfills: list[Backfill] = []
     for dag in DAGS:
-        for i in range(draw(st.integers(0, 2))):
-            active = i == 0 and draw(st.booleans())
+        on_dag = [s for s in desired if s.dag_id == dag]
+        for _ in range(draw(st.integers(0, 3))):
+            active = draw(st.booleans()) and not any(b.active for b in backfills if b.dag_id == dag)
+            kind = draw(st.sampled_from(["matching", "near-miss", "foreign"] if on_dag else ["foreign"]))
+            if kind == "matching":
+                backfills.append(backfill_like(draw, len(backfills) + 1, draw(st.sampled_from(on_dag)), active))
+                continue
+            if kind == "near-miss":  # like a spec's backfill but one field differs: never adoptable
+                like = backfill_like(draw, len(backfills) + 1, draw(st.sampled_from(on_dag)), active)
+                backfills.append(draw(st.sampled_from(near_misses(like))))
+                continue
             backfills.append(
                 Backfill(
-                    len(backfills) + 1, dag, T0, T0, "none", 1, draw(st.booleans()), None, T0, None if active else T0
+                    len(backfills) + 1,
+                    dag,
+                    FOREIGN,
+                    FOREIGN,
+                    "none",
+                    1,
+                    draw(st.booleans()),
+                    None,
+                    T0,
+                    None if active else T0,
                 )
             )
-    bindings = {}
+    bindings: dict[str, Binding] = {}
     for spec in desired:
-        if draw(st.booleans()):
-            candidates = [
-                b
-                for b in backfills
-                if b.dag_id == spec.dag_id and b.id not in {x.backfill_id for x in bindings.values()}
-            ]
-            if candidates:
-                chosen = draw(st.sampled_from(candidates))
-                bindings[spec.name] = Binding(
-                    spec.name, spec.dag_id, chosen.id, Phase.RUNNING, draw(st.sampled_from(["active", "paused"]))
-                )
-    info = {dag: DagInfo(dag, False, False, False, True, False) for dag in DAGS}
-    observations = {
-        dag: DagObservation(
-            dag,
-            info[dag],
-            tuple(b for b in backfills if b.dag_id == dag),
-            {b.id: RunSummary({"success": 1}) for b in backfills if b.dag_id == dag},
-        )
-        for dag in DAGS
-    }
-    dry = {s.name: DryRun(tuple(T0 + timedelta(days=i) for i in range(draw(st.integers(0, 8)))), 8) for s in desired}
-    return World(observations, bindings, dry, {})
+        how = draw(st.sampled_from(["none", "none", "bound", "gone", "terminal"]))
+        taken = {x.backfill_id for x in bindings.values()}
+        candidates = [b for b in backfills if b.dag_id == spec.dag_id and b.id not in taken]
+        if how == "bound" and candidates:
+            chosen = draw(st.sampled_from([b for b in candidates if b.active] or candidates))
+            applied = draw(st.sampled_from(["active", "paused", "cancelled"]))
+            bindings[spec.name] = Binding(spec.name, spec.dag_id, chosen.id, Phase.RUNNING, applied)
+        elif how == "gone":
+            bindings[spec.name] = Binding(spec.name, spec.dag_id, 900 + len(bindings), Phase.RUNNING)
+        elif how == "terminal" and candidates:
+            chosen = draw(st.sampled_from(candidates))
+            bindings[spec.name] = Binding(
+                spec.name, spec.dag_id, chosen.id, Phase.SUCCEEDED, reason="3 run(s) succeeded"
+            )
+    if draw(st.booleans()):  # a spec that was deleted while its backfill runs
+        active = [b for b in backfills if b.active and b.id not in {x.backfill_id for x in bindings.values()}]
+        if active:
+            gone = draw(st.sampled_from(active))
+            bindings["deleted"] = Binding("deleted", gone.dag_id, gone.id, Phase.RUNNING)
+    observations = {}
+    for dag in DAGS:
+        health = draw(st.sampled_from(["ok", "ok", "ok", "paused", "stale", "unbackfillable", "missing", "error"]))
+        info = DagInfo(dag, health == "paused", health == "stale", False, health != "unbackfillable", False)
+        on_dag = tuple(b for b in backfills if b.dag_id == dag)
+        runs = {b.id: summaries(draw, b) for b in on_dag}
+        if health == "error":
+            observations[dag] = DagObservation(dag, None, error="503 Service Unavailable")
+        else:
+            observations[dag] = DagObservation(dag, None if health == "missing" else info, on_dag, runs)
+    dry: dict[str, DryRun] = {}
+    for spec in desired:
+        outcome = draw(st.sampled_from(["dates", "dates", "missing", "error"]))
+        if outcome == "dates":
+            dry[spec.name] = DryRun(tuple(T0 + timedelta(days=i) for i in range(draw(st.integers(0, 8)))), 8)
+        elif outcome == "error":
+            dry[spec.name] = DryRun(error="depends_on_past DAGs cannot run backwards")
+    intents = {s.name: T0 for s in desired if s.name not in bindings and draw(st.integers(0, 4)) == 0}
+    return World(observations, bindings, dry, intents)
+
+
+POLICIES = (
+    Policy(),
+    Policy(drift=DriftMode.HEAL),
+    Policy(rules=(Rule(("d2",), max_runs=3),)),
+)
+Case = tuple[list[BackfillSpec], World, Policy]
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[list[BackfillSpec], World]:
+def scenario(draw: st.DrawFn) -> Case:
     desired = draw(specs())
-    return desired, draw(worlds(desired))
+    return desired, draw(worlds(desired)), draw(st.sampled_from(POLICIES))
 
 
 @settings(max_examples=150, deadline=None)
 @given(scenario())
-def test_plan_is_deterministic_and_order_insensitive(case: tuple[list[BackfillSpec], World]) -> None:
-    desired, world = case
-    first = make_plan(desired, Policy(), world)
-    assert make_plan(desired, Policy(), world) == first
+def test_plan_is_deterministic_and_order_insensitive(case: Case) -> None:
+    desired, world, policy = case
+    first = make_plan(desired, policy, world)
+    assert make_plan(desired, policy, world) == first
     shuffled = World(
         {dag: replace(obs, backfills=tuple(reversed(obs.backfills))) for dag, obs in world.observations.items()},
         dict(reversed(list(world.bindings.items()))),
         world.dry_runs,
         world.intents,
     )
-    assert make_plan(desired, Policy(), shuffled).checksum() == first.checksum()
+    assert make_plan(desired, policy, shuffled).checksum() == first.checksum()
 
 
 @settings(max_examples=150, deadline=None)
 @given(scenario())
-def test_plan_never_touches_unowned_and_never_doubles_up(case: tuple[list[BackfillSpec], World]) -> None:
-    desired, world = case
-    plan = make_plan(desired, Policy(), world)
+def test_plan_never_touches_unowned_and_never_doubles_up(case: Case) -> None:
+    desired, world, policy = case
+    plan = make_plan(desired, policy, world)
     owned = {b.backfill_id for b in world.bindings.values()}
     for item in plan.items:
         if item.kind in (Kind.PAUSE, Kind.UNPAUSE, Kind.CANCEL):
@@ -167,15 +262,77 @@ def apply(plan: Plan, desired: list[BackfillSpec], world: World) -> World:
 
 @settings(max_examples=150, deadline=None)
 @given(scenario())
-def test_applying_the_plan_then_replanning_changes_nothing(case: tuple[list[BackfillSpec], World]) -> None:
-    desired, world = case
-    plan = make_plan(desired, Policy(), world)
-    after = apply(plan, desired, world)
-    again = make_plan(desired, Policy(), after)
-    assert [i for i in again.items if i.kind.change and i.kind is not Kind.CREATE] == []
-    for item in again.items:
+def test_applying_the_plan_converges_without_flapping(case: Case) -> None:
+    """Adopting can take one more pass to steer (adopt, then pause); after that, nothing changes."""
+    desired, world, policy = case
+    seen: set[tuple[str, Kind, int | None]] = set()
+    world = apply(make_plan(desired, policy, world), desired, world)
+    for _ in range(3):
+        plan = make_plan(desired, policy, world)
+        steering = [i for i in plan.items if i.kind.change and i.kind is not Kind.CREATE]
+        if not steering:
+            break
+        for item in steering:
+            assert (item.spec, item.kind, item.backfill_id) not in seen, f"{item.kind} {item.spec} again"
+            seen.add((item.spec, item.kind, item.backfill_id))
+        world = apply(plan, desired, world)
+    else:
+        raise AssertionError(f"still steering after 3 more passes: {steering}")
+    event(f"extra steering passes: {len(seen)}")
+    owned = {b.backfill_id for b in world.bindings.values()}
+    for item in plan.items:
         if item.kind is Kind.CREATE:  # only a queue head that was waiting for the DAG to free up
-            assert all(not b.active for b in after.observations[item.dag_id].backfills)
-            assert not any(
-                matches(s, b) for s in desired if s.name == item.spec for b in after.observations[item.dag_id].backfills
-            )
+            on_dag = world.observations[item.dag_id].backfills
+            assert all(not b.active for b in on_dag)
+            spec = next(s for s in desired if s.name == item.spec)
+            assert not any(same_request(spec, b) for b in on_dag if b.id not in owned)  # it would adopt it
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenario())
+def test_adoption_takes_only_matching_unowned_backfills(case: Case) -> None:
+    desired, world, policy = case
+    plan = make_plan(desired, policy, world)
+    by_name = {s.name: s for s in desired}
+    backfills = {b.id: b for obs in world.observations.values() for b in obs.backfills}
+    owned = {b.backfill_id for b in world.bindings.values()}
+    adopted = [i for i in plan.items if i.kind is Kind.ADOPT]
+    for item in adopted:
+        event("adopts")
+        spec, backfill = by_name[item.spec], backfills[item.backfill_id or 0]
+        assert same_request(spec, backfill)
+        assert item.backfill_id not in owned
+        binding = world.bindings.get(item.spec)
+        assert binding is None or binding.backfill_id is None
+        intent = world.intents.get(item.spec)
+        assert intent is None or backfill.created_at >= intent
+    assert len({i.backfill_id for i in adopted}) == len(adopted)  # a backfill is adopted once
+    unmanaged = set(backfills) - owned - {i.backfill_id for i in adopted}
+    for item in plan.items:
+        assert item.backfill_id not in unmanaged, f"{item.kind} touches unmanaged backfill #{item.backfill_id}"
+    for finding in plan.findings:
+        if finding.kind == "unmanaged":
+            event("unmanaged backfill found")
+            assert finding.backfill_id in unmanaged
+
+
+ALL_KINDS = set(Kind)
+ALL_FINDINGS = {"drift", "orphaned", "unmanaged", "dag-paused", "observation-incomplete", "still-running"}
+
+
+def test_the_generator_reaches_every_kind_of_item_and_finding() -> None:
+    """Guards the properties above against a generator that never produces a whole branch."""
+    kinds: Counter[Kind] = Counter()
+    findings: Counter[str] = Counter()
+
+    @settings(max_examples=400, deadline=None, derandomize=True, database=None)
+    @given(scenario())
+    def explore(case: Case) -> None:
+        desired, world, policy = case
+        plan = make_plan(desired, policy, world)
+        kinds.update(i.kind for i in plan.items)
+        findings.update(f.kind for f in plan.findings)
+
+    explore()
+    assert set(kinds) == ALL_KINDS, f"never generated: {ALL_KINDS - set(kinds)}"
+    assert set(findings) == ALL_FINDINGS, f"never generated: {ALL_FINDINGS - set(findings)}"

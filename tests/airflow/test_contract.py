@@ -30,12 +30,11 @@ def day(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-@pytest.fixture(params=["real", "fake"])
+@pytest.fixture(params=[pytest.param("real", marks=pytest.mark.airflow), "fake"])
 def make_client(request: pytest.FixtureRequest) -> Iterator[MakeClient]:
     """AirflowClient factory for the real server (started once per session) or a fresh fake."""
     made: list[AirflowClient] = []
     if request.param == "real":
-        request.applymarker(pytest.mark.airflow)
         url, transport = request.getfixturevalue("airflow_url"), None
     else:
         url, transport = "http://fake-airflow", FakeAirflow().transport()

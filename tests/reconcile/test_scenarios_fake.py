@@ -8,6 +8,7 @@ a real server cannot be made to produce on demand.
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -456,3 +457,85 @@ def test_offline_status_shows_what_the_store_recorded(
     )
     assert rows["offline"]["note"].endswith(") failed: 2025-01-01, 2025-01-03, 2025-01-05, 2025-01-07")
     assert rows["never-run"]["phase"] == "Paused"
+
+
+def git_commit(root: Path, message: str, when: str) -> None:
+    env = {
+        "GIT_AUTHOR_NAME": "alice",
+        "GIT_AUTHOR_EMAIL": "alice@example.com",
+        "GIT_COMMITTER_NAME": "alice",
+        "GIT_COMMITTER_EMAIL": "alice@example.com",
+        "GIT_AUTHOR_DATE": when,
+        "GIT_COMMITTER_DATE": when,
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(root),
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    for args in (["add", "-A"], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+def test_first_merged_first_follows_git_history_not_names(bench: Bench) -> None:
+    """`zz-early` was merged a day before `aa-late`: it heads the queue although its name sorts last."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=bench.root, check=True, capture_output=True)
+    bench.spec("zz-early", start="2025-01-01", end="2025-01-03", mar=1)
+    git_commit(bench.root, "add zz-early", "2026-11-01T10:00:00+00:00")
+    bench.spec("aa-late", start="2025-02-01", end="2025-02-03", mar=1)
+    git_commit(bench.root, "add aa-late", "2026-11-02T10:00:00+00:00")
+    bench.spec("mm-uncommitted", start="2025-03-01", end="2025-03-03", mar=1)  # not merged yet: last
+    fake(bench).scheduler_running = False
+    first = bench.run()
+    assert [(i.spec, i.kind.value, i.reason) for i in first.plan.items] == [
+        ("zz-early", "create", ""),
+        ("aa-late", "wait", "queued behind zz-early"),
+        ("mm-uncommitted", "wait", "queued behind zz-early"),
+    ]
+    fake(bench).scheduler_running = True
+    done = bench.until_terminal()
+    assert bench.phases(done) == {"zz-early": "Succeeded", "aa-late": "Succeeded", "mm-uncommitted": "Succeeded"}
+    created = [e.entry.spec_name for e in bench.events() if e.entry.action == "create" and e.entry.phase == "outcome"]
+    assert created == ["zz-early", "aa-late", "mm-uncommitted"]
+
+
+def test_specs_queue_behind_a_refused_head(bench: Bench) -> None:
+    bench.spec("a-big", expected_runs=5)  # the dry run counts 7: refused, and it keeps its place
+    bench.spec("b-next", start="2025-02-01", end="2025-02-03")
+    result = bench.run()
+    assert [(i.spec, i.kind.value, i.phase.value, i.reason) for i in result.plan.items] == [
+        ("a-big", "refuse", "Blocked", "the dry run counts 7 runs; expected_runs is 5"),
+        ("b-next", "wait", "Queued", "queued behind a-big"),
+    ]
+    assert mutating(fake(bench).requests) == []
+
+
+def test_specs_queue_behind_a_blocked_head(bench: Bench) -> None:
+    bench.spec("a-bad", dag="demo_params", dag_run_conf="{region: mars}")
+    bench.spec("b-next", dag="demo_params", start="2025-02-01", end="2025-02-03")
+    result = bench.run()
+    assert [(i.spec, i.kind.value, i.phase.value) for i in result.plan.items] == [
+        ("a-bad", "blocked", "Blocked"),
+        ("b-next", "wait", "Queued"),
+    ]
+    assert result.plan.items[1].reason == "queued behind a-bad"
+    assert mutating(fake(bench).requests) == []
+
+
+def test_every_finding_is_audited(bench: Bench) -> None:
+    """DESIGN §4: drift, unmanaged and orphaned backfills are reported, and each finding is audited."""
+    fake(bench).scheduler_running = False
+    path = bench.spec("gone", mar=1, end="2025-01-20")
+    bench.run()
+    path.unlink()  # its backfill (#1) runs on: orphaned
+    fake(bench)._create({"dag_id": "demo_hourly", "from_date": "2024-01-01", "to_date": "2024-01-02"})  # unmanaged #2
+    bench.spec("waits", dag="demo_hourly")  # queued behind the unmanaged backfill
+    bench.spec("drifted", dag="demo_tz", mar=1, end="2025-01-20")
+    bench.run()
+    fake(bench).backfills[3]["is_paused"] = True  # paused by hand
+    result = bench.run()
+    assert sorted((f.kind, f.backfill_id) for f in result.plan.findings) == [
+        ("drift", 3),
+        ("orphaned", 1),
+        ("unmanaged", 2),
+    ]
+    messages = [e.entry.message for e in bench.events()]
+    assert [f.message for f in result.plan.findings if f.message not in messages] == []

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
     b = Bench(tmp_path, url=airflow_url)
     yield b
     with b.client() as client:
-        for dag in ("demo_daily", "demo_flaky", "demo_tz", "demo_hourly", "demo_finance_ledger"):
+        for dag in ("demo_daily", "demo_flaky", "demo_tz", "demo_hourly", "demo_finance_ledger", "demo_slow"):
             for backfill in client.list_backfills(dag):
                 if backfill.active:
                     client.cancel(backfill.id)
@@ -94,9 +94,68 @@ def test_pause_active_cancel_and_drift(bench: Bench) -> None:
         bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1, state="cancelled")
         assert [(i.kind.value, o) for i, o in bench.run().applied] == [("cancel", "done")]
         assert client.get_backfill(backfill_id).completed_at is not None
+        runs = client.dag_runs("demo_tz", day("2023-02-01"), day("2023-03-30"))
+    never_started = sum(1 for r in runs if r.state == "failed" and r.start_date is None)
+    assert never_started >= 1  # the backfill was paused (max_active_runs 1) when it was cancelled
     final = bench.run()
-    assert [i.phase.value for i in final.plan.items] == ["Cancelled"]
-    assert final.plan.items[0].reason.startswith("cancelled; ")
+    assert [(i.phase.value, i.reason) for i in final.plan.items] == [
+        ("Cancelled", f"cancelled; {never_started} queued run(s) never started")
+    ]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {timeout:.0f}s")
+        time.sleep(1)
+
+
+def test_cancel_fails_only_queued_runs_and_says_a_running_one_will_finish(bench: Bench) -> None:
+    """demo_slow's task sleeps 25 s: cancel while the first of 4 runs is running (max_active_runs 1)."""
+    bench.spec("slow", dag="demo_slow", start="2023-03-01", end="2023-03-04", mar=1)
+    first = bench.run()
+    assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("slow", "create", "created")]
+    backfill_id = bench.store.binding("slow")["backfill_id"]  # type: ignore[index]
+    with bench.client() as client:
+        begin, end = day("2023-03-01"), day("2023-03-04")
+
+        def states() -> list[str]:
+            return [r.state for r in client.dag_runs("demo_slow", begin, end)]
+
+        wait_for("one run running", lambda: states() == ["running", "queued", "queued", "queued"])
+        bench.spec("slow", dag="demo_slow", start="2023-03-01", end="2023-03-04", mar=1, state="cancelled")
+        cancelled = bench.run()
+        assert [(i.kind.value, o) for i, o in cancelled.applied] == [("cancel", "done")]
+        assert [(f.kind, f.spec, f.backfill_id, f.message) for f in cancelled.plan.findings] == [
+            (
+                "still-running",
+                "slow",
+                backfill_id,
+                "cancel fails only queued runs; 1 running run(s) will finish",
+            )
+        ]
+        assert client.get_backfill(backfill_id).completed_at is not None
+        assert states() == ["running", "failed", "failed", "failed"]  # the running run goes on
+        wait_for("the running run finishes", lambda: states()[0] != "running", timeout=60)
+        runs = client.dag_runs("demo_slow", begin, end)
+        assert [(r.state, r.start_date is None) for r in runs] == [
+            ("success", False),
+            ("failed", True),
+            ("failed", True),
+            ("failed", True),
+        ]
+    final = bench.run()
+    assert [(i.spec, i.kind.value, i.phase.value, i.reason) for i in final.plan.items] == [
+        ("slow", "noop", "Cancelled", "cancelled; 3 queued run(s) never started")
+    ]
+    assert bench.trail("slow") == [
+        ("create", "intent", None),
+        ("create", "outcome", "created"),
+        ("cancel", "intent", None),
+        ("cancel", "outcome", "done"),
+        ("observe", "observation", "Cancelled"),
+    ]
 
 
 def test_unmanaged_orphan_and_lost_store(bench: Bench, tmp_path: Path) -> None:

@@ -150,7 +150,15 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
 
     reconciled = walk.step("backfill-reconcile.yml", "reconcile")
     assert reconciled.returncode == 0, reconciled.stderr
-    assert "+ create walk-demo: created" in reconciled.stdout
+    lines = reconciled.stdout.splitlines()
+    checksum = lines[2].removeprefix("Checksum: ")
+    assert lines == [
+        "+ create    walk-demo  demo_daily  2022-03-01 → 2022-03-03  reprocess none  max_active_runs 2  forward  "
+        "runs 3 of 3 in range  approvers bob  ticket CHG-4242  [Pending]",
+        "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
+        f"Checksum: {checksum}",
+        "+ create walk-demo: created",
+    ]
     finish = subprocess.run(
         [sys.executable, "-m", "controller", "reconcile", "--until-complete", "--interval", "3"],
         cwd=walk.work,
@@ -162,9 +170,28 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     )
     assert finish.returncode == 0, finish.stderr
     assert walk.step("backfill-reconcile.yml", "status").returncode == 0
-    summary = (tmp_path / "summary.md").read_text()
-    assert "walk-demo" in summary
-    assert "Succeeded" in summary
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert summary[:3] == ["### backfillctl status", "```", summary[2]]
+    assert summary[2].split()[:4] == ["SPEC", "DAG", "PHASE", "BACKFILL"]
+    assert summary[4:] == ["```"]
+    row = summary[3].split()
+    backfill_id = int(row[3])
+    assert row == [
+        "walk-demo",
+        "demo_daily",
+        "Succeeded",
+        str(backfill_id),
+        "3",  # OK
+        "0",  # FAIL
+        "0",  # RUN
+        "0",  # QUE
+        "3",  # TOTAL
+        "100%",
+        "-",
+        "3",
+        "run(s)",
+        "succeeded",
+    ]
     assert walk.step("backfill-reconcile.yml", "export").returncode == 0
     exported = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
 
@@ -176,7 +203,8 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         text=True,
         check=True,
     ).stdout
-    assert "- **Outcome**: Succeeded (backfill #" in report
+    assert f"- **Outcome**: Succeeded (backfill #{backfill_id})\n" in report
+    assert "- **Intervals**: 3 complete, 0 failed (none), 0 skipped of 3 in range\n" in report
     assert "- **Ticket**: CHG-4242" in report
     assert "- **Requested by**: alice; **approved by**: bob" in report
     assert f"at commit `{merge}`" in report
@@ -193,3 +221,14 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     )
     assert intent.entry.actor == "github-actions"
     assert [e["seq"] for e in exported] == list(range(1, len(exported) + 1))
+    trail = [(e["action"], e["phase"], e["outcome"], e["backfill_id"], e["message"]) for e in exported]
+    assert [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] == "walk-demo"] == [
+        ("create", "intent", None, None, intent.entry.message),
+        ("create", "outcome", "created", backfill_id, None),
+        ("observe", "observation", "Succeeded", backfill_id, "3 run(s) succeeded"),
+    ]
+    passes = [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] is None]
+    assert passes[0] == ("reconcile", "observation", "applied", None, f"1 change(s); plan {checksum}")
+    assert {p[2:] for p in passes[1:]} == {("no-changes", None, passes[1][4])}  # --until-complete's idle passes
+    assert passes[1][4].startswith("0 change(s); plan ")
+    assert len(exported) == 3 + len(passes)

@@ -1,0 +1,189 @@
+"""The approval gate (pure): latest decisive review per login, by submission time; separation of duties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.core.approval import (
+    Review,
+    check_approvals,
+    check_authors,
+    latest_decisions,
+    login_of,
+    parse_reviews,
+)
+from controller.core.diagnostics import Diagnostic, Location
+from controller.core.policy import Policy, Rule
+from tests.core.specs import loaded, text
+
+HEAD = "a" * 40
+OLD = "b" * 40
+FINANCE = Policy(
+    author_logins=(("alice@example.com", "alice"),),
+    rules=(Rule(("finance_*",), min_approvers=1, min_approvers_for_completed=2),),
+)
+
+
+def raw(login: str, state: str, at: str, commit: str = HEAD) -> dict[str, Any]:
+    return {"user": {"login": login}, "state": state, "commit_id": commit, "submitted_at": at}
+
+
+def decisions(*reviews: dict[str, Any]) -> dict[str, Review]:
+    parsed, problems = parse_reviews(list(reviews), "reviews.json")
+    assert problems == []
+    return latest_decisions(parsed)
+
+
+def messages(
+    item_text: str, found: dict[str, Review], author: str | None = "bob", head: str | None = HEAD
+) -> list[str]:
+    return [d.text() for d in check_approvals(loaded(item_text), found, author, head, FINANCE)]
+
+
+def test_parse_reviews_keeps_order_uppercases_state_and_tolerates_missing_fields() -> None:
+    reviews, problems = parse_reviews(
+        [
+            {"user": {"login": "dave"}, "state": "approved", "commit_id": None},
+            {"user": {"login": 7}, "state": "COMMENTED", "commit_id": HEAD, "submitted_at": "2026-01-01T00:00:00Z"},
+        ],
+        "r.json",
+    )
+    assert problems == []
+    assert reviews == [
+        Review("dave", "APPROVED", "", "", 0),
+        Review("7", "COMMENTED", HEAD, "2026-01-01T00:00:00Z", 1),
+    ]
+
+
+def test_parse_reviews_refuses_what_is_not_github_output() -> None:
+    assert parse_reviews({"reviews": []}, "r.json") == (
+        [],
+        [
+            Diagnostic(
+                Location("r.json", 1, 1),
+                "the reviews file must be a JSON list of reviews",
+                "save the output of `gh api repos/OWNER/REPO/pulls/N/reviews`",
+            )
+        ],
+    )
+    reviews, problems = parse_reviews([raw("dave", "APPROVED", "t"), {"state": "APPROVED"}, {"user": None}], "r.json")
+    assert [r.login for r in reviews] == ["dave"]
+    assert problems == [
+        Diagnostic(
+            Location("r.json", 1, 1, (index,)),
+            "a review without user.login or state",
+            "pass the unmodified JSON from GitHub's reviews endpoint",
+        )
+        for index in (1, 2)
+    ]
+
+
+def test_the_latest_review_by_submission_time_decides_not_the_list_order() -> None:
+    later_approval = decisions(
+        raw("erin", "APPROVED", "2026-11-29T10:05:00Z"), raw("erin", "CHANGES_REQUESTED", "2026-11-29T10:00:00Z")
+    )
+    assert later_approval["erin"].state == "APPROVED"
+    later_refusal = decisions(
+        raw("erin", "CHANGES_REQUESTED", "2026-11-29T10:05:00Z"), raw("erin", "APPROVED", "2026-11-29T10:00:00Z")
+    )
+    assert later_refusal["erin"].state == "CHANGES_REQUESTED"
+    same_time = decisions(
+        raw("erin", "DISMISSED", "2026-11-29T10:00:00Z"), raw("erin", "APPROVED", "2026-11-29T10:00:00Z")
+    )
+    assert same_time["erin"].state == "APPROVED"  # equal times: the list order breaks the tie
+
+
+def test_commented_reviews_neither_grant_nor_revoke() -> None:
+    found = decisions(raw("erin", "APPROVED", "2026-11-29T10:00:00Z"), raw("erin", "COMMENTED", "2026-11-29T10:05:00Z"))
+    assert {k: v.state for k, v in found.items()} == {"erin": "APPROVED"}
+    assert decisions(raw("carol", "COMMENTED", "2026-11-29T10:00:00Z")) == {}
+    assert decisions(raw("carol", "PENDING", "2026-11-29T10:00:00Z")) == {}
+
+
+def test_an_approved_spec_passes() -> None:
+    found = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    assert messages(text(), found) == []
+    assert messages(text(), found, author=None, head=None) == []
+
+
+@pytest.mark.parametrize("author", ["dave", "Dave", "DAVE"])
+def test_the_pull_request_author_cannot_approve_in_any_letter_case(author: str) -> None:
+    found = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    hints = [d.hint for d in check_approvals(loaded(text()), found, author, HEAD, FINANCE)]
+    assert hints[0] == "ask another listed approver to review"
+    assert messages(text(), found, author=author) == [
+        "specs/s.yaml:11:13: $.approvers[0]: s: 'dave' opened the pull request and cannot approve it",
+        "specs/s.yaml:11:12: $.approvers: s: 0 of the 1 approvals this spec needs are present",
+    ]
+
+
+def test_each_missing_approval_is_named() -> None:
+    found = decisions(
+        raw("erin", "CHANGES_REQUESTED", "2026-11-29T10:00:00Z"), raw("frank", "APPROVED", "2026-11-29T10:00:00Z", OLD)
+    )
+    assert messages(text(approvers="dave, erin, frank"), found) == [
+        "specs/s.yaml:11:13: $.approvers[0]: s: 'dave' has not approved the pull request",
+        "specs/s.yaml:11:19: $.approvers[1]: s: 'erin' has not approved the pull request (latest review: "
+        "CHANGES_REQUESTED)",
+        "specs/s.yaml:11:25: $.approvers[2]: s: 'frank' approved commit bbbbbbbbbbbb, not the pull request's head "
+        "aaaaaaaaaaaa",
+        "specs/s.yaml:11:12: $.approvers: s: 0 of the 1 approvals this spec needs are present",
+    ]
+    hints = [d.hint for d in check_approvals(loaded(text(approvers="dave, erin, frank")), found, "bob", HEAD, FINANCE)]
+    assert hints == [
+        "ask dave to approve it in code review",
+        "ask erin for a new approval",
+        "the spec changed after the approval; ask frank to approve again",
+        "every listed approver must approve the pull request in code review",
+    ]
+    assert messages(text(approvers="frank"), found, head=None) == []  # without a head SHA any commit counts
+
+
+def test_completed_reprocessing_needs_the_rules_second_approval() -> None:
+    spec = text(dag="finance_ledger", reprocess="completed", approvers="dave, erin")
+    one = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    assert (
+        messages(spec, one)[-1]
+        == "specs/s.yaml:11:12: $.approvers: s: 1 of the 2 approvals this spec needs are present"
+    )
+    failed = text(dag="finance_ledger", reprocess="failed", approvers="dave, erin")
+    assert messages(failed, one) == ["specs/s.yaml:11:19: $.approvers[1]: s: 'erin' has not approved the pull request"]
+    other = text(dag="orders", reprocess="completed", approvers="dave, erin")
+    assert messages(other, one) == ["specs/s.yaml:11:19: $.approvers[1]: s: 'erin' has not approved the pull request"]
+
+
+def test_login_of_a_git_author() -> None:
+    assert login_of("Alice@Example.com", FINANCE) == "alice"
+    assert login_of("12345+octo-cat@users.noreply.github.com", FINANCE) == "octo-cat"
+    assert login_of("octocat@users.noreply.github.com", FINANCE) == "octocat"
+    assert login_of("octocat@users.noreply.github.com.evil", FINANCE) is None
+    assert login_of("x+octocat@users.noreply.github.com", FINANCE) is None
+    assert login_of("mallory@example.com", FINANCE) is None
+
+
+def test_authors_of_the_spec_cannot_approve_it_in_any_letter_case() -> None:
+    item = loaded(text(approvers="dave, Alice"))
+    found = check_authors(item, ["alice@example.com", "alice@example.com", "bob@example.com"], FINANCE)
+    assert found == [
+        Diagnostic(
+            Location("specs/s.yaml", 11, 19, ("approvers", 1)),
+            "'Alice' authored a commit that added or changed this spec (alice@example.com) and cannot approve it",
+            "separation of duties: ask another reviewer",
+        )
+    ]
+    assert check_authors(item, ["42+DAVE@users.noreply.github.com"], FINANCE)[0].location.path == ("approvers", 0)
+    assert check_authors(item, ["carol@example.com"], FINANCE) == []
+
+
+def test_every_approval_counts_towards_the_rules_minimum() -> None:
+    policy = Policy(rules=(Rule(("orders*",), min_approvers=2),))
+    both = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"), raw("erin", "APPROVED", "2026-11-29T10:00:00Z"))
+    item = loaded(text(approvers="dave, erin"))
+    assert check_approvals(item, both, "bob", HEAD, policy) == []
+    one = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z"))
+    assert [d.message for d in check_approvals(item, one, "bob", HEAD, policy)] == [
+        "s: 'erin' has not approved the pull request",
+        "s: 1 of the 2 approvals this spec needs are present",
+    ]

@@ -1,0 +1,178 @@
+"""The audit hash chain, pinned by independent test vectors (not by the code agreeing with itself).
+
+The hashes below were computed once with `reference_hash`, a few lines written here from the contract
+(DESIGN §5: hash = sha256(prev_hash + canonical JSON of the record)), not with controller code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any
+
+from controller import __version__
+from controller.core.audit import (
+    ENTRY_FIELDS,
+    GENESIS,
+    SCALARS,
+    AuditEntry,
+    AuditRecord,
+    Finding,
+    chain_hash,
+    controller_event,
+    seal,
+    verify_chain,
+)
+
+FIRST_HASH = "c2ead8c01ce3e663287a4bbb7f927b068b9ede040ee2a0bc341454185c029c5e"
+SECOND_HASH = "e668a78d221b612cd934d78f86558f3be8400c6312190d5bd4af500cfccffda8"
+SECOND_AFTER_FFFF = "94f72c6644a42526c26dded4b3eff8edc7b25ded8167077fd2c55520008b34ed"
+
+FIRST = AuditEntry(
+    action="create",
+    phase="intent",
+    actor="alice",
+    controller_version="0.1.0",
+    spec_name="orders-fix",
+    dag_id="orders_daily",
+    request={"method": "POST", "path": "/api/v2/backfills", "body": {"dag_id": "orders_daily", "max_active_runs": 3}},
+    message="requested by alice; ticket CHG-1 — Zürich",
+)
+SECOND = AuditEntry(
+    action="create",
+    phase="outcome",
+    actor="alice",
+    controller_version="0.1.0",
+    outcome="created",
+    spec_name="orders-fix",
+    dag_id="orders_daily",
+    backfill_id=7,
+    response={"status": 200, "detail": ""},
+)
+FIELDS = (
+    "action",
+    "phase",
+    "actor",
+    "controller_version",
+    "outcome",
+    "git_commit",
+    "spec_commit",
+    "spec_name",
+    "spec_path",
+    "spec_digest",
+    "dag_id",
+    "backfill_id",
+    "request",
+    "response",
+    "message",
+)
+
+
+def reference_hash(prev_hash: str, seq: int, time: str, entry: AuditEntry) -> str:
+    """The contract, written independently: every field, sorted keys, no spaces, UTF-8 kept as is."""
+    body: dict[str, Any] = {name: getattr(entry, name) for name in FIELDS}
+    body.update(seq=seq, time=time)
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256((prev_hash + text).encode("utf-8")).hexdigest()
+
+
+def test_the_vectors_come_from_the_reference() -> None:
+    assert reference_hash(GENESIS, 1, "2026-01-02T03:04:05.000006Z", FIRST) == FIRST_HASH
+    assert reference_hash(FIRST_HASH, 2, "2026-01-02T03:04:06.000000Z", SECOND) == SECOND_HASH
+    assert reference_hash("f" * 64, 2, "2026-01-02T03:04:06.000000Z", SECOND) == SECOND_AFTER_FFFF
+
+
+def test_seal_matches_the_vectors_and_the_hash_depends_on_prev_hash() -> None:
+    first = seal(1, "2026-01-02T03:04:05.000006Z", FIRST, GENESIS)
+    second = seal(2, "2026-01-02T03:04:06.000000Z", SECOND, first.hash)
+    assert (first.prev_hash, first.hash) == (GENESIS, FIRST_HASH)
+    assert (second.prev_hash, second.hash) == (FIRST_HASH, SECOND_HASH)
+    assert seal(2, "2026-01-02T03:04:06.000000Z", SECOND, "f" * 64).hash == SECOND_AFTER_FFFF
+    assert GENESIS == "0" * 64
+
+
+def test_chain_hash_is_sha256_of_prev_then_body() -> None:
+    assert chain_hash("ab", '{"x":1}') == hashlib.sha256(b'ab{"x":1}').hexdigest()
+    assert chain_hash("", "é") == hashlib.sha256("é".encode()).hexdigest()
+
+
+def test_body_and_json_shapes() -> None:
+    record = seal(1, "2026-01-02T03:04:05.000006Z", FIRST, GENESIS)
+    assert ENTRY_FIELDS == FIELDS
+    assert list(record.body()) == ["seq", "time", *FIELDS]
+    assert record.as_json() == {**record.body(), "prev_hash": GENESIS, "hash": FIRST_HASH}
+    seq, prev, hash_, body = record.link()
+    assert (seq, prev, hash_) == (1, GENESIS, FIRST_HASH)
+    assert json.loads(body) == record.body()
+    assert tuple(sorted({"seq", "time", *FIELDS} - {"request", "response"})) == SCALARS
+
+
+def test_controller_event_fields() -> None:
+    event = controller_event("lease", "ci-bot", "taken-over", "holder x expired")
+    assert event == AuditEntry(
+        action="lease",
+        phase="observation",
+        actor="ci-bot",
+        controller_version=__version__,
+        outcome="taken-over",
+        message="holder x expired",
+    )
+    assert controller_event("pass", "a", "ok", "m", phase="outcome").phase == "outcome"
+
+
+def chain(n: int) -> list[AuditRecord]:
+    records, prev = [], GENESIS
+    for seq in range(1, n + 1):
+        record = seal(seq, f"2026-01-01T00:00:0{seq}Z", replace(SECOND, message=f"m{seq}"), prev)
+        records.append(record)
+        prev = record.hash
+    return records
+
+
+def test_a_forged_record_with_a_patched_successor_is_caught() -> None:
+    """Edit seq 2, re-seal it, and patch seq 3's prev_hash to the forged hash: seq 3 no longer verifies."""
+    records = chain(4)
+    forged = seal(2, records[1].time, replace(records[1].entry, message="forged"), records[0].hash)
+    patched = replace(records[2], prev_hash=forged.hash)
+    tampered = [records[0], forged, patched, records[3]]
+    result = verify_chain((r.link() for r in tampered), expect_head=records[3].hash)
+    assert result.finding == Finding(3, "INVALID", "seq 3 was modified after it was written")
+    assert (result.ok, result.count, result.head_seq, result.head_hash) == (False, 2, 2, forged.hash)
+
+
+def test_verify_findings_and_messages() -> None:
+    records = chain(5)
+    intact = verify_chain(r.link() for r in records)
+    assert (intact.ok, intact.count, intact.head_seq, intact.head_hash, intact.finding) == (
+        True,
+        5,
+        5,
+        records[4].hash,
+        None,
+    )
+    gap = verify_chain(r.link() for r in [*records[:2], *records[3:]])
+    assert gap.finding == Finding(3, "GAP", "seq 3 is missing (next is 4)")
+    assert (gap.count, gap.head_seq, gap.head_hash) == (2, 2, records[1].hash)
+    replaced = [records[0], replace(records[1], prev_hash="1" * 64), *records[2:]]
+    broken = verify_chain(r.link() for r in replaced)
+    assert broken.finding == Finding(2, "BROKEN", "seq 2 does not follow seq 1 (reordered or replaced)")
+    first_bad = verify_chain(r.link() for r in [replace(records[0], hash="2" * 64), *records[1:]])
+    assert first_bad.finding == Finding(1, "INVALID", "seq 1 was modified after it was written")
+    assert (first_bad.count, first_bad.head_seq, first_bad.head_hash) == (0, 0, GENESIS)
+    starts_late = verify_chain(r.link() for r in records[1:])
+    assert starts_late.finding == Finding(1, "GAP", "seq 1 is missing (next is 2)")
+
+
+def test_expect_head_anywhere_in_the_chain_and_truncation() -> None:
+    records = chain(4)
+    for anchor in records:
+        assert verify_chain((r.link() for r in records), expect_head=anchor.hash).ok
+    truncated = verify_chain((r.link() for r in records[:2]), expect_head=records[3].hash)
+    assert truncated.finding == Finding(
+        3, "TRUNCATED", f"the expected head {records[3].hash} is not in the chain, which ends at seq 2"
+    )
+    assert (truncated.count, truncated.head_seq, truncated.head_hash) == (2, 2, records[1].hash)
+    empty = verify_chain(iter(()), expect_head="abc")
+    assert empty.finding == Finding(1, "TRUNCATED", "the expected head abc is not in the chain, which ends at seq 0")
+    assert verify_chain(iter(())).ok

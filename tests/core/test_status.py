@@ -1,0 +1,365 @@
+"""Outcome derivation (pure): run summaries, status rows, ETA, and the change report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from controller.core.audit import AuditEntry, seal
+from controller.core.model import Backfill, BackfillRequest, DagRun, Phase, RunSummary, summarise
+from controller.core.plan import Item, Kind, Plan
+from controller.core.spec import DesiredState, ReprocessBehavior
+from controller.core.status import (
+    StatusRow,
+    eta_text,
+    report_json,
+    report_markdown,
+    status_rows,
+    status_text,
+    stored_rows,
+)
+from tests.core.test_plan import JAN1, spec
+
+START = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+
+
+def run(day: int, state: str, started: int | None = None, took: int | None = None) -> DagRun:
+    begin = None if started is None else START + timedelta(seconds=started)
+    end = None if begin is None or took is None else begin + timedelta(seconds=took)
+    return DagRun(f"backfill__{day}", JAN1 + timedelta(days=day), state, begin, end)
+
+
+def test_summarise_counts_states_failed_dates_never_started_and_mean_duration() -> None:
+    summary = summarise(
+        [
+            run(0, "success", 0, 10),
+            run(1, "failed", 5, 30),
+            run(2, "failed"),
+            run(3, "failed"),
+            run(4, "running", 40),
+            run(5, "queued"),
+            run(6, "success", 0, 20),
+        ]
+    )
+    assert summary == RunSummary(
+        {"success": 2, "failed": 3, "running": 1, "queued": 1}, (JAN1 + timedelta(days=1),), 2, 20.0
+    )
+    assert (summary.total, summary.unfinished, summary.count("skipped")) == (7, 2, 0)
+    assert summary.as_json() == {
+        "counts": {"failed": 3, "queued": 1, "running": 1, "success": 2},
+        "total": 7,
+        "failed_dates": ["2025-01-02T00:00:00+00:00"],
+        "never_started": 2,
+        "mean_duration": 20.0,
+    }
+    assert list(summary.as_json()["counts"]) == ["failed", "queued", "running", "success"]
+
+
+def test_summarise_nothing() -> None:
+    assert summarise([]) == RunSummary({}, (), 0, None)
+    assert summarise([run(0, "queued")]).mean_duration is None
+    assert summarise([run(0, "success", 0, 0)]).mean_duration == 0.0
+
+
+def test_phase_terminality() -> None:
+    assert {p for p in Phase if p.terminal} == {Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED}
+    assert [p.value for p in Phase] == [
+        "Pending",
+        "Queued",
+        "Running",
+        "Paused",
+        "Succeeded",
+        "CompletedWithFailures",
+        "Cancelled",
+        "Blocked",
+        "Orphaned",
+    ]
+
+
+def test_backfill_active_and_conf_json() -> None:
+    b = Backfill(1, "d", JAN1, JAN1, "none", 1, False, None, START, None)
+    assert (b.active, b.conf_json()) == (True, None)
+    done = Backfill(1, "d", JAN1, JAN1, "none", 1, False, {"b": 1, "a": [1, "é"]}, START, START)
+    assert (done.active, done.conf_json()) == (False, '{"a":[1,"é"],"b":1}')
+    assert Backfill(1, "d", JAN1, JAN1, "none", 1, False, {}, START, None).conf_json() is None
+
+
+def test_backfill_request_from_spec_sends_only_what_is_set() -> None:
+    plain = BackfillRequest.from_spec(spec())
+    assert plain.body() == {
+        "dag_id": "d",
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-07T00:00:00Z",
+        "reprocess_behavior": "none",
+        "max_active_runs": 2,
+    }
+    full = BackfillRequest.from_spec(
+        spec(
+            run_backwards=True,
+            run_on_latest_version=False,
+            dag_run_conf=MappingProxyType({"full": True, "n": (1, 2)}),
+            reprocess_behavior=ReprocessBehavior.FAILED,
+        ),
+        reprocess="completed",
+    )
+    assert full.body() == {
+        "dag_id": "d",
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-07T00:00:00Z",
+        "reprocess_behavior": "completed",
+        "max_active_runs": 2,
+        "run_backwards": True,
+        "run_on_latest_version": False,
+        "dag_run_conf": {"full": True, "n": [1, 2]},
+    }
+    assert BackfillRequest.from_spec(spec(reprocess_behavior=ReprocessBehavior.FAILED)).reprocess_behavior == "failed"
+    assert BackfillRequest.from_spec(spec(dag_run_conf=MappingProxyType({}))).dag_run_conf is None
+    assert BackfillRequest("d", JAN1, JAN1).body() == {
+        "dag_id": "d",
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-01T00:00:00Z",
+    }
+
+
+def item(phase: Phase = Phase.RUNNING, runs: dict[str, Any] | None = None, **facts: Any) -> Item:
+    return Item("s", "d", Kind.NOOP, phase, "in sync", 4, facts={"runs": runs, **facts})
+
+
+def counts(**c: int) -> dict[str, Any]:
+    return {"counts": c, "total": sum(c.values()), "mean_duration": 60.0}
+
+
+@pytest.mark.parametrize(
+    ("runs", "mar", "eta"),
+    [
+        (counts(success=2, running=2, queued=3), 2, 180.0),  # ceil(5 / 2) = 3 waves of 60 s
+        (counts(success=2, running=1, queued=3), 2, 120.0),
+        (counts(queued=1), 4, 60.0),
+        (counts(running=1, queued=1), 2, 60.0),
+        (counts(success=5), 2, None),  # nothing left
+        ({"counts": {"queued": 3}, "total": 3, "mean_duration": None}, 2, None),  # no finished run yet
+        (counts(queued=2, running=1), None, 180.0),  # max_active_runs unknown: one at a time
+    ],
+)
+def test_status_row_eta(runs: dict[str, Any], mar: int | None, eta: float | None) -> None:
+    (row,) = status_rows(Plan((item(runs=runs, max_active_runs=mar),)), {})
+    assert row.eta_seconds == eta
+
+
+def test_status_row_from_the_plan_item_and_progress() -> None:
+    (row,) = status_rows(Plan((item(runs=counts(success=3, failed=1, running=1, queued=3), max_active_runs=2),)), {})
+    assert row == StatusRow("s", "d", "Running", 4, 3, 1, 1, 3, 8, 120.0, "in sync")
+    assert row.progress == 50.0
+    assert row.as_json() == {
+        "spec": "s",
+        "dag_id": "d",
+        "phase": "Running",
+        "backfill_id": 4,
+        "runs": {"success": 3, "failed": 1, "running": 1, "queued": 3, "total": 8},
+        "progress": 50.0,
+        "eta_seconds": 120.0,
+        "note": "in sync",
+    }
+    third = StatusRow("s", "d", "Running", 4, 1, 0, 0, 2, 3, None, "")
+    assert third.as_json()["progress"] == 33.3
+    assert StatusRow("s", "d", "Pending", None, 0, 0, 0, 0, 0, None, "").progress == 0.0
+
+
+def test_status_row_falls_back_to_what_the_store_recorded() -> None:
+    stored = {"s": {"run_counts": counts(success=7), "backfill_id": 9}}
+    pending = Item("s", "d", Kind.WAIT, Phase.QUEUED, "queued behind a")
+    (row,) = status_rows(Plan((pending,)), stored)
+    assert (row.success, row.total, row.backfill_id, row.phase, row.note) == (7, 7, 9, "Queued", "queued behind a")
+    (bare,) = status_rows(Plan((pending,)), {})
+    assert (bare.success, bare.failed, bare.running, bare.queued, bare.total, bare.backfill_id) == (0, 0, 0, 0, 0, None)
+
+
+def test_stored_rows_for_offline_status() -> None:
+    stored = {
+        "a": {
+            "phase": "Succeeded",
+            "backfill_id": 3,
+            "run_counts": counts(success=6, failed=1),
+            "detail": {"reason": "7 run(s) succeeded"},
+            "updated_at": "2026-11-01T10:00:00Z",
+        }
+    }
+    rows = stored_rows([spec("a"), spec("b")], stored)
+    assert rows == [
+        StatusRow("a", "d", "Succeeded", 3, 6, 1, 0, 0, 7, None, "(stored 2026-11-01T10:00:00Z) 7 run(s) succeeded"),
+        StatusRow("b", "d", "Pending", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet"),
+    ]
+    partial = stored_rows([spec("c")], {"c": {"run_counts": None, "detail": None, "phase": "Queued"}})
+    assert partial == [StatusRow("c", "d", "Queued", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet")]
+    counted = stored_rows([spec("e")], {"e": {"run_counts": counts(running=2, queued=1)}})
+    assert (counted[0].running, counted[0].queued, counted[0].total) == (2, 1, 3)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "-"), (0.0, "0s"), (59.4, "59s"), (59.6, "1m00s"), (60.0, "1m00s"), (61.0, "1m01s"), (3725.0, "62m05s")],
+)
+def test_eta_text(seconds: float | None, text: str) -> None:
+    assert eta_text(seconds) == text
+
+
+def test_status_text_columns() -> None:
+    rows = [
+        StatusRow("orders-fix", "orders_daily", "Running", 12, 3, 1, 1, 3, 8, 240.0, "in sync"),
+        StatusRow("queued-one", "orders_daily", "Queued", None, 0, 0, 0, 0, 0, None, "queued behind orders-fix"),
+    ]
+    assert status_text(rows).splitlines() == [
+        "SPEC                         DAG                    PHASE                  BACKFILL   OK FAIL  RUN  QUE "
+        "TOTAL   DONE     ETA  NOTE",
+        "orders-fix                   orders_daily           Running                      12    3    1    1    3 "
+        "    8    50%   4m00s  in sync",
+        "queued-one                   orders_daily           Queued                        -    0    0    0    0 "
+        "    0     0%       -  queued behind orders-fix",
+    ]
+    assert status_text([]) == status_text([]).splitlines()[0] + "\n"
+
+
+def events() -> list[Any]:
+    entries = [
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Queued", spec_name="r"),
+        AuditEntry("create", "intent", "ci", "0.1", spec_name="r"),
+        AuditEntry("create", "outcome", "ci", "0.1", outcome="created", spec_name="r", backfill_id=None),
+        AuditEntry("create", "outcome", "ci", "0.1", outcome="created", spec_name="r", backfill_id=5),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Running", spec_name="r", backfill_id=5),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="CompletedWithFailures", spec_name="r"),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Succeeded", spec_name="r"),
+        AuditEntry("note", "observation", "ci", "0.1", outcome="Running", spec_name="r"),
+    ]
+    out, prev = [], "0" * 64
+    for seq, entry in enumerate(entries, start=1):
+        record = seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev)
+        out.append(record)
+        prev = record.hash
+    return out
+
+
+def test_report_json() -> None:
+    s = spec("r", run_backwards=True, state=DesiredState.PAUSED, approvers=("b", "c"))
+    stored = {
+        "git_commit": "abc123",
+        "backfill_id": 5,
+        "phase": "CompletedWithFailures",
+        "run_counts": {
+            "counts": {"success": 5, "failed": 2},
+            "failed_dates": ["2025-01-02T00:00:00+00:00"],
+            "never_started": 1,
+        },
+        "detail": {"runs_in_range": 7, "runs_to_create": 6},
+    }
+    trail = events()
+    report = report_json(s, stored, trail)
+    assert {k: v for k, v in report.items() if k != "audit"} == {
+        "format_version": 1,
+        "spec": "r",
+        "path": "specs/r.yaml",
+        "digest": "sha256:r",
+        "git_commit": "abc123",
+        "ticket": "CHG-1",
+        "reason": "unit test",
+        "requested_by": "a",
+        "approvers": ["b", "c"],
+        "dag_id": "d",
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-07T00:00:00Z",
+        "reprocess_behavior": "none",
+        "max_active_runs": 2,
+        "direction": "backwards",
+        "desired_state": "paused",
+        "backfill_id": 5,
+        "outcome": "CompletedWithFailures",
+        "created_at": "2026-11-01T10:04:00Z",
+        "completed_at": "2026-11-01T10:07:00Z",
+        "intervals": {
+            "complete": 5,
+            "failed": 2,
+            "failed_dates": ["2025-01-02T00:00:00+00:00"],
+            "never_started": 1,
+            "skipped": 1,
+            "in_range": 7,
+        },
+    }
+    assert report["audit"] == [e.as_json() for e in trail]
+
+
+def test_report_json_before_anything_happened() -> None:
+    report = report_json(spec("r"), {}, [])
+    assert (report["outcome"], report["backfill_id"], report["git_commit"], report["direction"]) == (
+        "Pending",
+        None,
+        None,
+        "forward",
+    )
+    assert (report["created_at"], report["completed_at"], report["audit"]) == (None, None, [])
+    assert report["intervals"] == {
+        "complete": 0,
+        "failed": 0,
+        "failed_dates": [],
+        "never_started": 0,
+        "skipped": None,
+        "in_range": None,
+    }
+    only_range = report_json(spec("r"), {"detail": {"runs_in_range": 7}}, [])
+    assert only_range["intervals"]["skipped"] is None
+    only_create = report_json(spec("r"), {"detail": {"runs_to_create": 7}}, [])
+    assert only_create["intervals"]["skipped"] is None
+
+
+def test_report_markdown() -> None:
+    s = spec("r", approvers=("b", "c"))
+    stored = {
+        "git_commit": "abc123",
+        "backfill_id": 5,
+        "phase": "Cancelled",
+        "run_counts": {
+            "counts": {"success": 1, "failed": 4},
+            "failed_dates": ["2025-01-02T00:00:00+00:00", "2025-01-04T00:00:00+00:00"],
+            "never_started": 3,
+        },
+        "detail": {"runs_in_range": 7, "runs_to_create": 7},
+    }
+    trail = events()[:2]
+    text = report_markdown(report_json(s, stored, trail), trail)
+    lines = text.splitlines()
+    assert lines[:10] == [
+        "# Change record: r",
+        "",
+        "- **Outcome**: Cancelled (backfill #5)",
+        "- **Ticket**: CHG-1",
+        "- **Reason**: unit test",
+        "- **Requested by**: a; **approved by**: b, c",
+        "- **Spec**: `specs/r.yaml` digest `sha256:r` at commit `abc123`",
+        "- **DAG**: `d`, 2025-01-01T00:00:00Z → 2025-01-07T00:00:00Z, reprocess `none`, max_active_runs 2, forward",
+        "- **Created**: -; **completed**: -",
+        "- **Intervals**: 1 complete, 4 failed (2025-01-02, 2025-01-04), 0 skipped of 7 in range, "
+        "3 never started (cancelled)",
+    ]
+    assert lines[10:14] == ["", "## Audit trail", "", "```"]
+    assert len(lines) == 17
+    assert lines[-1] == "```"
+    assert text.endswith("```\n")
+    empty = report_markdown(report_json(spec("r"), {}, []), [])
+    assert "- **Outcome**: Pending\n" in empty
+    assert "at commit `unknown`" in empty
+    assert "- **Intervals**: 0 complete, 0 failed (none), ? skipped of ? in range\n" in empty
+
+
+@pytest.mark.parametrize("outcome", ["Succeeded", "CompletedWithFailures", "Cancelled"])
+def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
+    entries = [
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Running", spec_name="r"),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome=outcome, spec_name="r"),
+        AuditEntry("observe", "observation", "ci", "0.1", outcome="Blocked", spec_name="r"),
+    ]
+    trail, prev = [], "0" * 64
+    for seq, entry in enumerate(entries, start=1):
+        trail.append(seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev))
+        prev = trail[-1].hash
+    assert report_json(spec("r"), {}, trail)["completed_at"] == "2026-11-01T10:02:00Z"

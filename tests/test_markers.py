@@ -1,0 +1,45 @@
+"""`-m airflow` / `-m postgres` select exactly the tests that need those services (markers set at collection)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_AIRFLOW_FILES = ("tests/reconcile/test_scenarios_real.py", "tests/reconcile/test_walkthrough.py")
+
+
+def collect(*args: str) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 5), done.stdout + done.stderr
+    return {line for line in done.stdout.splitlines() if "::" in line}
+
+
+def needs_airflow(test_id: str) -> bool:
+    """Independent of the conftest hook: by file, or the contract tests' `real` parameter."""
+    return test_id.startswith(REAL_AIRFLOW_FILES) or (
+        test_id.startswith("tests/airflow/test_contract.py::") and "[real" in test_id
+    )
+
+
+def needs_postgres(test_id: str) -> bool:
+    return test_id.startswith("tests/store/") and "postgresql" in test_id
+
+
+def test_markers_select_exactly_the_tests_that_need_a_service() -> None:
+    everything = collect()
+    airflow, postgres = collect("-m", "airflow"), collect("-m", "postgres")
+    assert airflow == {t for t in everything if needs_airflow(t)}
+    assert postgres == {t for t in everything if needs_postgres(t)}
+    assert len(airflow) >= 26
+    assert len(postgres) >= 14
