@@ -305,7 +305,7 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
             "--action",
             "nonsense",
             "Invalid value for '--action': 'nonsense' is not an audited action; use one of: adopt, cancel, create, "
-            "lease, observe, pause, reconcile, unlock, unpause",
+            "finding, lease, observe, pause, reconcile, unlock, unpause",
         ),
     ],
 )
@@ -322,6 +322,7 @@ def test_every_audited_action_is_one_audit_show_accepts(repo_root: Path) -> None
     source = "\n".join(p.read_text() for p in (repo_root / "controller").rglob("*.py"))
     used = set(re.findall(r'(?:_audit|controller_event)\(\s*"([a-z-]+)"', source))
     used |= {"pause", "unpause", "cancel"}  # audited as item.kind.value
+    used |= set(re.findall(r'action="([a-z-]+)"', source))
     assert used == set(ACTIONS)
 
 
@@ -384,3 +385,15 @@ def test_a_pull_request_is_judged_by_the_policy_it_merges_into(tmp_path: Path) -
         "specs/ledger.yaml:11:13: $.approvers[0]: 'mallory' may not approve backfills of 'finance_ledger'",
         "  hint: allowed approvers: fin-lead",
     ]
+
+
+def test_a_finding_is_audited_once_not_on_every_pass(bench: Bench) -> None:
+    assert bench.fake is not None
+    bench.fake._create({"dag_id": "demo_hourly", "from_date": "2024-01-01", "to_date": "2024-01-02"})
+    bench.spec("waits", dag="demo_hourly")
+    for _ in range(3):
+        bench.run()
+    findings = [
+        (e.entry.outcome, e.entry.dag_id, e.entry.backfill_id) for e in bench.events() if e.entry.action == "finding"
+    ]
+    assert findings == [("unmanaged", "demo_hourly", 1)]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_AIRFLOW_FILES = ("tests/reconcile/test_scenarios_real.py", "tests/reconcile/test_walkthrough.py")
+REAL_AIRFLOW_ONLY = ("tests/reconcile/test_walkthrough.py", "tests/airflow/test_contract.py::test_partitioned_")
 
 
 def collect(*args: str) -> set[str]:
@@ -27,13 +28,16 @@ def collect(*args: str) -> set[str]:
 
 def needs_airflow(test_id: str) -> bool:
     """Independent of the conftest hook: by file, or the contract tests' `real` parameter."""
-    return test_id.startswith(REAL_AIRFLOW_FILES) or (
-        test_id.startswith("tests/airflow/test_contract.py::") and "[real" in test_id
+    file = test_id.split("::", 1)[0]
+    return (
+        file.endswith("_real.py")
+        or test_id.startswith(REAL_AIRFLOW_ONLY)
+        or (file == "tests/airflow/test_contract.py" and "[real" in test_id)
     )
 
 
 def needs_postgres(test_id: str) -> bool:
-    return test_id.startswith("tests/store/") and "postgresql" in test_id
+    return test_id.startswith("tests/store/") and re.search(r"[\[-]postgresql[\]-]", test_id) is not None
 
 
 def test_markers_select_exactly_the_tests_that_need_a_service() -> None:

@@ -266,6 +266,7 @@ class Reconciler:
         if result.applied:  # re-observe, so phases and status reflect what the changes did
             result.after = self.plan_for(specs, policy, with_dry_runs=False)[0]
             self._record_phases(result.after, by_name, skip=set())
+        self._audit_findings(result.current)
         self._audit_pass(plan, result)
         return result
 
@@ -498,6 +499,26 @@ class Reconciler:
             **fields,
         )
         return self.store.append(entry)
+
+    def _audit_findings(self, plan: Plan) -> None:
+        """Each finding is audited when it appears or its message changes (not again on every pass)."""
+        recorded = self.store.recorded_findings()
+        for finding in plan.findings:
+            if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
+                self.store.append(
+                    AuditEntry(
+                        action="finding",
+                        phase="observation",
+                        actor=self.settings.actor,
+                        controller_version=__version__,
+                        git_commit=self.commit,
+                        spec_name=finding.spec,
+                        dag_id=finding.dag_id,
+                        backfill_id=finding.backfill_id,
+                        outcome=finding.kind,
+                        message=finding.message,
+                    )
+                )
 
     def _audit_refusal(self, message: str) -> None:
         self.store.append(controller_event("reconcile", self.settings.actor, "refused", message))

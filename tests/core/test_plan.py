@@ -218,13 +218,16 @@ def test_a_dry_run_refused_by_airflow_blocks_with_its_message() -> None:
 
 
 @pytest.mark.parametrize(
-    ("obs", "why"),
+    ("obs", "cause"),
     [
-        (None, "observation incomplete: DAG not observed"),
-        (DagObservation("d", OK, error="503 Service Unavailable"), "observation incomplete: 503 Service Unavailable"),
+        (None, "DAG not observed"),
+        (DagObservation("d", OK, error="503 Service Unavailable"), "503 Service Unavailable"),
     ],
 )
-def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(obs: DagObservation | None, why: str) -> None:
+def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(
+    obs: DagObservation | None, cause: str
+) -> None:
+    why = f"observation incomplete: {cause}"
     done = Binding("done", "d", 4, Phase.SUCCEEDED, reason="3 run(s) succeeded", runs={"total": 3})
     w = World({"d": obs} if obs else {}, {"done": done}, {}, {})
     plan = make_plan([spec("done"), spec("live")], Policy(), w)
@@ -234,7 +237,10 @@ def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(obs: D
     ]
     assert [i.error for i in plan.items] == [False, True]
     assert plan.items[0].facts["runs"] == {"total": 3}
-    assert plan.findings == (Finding("observation-incomplete", "d", why),)
+    assert plan.findings == (
+        Finding("observation-incomplete", "d", f"DAG d was not fully observed: {cause}", cause=cause),
+    )
+    assert not plan.complete
 
 
 def test_only_finished_specs_need_no_observation() -> None:
@@ -638,7 +644,7 @@ def test_summary_counts_changes_and_order_of_changes() -> None:
         "in_sync": 0,
     }
     document = plan.as_json()
-    assert list(document) == ["format_version", "checksum", "items", "findings", "summary"]
+    assert list(document) == ["format_version", "checksum", "complete", "items", "findings", "summary"]
     assert (document["format_version"], document["checksum"]) == (1, plan.checksum())
     assert [i["spec"] for i in document["items"]] == ["a", "q", "p"]
     assert json.loads(json.dumps(document)) == document

@@ -52,7 +52,9 @@ def test_summarise_counts_states_failed_dates_never_started_and_mean_duration() 
         "counts": {"failed": 3, "queued": 1, "running": 1, "success": 2},
         "total": 7,
         "failed_dates": ["2025-01-02T00:00:00+00:00"],
+        "failed_partitions": [],
         "never_started": 2,
+        "superseded": 0,
         "mean_duration": 20.0,
     }
     assert list(summary.as_json()["counts"]) == ["failed", "queued", "running", "success"]
@@ -281,10 +283,12 @@ def test_report_json() -> None:
             "complete": 5,
             "failed": 2,
             "failed_dates": ["2025-01-02T00:00:00+00:00"],
+            "failed_partitions": [],
             "never_started": 1,
             "skipped": 1,
             "in_range": 7,
         },
+        "partitions": None,
     }
     assert report["audit"] == [e.as_json() for e in trail]
 
@@ -302,6 +306,7 @@ def test_report_json_before_anything_happened() -> None:
         "complete": 0,
         "failed": 0,
         "failed_dates": [],
+        "failed_partitions": [],
         "never_started": 0,
         "skipped": None,
         "in_range": None,

@@ -424,6 +424,16 @@ class Store:
             if phase == "intent"
         }
 
+    def recorded_findings(self) -> dict[tuple[str, str, int | None], str]:
+        """The latest audited message of each finding, by (kind, DAG, backfill id): a finding is audited on change."""
+        query = (
+            select(audit_events.c.outcome, audit_events.c.dag_id, audit_events.c.backfill_id, audit_events.c.message)
+            .where(audit_events.c.action == "finding")
+            .order_by(audit_events.c.seq)
+        )
+        with self._tx("reading audited findings") as conn:
+            return {(kind, dag, backfill): message for kind, dag, backfill, message in conn.execute(query)}
+
     def binding(self, spec_name: str) -> dict[str, Any] | None:
         with self._tx("reading a binding") as conn:
             row = conn.execute(select(bindings).where(bindings.c.spec_name == spec_name)).mappings().first()
@@ -457,6 +467,9 @@ class NoStore(Store):
         return {}
 
     def pending_creates(self) -> dict[str, datetime]:
+        return {}
+
+    def recorded_findings(self) -> dict[tuple[str, str, int | None], str]:
         return {}
 
     @contextlib.contextmanager
