@@ -12,7 +12,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 import traceback
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -233,55 +232,49 @@ def reconcile(
     from rich.live import Live
     from rich.table import Table
 
-    from controller.commands.session import Stop, open_reconciler
+    from controller.commands.run import LoopOptions, Repeat, reconcile_loop
     from controller.core import status
 
     if once and (watch or until_complete):
         raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
     if timeout is not None and not until_complete:
         raise typer.BadParameter("--timeout goes with --until-complete")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    stop = Stop()
-    if watch or until_complete:
-        stop.install()
-    shown = [""]
-    live_view = Live(Table(), refresh_per_second=2, transient=False) if (watch or until_complete) and _tty() else None
-    with (
-        open_reconciler(_settings(), lease=not dry_run, wait_lock=wait_lock, lock_timeout=lock_timeout) as reconciler,
-        live_view or contextlib.nullcontext(),
-    ):
-        while True:
-            result = reconciler.run_once(dry_run=dry_run, plan_checksum=plan_checksum)
-            if live_view is not None:
-                live_view.update(_status_view(status.status_rows(result.current, {}), live_view.console.width))
-            mode = "rich" if live_view is not None else ("text" if watch or until_complete else "once")
-            _report_pass(result, dry_run, mode, shown)
-            plan_checksum = None  # a reviewed plan gates the first pass only
-            if dry_run or stop.requested or not (watch or until_complete) or (until_complete and result.settled):
-                return _pass_exit(result, fail_on_failures)
-            if deadline is not None and time.monotonic() + interval > deadline:
-                return _timed_out(result, timeout or 0.0)
-            stop.wait(interval)
-            if stop.requested:
-                return _pass_exit(result, fail_on_failures)
+    repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
+    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout)
+    live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
+    view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
+
+    def on_pass(result: PassResult) -> None:
+        if live is not None:
+            live.update(_status_view(status.status_rows(result.current, {}), live.console.width))
+        view.show(result)
+
+    with live or contextlib.nullcontext():
+        end = reconcile_loop(_settings(), options, on_pass)
+    return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
 
 
-def _report_pass(result: PassResult, dry_run: bool, mode: str, shown: list[str]) -> None:
-    """once: the plan; text: the status table whenever it moved; rich: the live view shows the table."""
-    from controller.core import plan_render, status
+class PassView:
+    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table."""
 
-    if dry_run or mode == "once":
-        _out(plan_render.plan_text(result.plan))
-    for item, outcome in result.applied:
-        _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
-    table = status.status_text(status.status_rows(result.current, {}))
-    if mode == "text" and table != shown[0]:
-        _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
-        shown[0] = table
-    for line in result.refused:
-        sys.stderr.write(f"refused: {line}\n")
-    for line in result.errors:
-        sys.stderr.write(f"error: {line}\n")
+    def __init__(self, dry_run: bool, mode: str) -> None:
+        self.dry_run, self.mode, self.shown = dry_run, mode, ""
+
+    def show(self, result: PassResult) -> None:
+        from controller.core import plan_render, status
+
+        if self.dry_run or self.mode == "once":
+            _out(plan_render.plan_text(result.plan))
+        for item, outcome in result.applied:
+            _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
+        table = status.status_text(status.status_rows(result.current, {}))
+        if self.mode == "text" and table != self.shown:
+            _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
+            self.shown = table
+        for line in result.refused:
+            sys.stderr.write(f"refused: {line}\n")
+        for line in result.errors:
+            sys.stderr.write(f"error: {line}\n")
 
 
 def _pass_exit(result: PassResult, fail_on_failures: bool = False) -> int:
@@ -390,33 +383,21 @@ def status_command(
     """
     from rich.console import Console
 
-    from controller.commands import audit as audit_cmd
-    from controller.commands import validate as validate_cmd
-    from controller.commands.session import open_reconciler
+    from controller.commands.status import status_view
     from controller.core import status
 
     settings = _settings()
-    failed = False
     if settings.airflow_url is None:
-        specs = validate_cmd.validate_paths([], settings.specs_dir, _now()).specs
         sys.stderr.write("offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n")
-        all_rows = status.stored_rows(specs, audit_cmd.stored_bindings(settings))
-    else:
-        with open_reconciler(settings, read_only=True) as reconciler:
-            current, _specs, _world = reconciler.plan(with_dry_runs=False)
-            all_rows = status.status_rows(current, reconciler.store.bindings())
-        failed = any(i.error for i in current.items)
-    rows = [r for r in all_rows if name is None or r.spec == name]
-    if name is not None and not rows:
-        raise typer.BadParameter(f"no spec named {name!r}")
+    view = status_view(settings, _now(), name)
     if output is StatusFormat.json:
-        _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in rows]}, indent=2) + "\n")
+        _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in view.rows]}, indent=2) + "\n")
     elif _tty():
         console = Console()
-        console.print(_status_view(rows, console.width))
+        console.print(_status_view(view.rows, console.width))
     else:
-        _out(status.status_text(rows))
-    return ExitCode.ERROR if failed else ExitCode.OK
+        _out(status.status_text(view.rows))
+    return ExitCode.ERROR if view.incomplete else ExitCode.OK
 
 
 class ReportFormat(StrEnum):
@@ -430,17 +411,10 @@ def report(
     output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
 ) -> int:
     """The change record of one spec: who, why, what ran, the outcome, and its audit trail."""
-    from controller.commands import audit as audit_cmd
-    from controller.commands import validate as validate_cmd
+    from controller.commands.status import report_document
     from controller.core import status
 
-    settings = _settings()
-    result = validate_cmd.validate_paths([], settings.specs_dir, _now())
-    spec = next((s for s in result.specs if s.name == name), None)
-    if spec is None:
-        raise typer.BadParameter(f"no spec named {name!r} under {settings.specs_dir}")
-    stored, events = audit_cmd.spec_record(settings, name)
-    document = status.report_json(spec, stored, events)
+    document, events = report_document(_settings(), name, _now())
     _out(
         json.dumps(document, indent=2) + "\n"
         if output is ReportFormat.json
