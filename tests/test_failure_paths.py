@@ -320,7 +320,7 @@ def test_audit_filters_that_match_nothing_by_mistake_are_usage_errors(
 
 def test_every_audited_action_is_one_audit_show_accepts(repo_root: Path) -> None:
     source = "\n".join(p.read_text() for p in (repo_root / "controller").rglob("*.py"))
-    used = set(re.findall(r'(?:_audit|controller_event)\(\s*"([a-z-]+)"', source))
+    used = set(re.findall(r'(?:\.audit|controller_event)\(\s*"([a-z-]+)"', source))
     used |= {"pause", "unpause", "cancel"}  # audited as item.kind.value
     used |= set(re.findall(r'action="([a-z-]+)"', source))
     assert used == set(ACTIONS)

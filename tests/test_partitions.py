@@ -12,6 +12,7 @@ import pytest
 
 from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
+from controller.core.binding import CreateFacts
 from controller.core.model import Backfill, DagInfo, DagRun, Phase, PlannedRun, Schedule, summarise
 from controller.core.partitions import (
     failed_partitions_text,
@@ -322,7 +323,7 @@ def test_plan_refuses_a_future_partition_range_before_any_dry_run() -> None:
         "`allow_future_partitions: true` in the policy if runs for partitions that have not happened yet are intended"
     )
     allowed = make_plan([future], Policy(allow_future_partitions=True), world).items[0]
-    assert (allowed.kind, allowed.reason) == (Kind.DRY_RUN, "awaiting dry run")
+    assert (allowed.kind, allowed.reason) == (Kind.WAIT, "awaiting dry run")
 
 
 def test_finished_partitioned_backfill_names_the_failed_partitions() -> None:
@@ -343,12 +344,14 @@ def test_finished_partitioned_backfill_names_the_failed_partitions() -> None:
 
 
 def test_report_shows_partitions_and_failed_keys() -> None:
-    stored = {
-        "backfill_id": 4,
-        "phase": "CompletedWithFailures",
-        "run_counts": summarise(RANGE[4:]).as_json(),
-        "detail": {"runs_in_range": 4, "runs_to_create": 2, "first_partition": key(1), "last_partition": key(3)},
-    }
+    stored = Binding(
+        "retry",
+        "demo_partitioned",
+        4,
+        Phase.COMPLETED_WITH_FAILURES,
+        runs=summarise(RANGE[4:]),
+        created=CreateFacts(runs_in_range=4, runs_to_create=2, first_partition=key(1), last_partition=key(3)),
+    )
     document = report_json(spec("retry", reprocess="failed"), stored, [])
     assert document["partitions"] == {"first": key(1), "last": key(3)}
     assert document["intervals"] == {

@@ -9,7 +9,7 @@ import pytest
 from controller.core.model import Backfill, DagInfo, Phase, RunSummary
 from controller.core.plan import Binding, DagObservation, Finding, Kind, World, make_plan
 from controller.core.policy import Policy
-from controller.core.spec import BackfillSpec, ReprocessBehavior
+from controller.core.spec import BackfillSpec, DesiredState, ReprocessBehavior
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 DONE = datetime(2025, 2, 1, tzinfo=UTC)
@@ -88,3 +88,22 @@ def test_a_queue_waits_behind_a_backfill_completed_early() -> None:
         Phase.QUEUED,
         "queued behind s",
     )
+
+
+def test_a_cancelled_backfill_waits_for_its_running_run_before_it_is_cancelled() -> None:
+    world = World(
+        {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"running": 1, "failed": 3})})},
+        {"s": Binding("s", "d", 7, Phase.RUNNING, DesiredState.CANCELLED)},
+    )
+    plan = make_plan([SPEC], Policy(), world)
+    (item,) = plan.items
+    assert (item.kind, item.phase, item.reason) == (Kind.NOOP, Phase.RUNNING, "cancelled; 1 running run(s) will finish")
+    assert plan.findings == (
+        Finding("still-running", "d", "cancel fails only queued runs; 1 running run(s) will finish", "s", 7),
+    )
+    done = World(
+        {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"success": 1, "failed": 3}, never_started=3)})},
+        world.bindings,
+    )
+    (item,) = make_plan([SPEC], Policy(), done).items
+    assert (item.phase, item.reason) == (Phase.CANCELLED, "cancelled; 3 queued run(s) never started")

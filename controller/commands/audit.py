@@ -7,11 +7,11 @@ is an error, never an empty success, and nothing is created or migrated.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from controller.adapters.store import EventFilter, Lease, Store
 from controller.commands.settings import Settings
 from controller.core.audit import AuditRecord, VerifyResult, controller_event
+from controller.core.binding import Binding
 
 
 def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord]:
@@ -38,12 +38,12 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
         return released
 
 
-def spec_record(settings: Settings, name: str) -> tuple[dict[str, Any], list[AuditRecord]]:
+def spec_record(settings: Settings, name: str) -> tuple[Binding | None, list[AuditRecord]]:
     """The stored binding and the audit events of one spec."""
     with Store(settings.store_url, read_only=True) as store:
-        return store.binding(name) or {}, list(store.events(EventFilter(spec=name)))
+        return store.binding(name), list(store.events(EventFilter(spec=name)))
 
 
-def stored_bindings(settings: Settings) -> dict[str, dict[str, Any]]:
+def stored_bindings(settings: Settings) -> dict[str, Binding]:
     with Store(settings.store_url, read_only=True) as store:
         return store.bindings()

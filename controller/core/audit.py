@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
 from typing import Any
 
 from controller import __version__
 from controller.core.spec import canonical_json
 
 GENESIS = "0" * 64
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order (the store writes it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,11 @@ class AuditRecord:
 
     def as_json(self) -> dict[str, Any]:
         return {**self.body(), "prev_hash": self.prev_hash, "hash": self.hash}
+
+    @property
+    def moment(self) -> datetime:
+        """`time` as an aware datetime (the store writes TIME_FORMAT)."""
+        return datetime.strptime(self.time, TIME_FORMAT).replace(tzinfo=UTC)
 
     def link(self) -> ChainLink:
         return self.seq, self.prev_hash, self.hash, canonical_json(self.body())

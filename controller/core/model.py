@@ -182,6 +182,18 @@ class RunSummary:
         }
 
 
+def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
+    """The inverse of `RunSummary.as_json` (the store keeps the last observed summary as JSON)."""
+    return RunSummary(
+        dict(data.get("counts") or {}),
+        tuple(datetime.fromisoformat(d) for d in data.get("failed_dates") or ()),
+        int(data.get("never_started") or 0),
+        data.get("mean_duration"),
+        tuple(data.get("failed_partitions") or ()),
+        int(data.get("superseded") or 0),
+    )
+
+
 def summarise(runs: Sequence[DagRun]) -> RunSummary:
     """Counts by state; of several runs of one partition only the latest counts (see `latest_per_partition`)."""
     latest = latest_per_partition(runs)

@@ -15,10 +15,13 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from controller.core.binding import Binding
 from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
+
+__all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
 PLAN_FORMAT_VERSION = 1
 INCOMPLETE = "observation-incomplete"  # the finding kind that makes a plan unusable for changes
@@ -35,7 +38,6 @@ class Kind(StrEnum):
     NOOP = "noop"
     REFUSE = "refuse"
     BLOCKED = "blocked"
-    DRY_RUN = "dry-run"  # internal: the caller must dry-run this spec and plan again
 
     @property
     def mutating(self) -> bool:
@@ -44,18 +46,6 @@ class Kind(StrEnum):
     @property
     def change(self) -> bool:
         return self.mutating or self is Kind.ADOPT
-
-
-@dataclass(frozen=True, slots=True)
-class Binding:
-    spec_name: str
-    dag_id: str
-    backfill_id: int | None
-    phase: Phase
-    applied_state: str = DesiredState.ACTIVE.value
-    spec_digest: str = ""
-    reason: str = ""
-    runs: Mapping[str, Any] | None = None  # last observed run summary (RunSummary.as_json())
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +87,22 @@ class Item:
     first_date: datetime | None = None
     last_date: datetime | None = None
     error: bool = False
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    source: BackfillSpec | None = field(default=None, repr=False, compare=False)  # None for an orphan
+    runs: RunSummary | None = None  # the observed (or last recorded) runs of its backfill
+    request: BackfillRequest | None = None  # what a create sends
+    partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        """The item's facts as JSON (the plan's `--format json` and the PR comment read these)."""
+        facts = spec_facts(self.source) if self.source is not None else {}
+        if self.runs is not None:
+            facts["runs"] = self.runs.as_json()
+        if self.request is not None:
+            facts["request"] = self.request.body()
+        if self.partitions is not None:
+            facts["first_partition"], facts["last_partition"] = self.partitions
+        return facts
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -112,7 +117,7 @@ class Item:
             "first_date": _iso(self.first_date),
             "last_date": _iso(self.last_date),
             "error": self.error,
-            "facts": dict(self.facts),
+            "facts": self.facts,
         }
 
 
@@ -139,11 +144,12 @@ class Finding:
 class Plan:
     items: tuple[Item, ...]
     findings: tuple[Finding, ...] = ()
+    dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
 
     def checksum(self) -> str:
         """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
         decisions = [
-            [i.spec, i.kind.value, i.backfill_id, i.runs_to_create, dict(i.facts).get("request")]
+            [i.spec, i.kind.value, i.backfill_id, i.runs_to_create, i.request.body() if i.request else None]
             for i in self.items
             if i.kind.change or i.kind in (Kind.REFUSE, Kind.BLOCKED)
         ]
@@ -160,9 +166,6 @@ class Plan:
 
     def count(self, *kinds: Kind) -> int:
         return sum(1 for i in self.items if i.kind in kinds)
-
-    def needs_dry_run(self) -> tuple[str, ...]:
-        return tuple(i.spec for i in self.items if i.kind is Kind.DRY_RUN)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -230,13 +233,15 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
     """Specs must be in queue order (first merged first); the result is sorted by DAG then queue."""
     items: list[Item] = []
     findings: list[Finding] = []
+    needed: list[str] = []
     by_dag: dict[str, list[BackfillSpec]] = {}
     for spec in specs:
         by_dag.setdefault(spec.dag_id, []).append(spec)
     for dag_id in sorted(by_dag):
-        dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world)
+        dag_items, dag_findings, dag_needs = _plan_dag(dag_id, by_dag[dag_id], policy, world)
         items += dag_items
         findings += dag_findings
+        needed += dag_needs
     orphan_items, orphan_findings = _orphans({s.name for s in specs}, world)
     findings += orphan_findings
     findings += [
@@ -245,14 +250,18 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
-    return Plan(
-        tuple(items), tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
-    )
+    ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
+    return Plan(tuple(items), ordered, tuple(needed))
+
+
+def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
+    """The queue heads a create would start, whose run counts must come from Airflow's dry run first."""
+    return make_plan(specs, policy, world).dry_runs_needed
 
 
 def _plan_dag(
     dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World
-) -> tuple[list[Item], list[Finding]]:
+) -> tuple[list[Item], list[Finding], list[str]]:
     obs = world.observations.get(dag_id)
     live = [s for s in queue if not _recorded_terminal(s, world)]
     if live and (obs is None or obs.error):
@@ -262,7 +271,7 @@ def _plan_dag(
             _recorded(s, world) if s not in live else _item(s, Kind.BLOCKED, Phase.BLOCKED, why, error=True)
             for s in queue
         ]
-        return items, [Finding(INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)]
+        return items, [Finding(INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)], []
     assert obs is not None or not live
     return _DagPlanner(dag_id, queue, policy, world, obs).run()
 
@@ -284,14 +293,13 @@ def _recorded(spec: BackfillSpec, world: World) -> Item:
         binding.phase,
         binding.reason or "finished",
         binding.backfill_id,
-        facts={"runs": dict(binding.runs or {})},
+        runs=binding.runs or RunSummary({}),
     )
 
 
-def _item(
-    spec: BackfillSpec, kind: Kind, phase: Phase, reason: str = "", backfill_id: int | None = None, **extra: Any
-) -> Item:
-    facts = {
+def spec_facts(spec: BackfillSpec) -> dict[str, Any]:
+    """What a reviewer needs to see of a spec, as JSON (plan output and PR comment)."""
+    return {
         "from_date": format_utc(spec.from_date),
         "to_date": format_utc(spec.to_date),
         "reprocess_behavior": spec.reprocess_behavior.value,
@@ -302,8 +310,12 @@ def _item(
         "state": spec.state.value,
         "expected_runs": spec.expected_runs,
     }
-    facts.update(extra.pop("facts", {}))
-    return Item(spec.name, spec.dag_id, kind, phase, reason, backfill_id, facts=facts, **extra)
+
+
+def _item(
+    spec: BackfillSpec, kind: Kind, phase: Phase, reason: str = "", backfill_id: int | None = None, **extra: Any
+) -> Item:
+    return Item(spec.name, spec.dag_id, kind, phase, reason, backfill_id, source=spec, **extra)
 
 
 class _DagPlanner:
@@ -320,13 +332,14 @@ class _DagPlanner:
         self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
         self.waiting_on: str | None = None  # first spec in the queue that is not finished yet
         self.adoptions: dict[str, Backfill] = {}
+        self.dry_runs_needed: list[str] = []
 
-    def run(self) -> tuple[list[Item], list[Finding]]:
+    def run(self) -> tuple[list[Item], list[Finding], list[str]]:
         self._claim_adoptions()
         items = [self._decide(spec) for spec in self.queue]
         self._unmanaged()
         self._dag_paused(items)
-        return items, self.findings
+        return items, self.findings, self.dry_runs_needed
 
     def _claim_adoptions(self) -> None:
         for spec in self.queue:
@@ -376,11 +389,23 @@ class _DagPlanner:
 
     def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
+        if runs.unfinished and applied == DesiredState.CANCELLED:
+            return self._cancel_finishing(spec, backfill, runs)
         if runs.unfinished:
             return self._completed_early(spec, backfill, runs)
         phase = terminal_phase(backfill, runs, applied)
         reason = _outcome_reason(phase, runs)
-        return _item(spec, Kind.NOOP, phase, reason, backfill.id, facts={"runs": runs.as_json()})
+        return _item(spec, Kind.NOOP, phase, reason, backfill.id, runs=runs)
+
+    def _cancel_finishing(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> Item:
+        """Cancelled: queued runs failed at once, running ones finish; the outcome waits for them."""
+        self._note_still_running(spec, backfill, runs)
+        reason = f"cancelled; {runs.count('running')} running run(s) will finish"
+        return _item(spec, Kind.NOOP, Phase.RUNNING, reason, backfill.id, runs=runs)
+
+    def _note_still_running(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> None:
+        message = f"cancel fails only queued runs; {runs.count('running')} running run(s) will finish"
+        self.findings.append(Finding("still-running", self.dag_id, message, spec.name, backfill.id))
 
     def _completed_early(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> Item:
         """Airflow set completed_at while runs are still queued or running: never an outcome yet."""
@@ -391,7 +416,7 @@ class _DagPlanner:
             Phase.RUNNING,
             f"backfill #{backfill.id} marked complete early; {waiting} run(s) remain",
             backfill.id,
-            facts={"runs": runs.as_json()},
+            runs=runs,
         )
 
     def _note_completed_early(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> str:
@@ -411,18 +436,10 @@ class _DagPlanner:
 
     def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
-        base: dict[str, Any] = {"backfill_id": backfill.id, "facts": {"runs": runs.as_json()}}
+        base: dict[str, Any] = {"backfill_id": backfill.id, "runs": runs}
         if spec.state is DesiredState.CANCELLED:
             if runs.count("running"):
-                self.findings.append(
-                    Finding(
-                        "still-running",
-                        self.dag_id,
-                        f"cancel fails only queued runs; {runs.count('running')} running run(s) will finish",
-                        spec.name,
-                        backfill.id,
-                    )
-                )
+                self._note_still_running(spec, backfill, runs)
             return _item(spec, Kind.CANCEL, Phase.CANCELLED, "spec says cancelled", **base)
         if spec.state is DesiredState.PAUSED:
             kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
@@ -458,7 +475,7 @@ class _DagPlanner:
             phase,
             f"adopt backfill #{backfill.id} ({why})",
             backfill.id,
-            facts={"runs": runs.as_json()},
+            runs=runs,
         )
 
     def _unbound(self, spec: BackfillSpec, binding: Binding | None) -> Item:
@@ -483,7 +500,8 @@ class _DagPlanner:
         if blocked is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
         if dry is None:
-            return _item(spec, Kind.DRY_RUN, Phase.PENDING, "awaiting dry run")
+            self.dry_runs_needed.append(spec.name)
+            return _item(spec, Kind.WAIT, Phase.PENDING, "awaiting dry run")
         if dry.error is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"Airflow refuses it: {dry.error}", error=True)
         return self._create_or_refuse(spec, dry)
@@ -497,15 +515,14 @@ class _DagPlanner:
             "last_date": max(dry.dates, default=None),
         }
         if dry.partitions is not None:
-            dates["facts"] = {"first_partition": dry.partitions[0], "last_partition": dry.partitions[1]}
+            dates["partitions"] = dry.partitions
         if count == 0:
             return _item(spec, Kind.NOOP, Phase.SUCCEEDED, "nothing to reprocess", **dates)
         limit = _limit(spec, self.policy, count)
         if limit is not None:
             return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
         self.occupant = (spec.name, 0)
-        dates["facts"] = {**dates.get("facts", {}), "request": BackfillRequest.from_spec(spec).body()}
-        return _item(spec, Kind.CREATE, Phase.PENDING, "", **dates)
+        return _item(spec, Kind.CREATE, Phase.PENDING, "", request=BackfillRequest.from_spec(spec), **dates)
 
     def _unmanaged(self) -> None:
         for backfill in self.obs.backfills:

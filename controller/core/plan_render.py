@@ -19,9 +19,8 @@ SYMBOLS = {
     Kind.WAIT: "…",
     Kind.REFUSE: "!",
     Kind.BLOCKED: "!",
-    Kind.DRY_RUN: "?",
 }
-LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused", Kind.DRY_RUN: "dry run"}
+LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused"}
 NO_CHECKSUM = "none: the observation was incomplete, so this plan can be neither reviewed nor applied"
 MARKDOWN_TEXT_LIMIT = 300  # server-supplied text in a PR comment is cut to this
 
@@ -31,19 +30,19 @@ def label(item: Item) -> str:
 
 
 def facts(item: Item) -> str:
-    f = item.facts
-    if "from_date" not in f:
+    spec = item.source
+    if spec is None:
         return item.reason
     parts = [
-        f"{f['from_date'][:10]} → {f['to_date'][:10]}",
-        f"reprocess {f['reprocess_behavior']}",
-        f"max_active_runs {f['max_active_runs']}",
-        "backwards" if f["run_backwards"] else "forward",
+        f"{format_utc(spec.from_date)[:10]} → {format_utc(spec.to_date)[:10]}",
+        f"reprocess {spec.reprocess_behavior.value}",
+        f"max_active_runs {spec.max_active_runs}",
+        "backwards" if spec.run_backwards else "forward",
     ]
     if item.runs_to_create is not None:
         in_range = f" of {item.runs_in_range} in range" if item.runs_in_range is not None else ""
         parts.append(f"runs {item.runs_to_create}{in_range}" + partitions_text(item, ", "))
-    parts += [f"approvers {', '.join(f['approvers'])}", f"ticket {f['ticket']}"]
+    parts += [f"approvers {', '.join(spec.approvers)}", f"ticket {spec.ticket}"]
     if item.backfill_id:
         parts.insert(0, f"backfill #{item.backfill_id}")
     text = "  ".join(parts)
@@ -52,9 +51,9 @@ def facts(item: Item) -> str:
 
 def partitions_text(item: Item, sep: str) -> str:
     """`, partitions FIRST … LAST` for a partitioned DAG's dry run (partition keys, not logical dates)."""
-    if "first_partition" not in item.facts:
+    if item.partitions is None:
         return ""
-    return f"{sep}partitions {item.facts['first_partition']} … {item.facts['last_partition']}"
+    return f"{sep}partitions {item.partitions[0]} … {item.partitions[1]}"
 
 
 def summary_line(plan: Plan) -> str:
@@ -147,10 +146,8 @@ def _details(item: Item) -> str:
     lines += [
         f"- {k}: {md(value_text(v))}" for k, v in sorted(item.facts.items()) if k not in _NOT_LISTED and v is not None
     ]
-    if "first_partition" in item.facts:
-        lines.append(
-            f"- partitions to run: {md(str(item.facts['first_partition']))} … {md(str(item.facts['last_partition']))}"
-        )
+    if item.partitions is not None:
+        lines.append(f"- partitions to run: {md(item.partitions[0])} … {md(item.partitions[1])}")
     elif item.first_date is not None and item.last_date is not None:
         lines.append(f"- first and last dates to run: {format_utc(item.first_date)} … {format_utc(item.last_date)}")
     if item.reason:

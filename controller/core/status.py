@@ -9,6 +9,8 @@ from typing import Any
 
 from controller.core.audit import AuditRecord
 from controller.core.audit_render import record_line
+from controller.core.binding import Binding, CreateFacts
+from controller.core.model import RunSummary
 from controller.core.plan import Item, Plan
 from controller.core.spec import BackfillSpec, format_utc
 
@@ -52,53 +54,51 @@ class StatusRow:
         }
 
 
-def status_rows(plan: Plan, stored: Mapping[str, Mapping[str, Any]]) -> list[StatusRow]:
-    return [_row(item, stored.get(item.spec, {})) for item in plan.items]
+def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
+    return [_row(item, bindings.get(item.spec)) for item in plan.items]
 
 
-def _row(item: Item, stored: Mapping[str, Any]) -> StatusRow:
-    runs = item.facts.get("runs") or stored.get("run_counts") or {}
-    counts: Mapping[str, int] = runs.get("counts", {})
-    success, failed = counts.get("success", 0), counts.get("failed", 0)
-    running, queued = counts.get("running", 0), counts.get("queued", 0)
-    mar = int(item.facts.get("max_active_runs") or 1)
-    mean = runs.get("mean_duration")
-    eta = None if mean is None or not (running + queued) else math.ceil((running + queued) / mar) * float(mean)
+def _row(item: Item, binding: Binding | None) -> StatusRow:
+    runs = item.runs or (binding.runs if binding else None) or RunSummary({})
+    running, queued = runs.count("running"), runs.count("queued")
+    mar = item.source.max_active_runs if item.source is not None else 1
+    mean = runs.mean_duration
+    eta = None if mean is None or not (running + queued) else math.ceil((running + queued) / mar) * mean
     return StatusRow(
         item.spec,
         item.dag_id,
         item.phase.value,
-        item.backfill_id or stored.get("backfill_id"),
-        success,
-        failed,
+        item.backfill_id or (binding.backfill_id if binding else None),
+        runs.count("success"),
+        runs.count("failed"),
         running,
         queued,
-        int(runs.get("total", 0)),
+        runs.total,
         eta,
         item.reason,
     )
 
 
-def stored_rows(specs: Sequence[BackfillSpec], stored: Mapping[str, Mapping[str, Any]]) -> list[StatusRow]:
+def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> list[StatusRow]:
     """Offline status: what the store last recorded (no Airflow call), for every spec in the tree."""
     rows = []
     for spec in specs:
-        row = stored.get(spec.name, {})
-        counts = (row.get("run_counts") or {}).get("counts", {})
-        reason = (row.get("detail") or {}).get("reason", "not reconciled yet")
+        binding = bindings.get(spec.name)
+        runs = (binding.runs if binding else None) or RunSummary({})
+        reason = binding.reason if binding else "not reconciled yet"
         rows.append(
             StatusRow(
                 spec.name,
                 spec.dag_id,
-                row.get("phase", "Pending"),
-                row.get("backfill_id"),
-                counts.get("success", 0),
-                counts.get("failed", 0),
-                counts.get("running", 0),
-                counts.get("queued", 0),
-                int((row.get("run_counts") or {}).get("total", 0)),
+                binding.phase.value if binding else "Pending",
+                binding.backfill_id if binding else None,
+                runs.count("success"),
+                runs.count("failed"),
+                runs.count("running"),
+                runs.count("queued"),
+                runs.total,
                 None,
-                f"(stored {row.get('updated_at', '-')}) {reason}",
+                f"(stored {binding.updated_at if binding else '-'}) {reason}",
             )
         )
     return rows
@@ -126,10 +126,9 @@ def status_text(rows: Sequence[StatusRow]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_json(spec: BackfillSpec, stored: Mapping[str, Any], events: Sequence[AuditRecord]) -> dict[str, Any]:
-    runs = stored.get("run_counts") or {}
-    detail = stored.get("detail") or {}
-    counts = runs.get("counts", {})
+def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:
+    runs = (binding.runs if binding else None) or RunSummary({})
+    created_facts = (binding.created if binding else None) or CreateFacts()
     created = next(
         (
             e.time
@@ -142,13 +141,13 @@ def report_json(spec: BackfillSpec, stored: Mapping[str, Any], events: Sequence[
         (e.time for e in reversed(events) if e.entry.outcome in ("Succeeded", "CompletedWithFailures", "Cancelled")),
         None,
     )
-    in_range, to_create = detail.get("runs_in_range"), detail.get("runs_to_create")
+    in_range, to_create = created_facts.runs_in_range, created_facts.runs_to_create
     return {
         "format_version": REPORT_FORMAT_VERSION,
         "spec": spec.name,
         "path": spec.path,
         "digest": spec.digest,
-        "git_commit": stored.get("git_commit"),
+        "git_commit": binding.git_commit if binding else None,
         "ticket": spec.ticket,
         "reason": spec.reason,
         "requested_by": spec.requested_by,
@@ -160,27 +159,27 @@ def report_json(spec: BackfillSpec, stored: Mapping[str, Any], events: Sequence[
         "max_active_runs": spec.max_active_runs,
         "direction": "backwards" if spec.run_backwards else "forward",
         "desired_state": spec.state.value,
-        "backfill_id": stored.get("backfill_id"),
-        "outcome": stored.get("phase", "Pending"),
+        "backfill_id": binding.backfill_id if binding else None,
+        "outcome": binding.phase.value if binding else "Pending",
         "created_at": created,
         "completed_at": finished,
         "intervals": {
-            "complete": counts.get("success", 0),
-            "failed": counts.get("failed", 0),
-            "failed_dates": runs.get("failed_dates", []),
-            "failed_partitions": runs.get("failed_partitions", []),
-            "never_started": runs.get("never_started", 0),
+            "complete": runs.count("success"),
+            "failed": runs.count("failed"),
+            "failed_dates": [d.isoformat() for d in runs.failed_dates],
+            "failed_partitions": list(runs.failed_partitions),
+            "never_started": runs.never_started,
             "skipped": None if in_range is None or to_create is None else in_range - to_create,
             "in_range": in_range,
         },
-        "partitions": _partitions(detail),
+        "partitions": _partitions(created_facts),
         "audit": [e.as_json() for e in events],
     }
 
 
-def _partitions(detail: Mapping[str, Any]) -> dict[str, str] | None:
+def _partitions(created: CreateFacts) -> dict[str, str] | None:
     """First and last partition key the create ran, for a partitioned DAG (None otherwise)."""
-    first, last = detail.get("first_partition"), detail.get("last_partition")
+    first, last = created.first_partition, created.last_partition
     return None if first is None or last is None else {"first": first, "last": last}
 
 

@@ -21,6 +21,7 @@ from controller.core.plan import (
     Plan,
     World,
     adoptable,
+    dry_runs_needed,
     iter_changes,
     make_plan,
     matches,
@@ -93,7 +94,7 @@ def decided(plan: Plan) -> list[tuple[str, str, str, str, int | None]]:
 
 
 def bound(name: str, backfill_id: int | None, applied: str = "active", phase: Phase = Phase.RUNNING) -> Binding:
-    return Binding(name, "d", backfill_id, phase, applied)
+    return Binding(name, "d", backfill_id, phase, DesiredState(applied))
 
 
 # --- a fresh spec at the head of its queue --------------------------------------------------------------
@@ -102,8 +103,9 @@ def bound(name: str, backfill_id: int | None, applied: str = "active", phase: Ph
 def test_head_without_a_dry_run_asks_for_one_then_creates() -> None:
     s = spec()
     first = make_plan([s], Policy(), world())
-    assert decided(first) == [("s", "dry-run", "Pending", "awaiting dry run", None)]
-    assert first.needs_dry_run() == ("s",)
+    assert decided(first) == [("s", "wait", "Pending", "awaiting dry run", None)]
+    assert first.dry_runs_needed == ("s",)
+    assert dry_runs_needed([s], Policy(), world()) == ("s",)
     plan = make_plan([s], Policy(), world(dry={"s": dates(7)}))
     (item,) = plan.items
     assert (item.kind, item.phase, item.reason, item.runs_to_create, item.runs_in_range) == (
@@ -122,7 +124,7 @@ def test_head_without_a_dry_run_asks_for_one_then_creates() -> None:
         "max_active_runs": 2,
     }
     assert item.facts["approvers"] == ["b"]
-    assert plan.needs_dry_run() == ()
+    assert plan.dry_runs_needed == ()
     assert plan.findings == ()
 
 
@@ -228,7 +230,7 @@ def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(
     obs: DagObservation | None, cause: str
 ) -> None:
     why = f"observation incomplete: {cause}"
-    done = Binding("done", "d", 4, Phase.SUCCEEDED, reason="3 run(s) succeeded", runs={"total": 3})
+    done = Binding("done", "d", 4, Phase.SUCCEEDED, reason="3 run(s) succeeded", runs=RunSummary({"success": 3}))
     w = World({"d": obs} if obs else {}, {"done": done}, {}, {})
     plan = make_plan([spec("done"), spec("live")], Policy(), w)
     assert decided(plan) == [
@@ -236,7 +238,7 @@ def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(
         ("live", "blocked", "Blocked", why, None),
     ]
     assert [i.error for i in plan.items] == [False, True]
-    assert plan.items[0].facts["runs"] == {"total": 3}
+    assert plan.items[0].facts["runs"] == RunSummary({"success": 3}).as_json()
     assert plan.findings == (
         Finding("observation-incomplete", "d", f"DAG d was not fully observed: {cause}", cause=cause),
     )
@@ -555,12 +557,19 @@ def test_terminal_phase() -> None:
 
 
 def test_a_recorded_terminal_phase_is_kept_without_looking_at_airflow() -> None:
-    done = Binding("s", "d", 4, Phase.COMPLETED_WITH_FAILURES, reason="failed: 2025-01-02", runs={"total": 7})
+    done = Binding(
+        "s",
+        "d",
+        4,
+        Phase.COMPLETED_WITH_FAILURES,
+        reason="failed: 2025-01-02",
+        runs=RunSummary({"success": 6, "failed": 1}),
+    )
     plan = make_plan([spec()], Policy(), world(bindings={"s": done}))
     assert decided(plan) == [("s", "noop", "CompletedWithFailures", "failed: 2025-01-02", 4)]
-    assert plan.items[0].facts["runs"] == {"total": 7}
+    assert plan.items[0].facts["runs"]["total"] == 7
     empty = Binding("s", "d", None, Phase.SUCCEEDED)
-    assert make_plan([spec()], Policy(), world(bindings={"s": empty})).items[0].facts["runs"] == {}
+    assert make_plan([spec()], Policy(), world(bindings={"s": empty})).items[0].runs == RunSummary({})
 
 
 # --- findings about the DAG and deleted specs --------------------------------------------------------------

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from controller.core.audit import AuditEntry, seal
-from controller.core.model import Backfill, BackfillRequest, DagRun, Phase, RunSummary, summarise
+from controller.core.binding import Binding, CreateFacts
+from controller.core.model import Backfill, BackfillRequest, DagRun, Phase, RunSummary, summarise, summary_from_json
 from controller.core.plan import Item, Kind, Plan
 from controller.core.spec import DesiredState, ReprocessBehavior
 from controller.core.status import (
@@ -126,8 +127,15 @@ def test_backfill_request_from_spec_sends_only_what_is_set() -> None:
     }
 
 
-def item(phase: Phase = Phase.RUNNING, runs: dict[str, Any] | None = None, **facts: Any) -> Item:
-    return Item("s", "d", Kind.NOOP, phase, "in sync", 4, facts={"runs": runs, **facts})
+def item(phase: Phase = Phase.RUNNING, runs: dict[str, Any] | None = None, max_active_runs: int | None = None) -> Item:
+    source = None if max_active_runs is None else spec("s", max_active_runs=max_active_runs)
+    return Item("s", "d", Kind.NOOP, phase, "in sync", 4, source=source, runs=summary_from_json(runs or {}))
+
+
+def stored(name: str, phase: Phase = Phase.PENDING, backfill_id: int | None = None, **fields: Any) -> Binding:
+    """What the store keeps of a spec (runs given as the JSON the store holds)."""
+    runs = fields.pop("runs", None)
+    return Binding(name, "d", backfill_id, phase, runs=None if runs is None else summary_from_json(runs), **fields)
 
 
 def counts(**c: int) -> dict[str, Any]:
@@ -171,32 +179,32 @@ def test_status_row_from_the_plan_item_and_progress() -> None:
 
 
 def test_status_row_falls_back_to_what_the_store_recorded() -> None:
-    stored = {"s": {"run_counts": counts(success=7), "backfill_id": 9}}
     pending = Item("s", "d", Kind.WAIT, Phase.QUEUED, "queued behind a")
-    (row,) = status_rows(Plan((pending,)), stored)
+    (row,) = status_rows(Plan((pending,)), {"s": stored("s", Phase.QUEUED, 9, runs=counts(success=7))})
     assert (row.success, row.total, row.backfill_id, row.phase, row.note) == (7, 7, 9, "Queued", "queued behind a")
     (bare,) = status_rows(Plan((pending,)), {})
     assert (bare.success, bare.failed, bare.running, bare.queued, bare.total, bare.backfill_id) == (0, 0, 0, 0, 0, None)
 
 
 def test_stored_rows_for_offline_status() -> None:
-    stored = {
-        "a": {
-            "phase": "Succeeded",
-            "backfill_id": 3,
-            "run_counts": counts(success=6, failed=1),
-            "detail": {"reason": "7 run(s) succeeded"},
-            "updated_at": "2026-11-01T10:00:00Z",
-        }
+    recorded = {
+        "a": stored(
+            "a",
+            Phase.SUCCEEDED,
+            3,
+            runs=counts(success=6, failed=1),
+            reason="7 run(s) succeeded",
+            updated_at="2026-11-01T10:00:00Z",
+        )
     }
-    rows = stored_rows([spec("a"), spec("b")], stored)
+    rows = stored_rows([spec("a"), spec("b")], recorded)
     assert rows == [
         StatusRow("a", "d", "Succeeded", 3, 6, 1, 0, 0, 7, None, "(stored 2026-11-01T10:00:00Z) 7 run(s) succeeded"),
         StatusRow("b", "d", "Pending", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet"),
     ]
-    partial = stored_rows([spec("c")], {"c": {"run_counts": None, "detail": None, "phase": "Queued"}})
-    assert partial == [StatusRow("c", "d", "Queued", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet")]
-    counted = stored_rows([spec("e")], {"e": {"run_counts": counts(running=2, queued=1)}})
+    partial = stored_rows([spec("c")], {"c": stored("c", Phase.QUEUED, reason="queued behind a")})
+    assert partial == [StatusRow("c", "d", "Queued", None, 0, 0, 0, 0, 0, None, "(stored None) queued behind a")]
+    counted = stored_rows([spec("e")], {"e": stored("e", runs=counts(running=2, queued=1))})
     assert (counted[0].running, counted[0].queued, counted[0].total) == (2, 1, 3)
 
 
@@ -245,19 +253,20 @@ def events() -> list[Any]:
 
 def test_report_json() -> None:
     s = spec("r", run_backwards=True, state=DesiredState.PAUSED, approvers=("b", "c"))
-    stored = {
-        "git_commit": "abc123",
-        "backfill_id": 5,
-        "phase": "CompletedWithFailures",
-        "run_counts": {
+    recorded = stored(
+        "r",
+        Phase.COMPLETED_WITH_FAILURES,
+        5,
+        git_commit="abc123",
+        runs={
             "counts": {"success": 5, "failed": 2},
             "failed_dates": ["2025-01-02T00:00:00+00:00"],
             "never_started": 1,
         },
-        "detail": {"runs_in_range": 7, "runs_to_create": 6},
-    }
+        created=CreateFacts(runs_to_create=6, runs_in_range=7),
+    )
     trail = events()
-    report = report_json(s, stored, trail)
+    report = report_json(s, recorded, trail)
     assert {k: v for k, v in report.items() if k != "audit"} == {
         "format_version": 1,
         "spec": "r",
@@ -294,7 +303,7 @@ def test_report_json() -> None:
 
 
 def test_report_json_before_anything_happened() -> None:
-    report = report_json(spec("r"), {}, [])
+    report = report_json(spec("r"), None, [])
     assert (report["outcome"], report["backfill_id"], report["git_commit"], report["direction"]) == (
         "Pending",
         None,
@@ -311,27 +320,28 @@ def test_report_json_before_anything_happened() -> None:
         "skipped": None,
         "in_range": None,
     }
-    only_range = report_json(spec("r"), {"detail": {"runs_in_range": 7}}, [])
+    only_range = report_json(spec("r"), stored("r", created=CreateFacts(runs_in_range=7)), [])
     assert only_range["intervals"]["skipped"] is None
-    only_create = report_json(spec("r"), {"detail": {"runs_to_create": 7}}, [])
+    only_create = report_json(spec("r"), stored("r", created=CreateFacts(runs_to_create=7)), [])
     assert only_create["intervals"]["skipped"] is None
 
 
 def test_report_markdown() -> None:
     s = spec("r", approvers=("b", "c"))
-    stored = {
-        "git_commit": "abc123",
-        "backfill_id": 5,
-        "phase": "Cancelled",
-        "run_counts": {
+    recorded = stored(
+        "r",
+        Phase.CANCELLED,
+        5,
+        git_commit="abc123",
+        runs={
             "counts": {"success": 1, "failed": 4},
             "failed_dates": ["2025-01-02T00:00:00+00:00", "2025-01-04T00:00:00+00:00"],
             "never_started": 3,
         },
-        "detail": {"runs_in_range": 7, "runs_to_create": 7},
-    }
+        created=CreateFacts(runs_to_create=7, runs_in_range=7),
+    )
     trail = events()[:2]
-    text = report_markdown(report_json(s, stored, trail), trail)
+    text = report_markdown(report_json(s, recorded, trail), trail)
     lines = text.splitlines()
     assert lines[:10] == [
         "# Change record: r",
@@ -350,7 +360,7 @@ def test_report_markdown() -> None:
     assert len(lines) == 17
     assert lines[-1] == "```"
     assert text.endswith("```\n")
-    empty = report_markdown(report_json(spec("r"), {}, []), [])
+    empty = report_markdown(report_json(spec("r"), None, []), [])
     assert "- **Outcome**: Pending\n" in empty
     assert "at commit `unknown`" in empty
     assert "- **Intervals**: 0 complete, 0 failed (none), ? skipped of ? in range\n" in empty
@@ -367,4 +377,4 @@ def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
     for seq, entry in enumerate(entries, start=1):
         trail.append(seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev))
         prev = trail[-1].hash
-    assert report_json(spec("r"), {}, trail)["completed_at"] == "2026-11-01T10:02:00Z"
+    assert report_json(spec("r"), None, trail)["completed_at"] == "2026-11-01T10:02:00Z"

@@ -57,11 +57,14 @@ def test_partitioned_failures_reprocess_queue_report_and_idempotence(bench: Benc
     a, b = (bench.store.binding(n) for n in ("parts-a", "parts-b-retry"))
     assert a is not None
     assert b is not None
-    assert (a["run_counts"]["counts"], a["run_counts"]["total"]) == ({"failed": 2, "success": 2}, 4)
-    assert (b["run_counts"]["counts"], b["run_counts"]["total"]) == ({"failed": 2}, 2)  # only the runs it created
-    assert b["run_counts"]["failed_partitions"] == [KEYS[0], KEYS[2]]
-    assert (b["detail"]["runs_to_create"], b["detail"]["runs_in_range"]) == (2, 4)
-    assert (b["detail"]["first_partition"], b["detail"]["last_partition"]) == (KEYS[0], KEYS[2])
+    assert a.runs is not None
+    assert b.runs is not None
+    assert b.created is not None
+    assert (a.runs.counts, a.runs.total) == ({"failed": 2, "success": 2}, 4)
+    assert (b.runs.counts, b.runs.total) == ({"failed": 2}, 2)  # only the runs it created
+    assert b.runs.failed_partitions == (KEYS[0], KEYS[2])
+    assert (b.created.runs_to_create, b.created.runs_in_range) == (2, 4)
+    assert (b.created.first_partition, b.created.last_partition) == (KEYS[0], KEYS[2])
     with bench.client() as client:
         runs = client.dag_runs(DAG, day("2023-03-01"), day("2023-03-04"), partitioned=True)
         # the reprocess created new runs beside the failed ones: 6 runs for 4 partitions

@@ -77,7 +77,8 @@ def test_failures_end_completed_with_failures_with_dates(bench: Bench) -> None:
     )
     stored = bench.store.binding("flaky")
     assert stored is not None
-    assert stored["run_counts"]["counts"] == {"failed": 4, "success": 3}
+    assert stored.runs is not None
+    assert stored.runs.counts == {"failed": 4, "success": 3}
 
 
 def test_specs_on_one_dag_queue_and_both_finish(bench: Bench) -> None:

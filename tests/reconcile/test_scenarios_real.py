@@ -78,7 +78,7 @@ def test_lifecycle_succeeded_failures_and_queue(bench: Bench) -> None:
 def test_pause_active_cancel_and_drift(bench: Bench) -> None:
     bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1)
     bench.run()
-    backfill_id = bench.store.binding("steer")["backfill_id"]  # type: ignore[index]
+    backfill_id = bench.store.binding("steer").backfill_id  # type: ignore[union-attr]
     with bench.client() as client:
         client.pause(backfill_id)  # by hand, in the UI
         reported = bench.run()
@@ -116,7 +116,7 @@ def test_cancel_fails_only_queued_runs_and_says_a_running_one_will_finish(bench:
     bench.spec("slow", dag="demo_slow", start="2023-03-01", end="2023-03-04", mar=1)
     first = bench.run()
     assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("slow", "create", "created")]
-    backfill_id = bench.store.binding("slow")["backfill_id"]  # type: ignore[index]
+    backfill_id = bench.store.binding("slow").backfill_id  # type: ignore[union-attr]
     with bench.client() as client:
         begin, end = day("2023-03-01"), day("2023-03-04")
 
@@ -154,6 +154,7 @@ def test_cancel_fails_only_queued_runs_and_says_a_running_one_will_finish(bench:
         ("create", "outcome", "created"),
         ("cancel", "intent", None),
         ("cancel", "outcome", "done"),
+        ("finding", "observation", "still-running"),  # audited once; the outcome waits for the running run
         ("observe", "observation", "Cancelled"),
     ]
 
@@ -169,7 +170,7 @@ def test_unmanaged_orphan_and_lost_store(bench: Bench, tmp_path: Path) -> None:
             f"queued behind unmanaged backfill #{foreign.id} (backfill #{foreign.id})"
         ]
         assert client.get_backfill(foreign.id).is_paused is True  # untouched
-        orphan_id = bench.store.binding("orphan")["backfill_id"]  # type: ignore[index]
+        orphan_id = bench.store.binding("orphan").backfill_id  # type: ignore[union-attr]
         bench.store.close()
         (tmp_path / "state.db").unlink()  # the store is lost mid-run
         bench.store = Store(bench.store_url)

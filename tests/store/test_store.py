@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from sqlalchemy import text
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
+from controller.core.model import Phase, RunSummary
 from controller.errors import LockHeld, StoreError
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -208,9 +210,16 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
     assert store.migrate() == ("0001", "0004")
-    assert store.bindings()["s"]["backfill_id"] == 3
-    store.bind("s", {"run_counts": {"success": 2}})
-    assert store.bindings()["s"]["run_counts"] == {"success": 2}
+    old = store.bindings()["s"]
+    assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
+        3,
+        Phase.RUNNING,
+        (3,),
+        None,
+        "active",
+    )
+    store.save_binding(replace(old, runs=RunSummary({"success": 2})))
+    assert store.bindings()["s"].runs == RunSummary({"success": 2})
 
 
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:

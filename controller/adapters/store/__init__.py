@@ -39,6 +39,7 @@ from controller.adapters.store.tables import audit_events, bindings, lease
 from controller.core.audit import (
     GENESIS,
     SCALARS,
+    TIME_FORMAT,
     AuditEntry,
     AuditRecord,
     ChainLink,
@@ -47,7 +48,9 @@ from controller.core.audit import (
     seal,
     verify_chain,
 )
-from controller.core.spec import canonical_json
+from controller.core.binding import Binding, CreateFacts
+from controller.core.model import Phase, summary_from_json
+from controller.core.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -59,7 +62,7 @@ INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
 URL_EXAMPLES = "sqlite:///path/to/state.db or postgresql://USER@HOST:5432/DBNAME"
 SCHEMA_LOCK_KEY = 4_242_100_901  # PostgreSQL advisory lock serialising migrations of one database
 log = logging.getLogger(__name__)
-_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+_TIME = TIME_FORMAT
 Clock = Callable[[], datetime]
 
 
@@ -398,14 +401,16 @@ class Store:
 
     # --- bindings -------------------------------------------------------------------------------------
 
-    def bind(self, spec_name: str, values: Mapping[str, Any]) -> None:
+    def save_binding(self, binding: Binding) -> None:
+        """Insert or replace what the store remembers of one spec (one transaction)."""
         now = stamp(self._clock())
-        with self._tx(f"saving the binding of {spec_name}") as conn:
-            exists = conn.execute(select(bindings.c.spec_name).where(bindings.c.spec_name == spec_name)).first()
-            if exists:
-                conn.execute(update(bindings).where(bindings.c.spec_name == spec_name).values(**values, updated_at=now))
+        values = _binding_row(binding)
+        with self._tx(f"saving the binding of {binding.spec_name}") as conn:
+            where = bindings.c.spec_name == binding.spec_name
+            if conn.execute(select(bindings.c.spec_name).where(where)).first():
+                conn.execute(update(bindings).where(where).values(**values, updated_at=now))
             else:
-                conn.execute(insert(bindings).values(spec_name=spec_name, **values, created_at=now, updated_at=now))
+                conn.execute(insert(bindings).values(**values, created_at=now, updated_at=now))
 
     def pending_creates(self) -> dict[str, datetime]:
         """Specs whose latest create event is an intent without an outcome (a crash or an ambiguous call)."""
@@ -434,14 +439,14 @@ class Store:
         with self._tx("reading audited findings") as conn:
             return {(kind, dag, backfill): message for kind, dag, backfill, message in conn.execute(query)}
 
-    def binding(self, spec_name: str) -> dict[str, Any] | None:
+    def binding(self, spec_name: str) -> Binding | None:
         with self._tx("reading a binding") as conn:
             row = conn.execute(select(bindings).where(bindings.c.spec_name == spec_name)).mappings().first()
-            return None if row is None else dict(row)
+            return None if row is None else _binding(dict(row))
 
-    def bindings(self) -> dict[str, dict[str, Any]]:
+    def bindings(self) -> dict[str, Binding]:
         with self._tx("reading bindings") as conn:
-            return {row["spec_name"]: dict(row) for row in conn.execute(select(bindings)).mappings()}
+            return {row["spec_name"]: _binding(dict(row)) for row in conn.execute(select(bindings)).mappings()}
 
 
 class NoStore(Store):
@@ -463,7 +468,7 @@ class NoStore(Store):
     def close(self) -> None:
         pass
 
-    def bindings(self) -> dict[str, dict[str, Any]]:
+    def bindings(self) -> dict[str, Binding]:
         return {}
 
     def pending_creates(self) -> dict[str, datetime]:
@@ -476,6 +481,47 @@ class NoStore(Store):
     def _tx(self, what: str, hint: str | None = None) -> Iterator[Connection]:
         raise StoreError(f"{what} needs a store, and this command runs with --no-store")
         yield  # pragma: no cover - a generator for contextmanager
+
+
+def _binding(row: Mapping[str, Any]) -> Binding:
+    """The one place a bindings row becomes a core value."""
+    detail = dict(row.get("detail") or {})
+    backfill_id = row["backfill_id"]
+    owned = tuple(detail.get("backfills") or (() if backfill_id is None else (backfill_id,)))
+    return Binding(
+        spec_name=row["spec_name"],
+        dag_id=row["dag_id"],
+        backfill_id=backfill_id,
+        phase=Phase(row["phase"]),
+        applied_state=DesiredState(row.get("applied_state") or DesiredState.ACTIVE.value),
+        spec_digest=row["spec_digest"],
+        reason=detail.get("reason", ""),
+        runs=None if row.get("run_counts") is None else summary_from_json(row["run_counts"]),
+        created=CreateFacts.from_json(detail),
+        backfills=owned,
+        git_commit=row.get("git_commit"),
+        airflow_url=row.get("airflow_url") or "",
+        updated_at=row.get("updated_at"),
+    )
+
+
+def _binding_row(binding: Binding) -> dict[str, Any]:
+    """And back: the core value as the row's columns (the JSON detail keeps the reason and create facts)."""
+    detail: dict[str, Any] = {"reason": binding.reason, "backfills": list(binding.backfills)}
+    if binding.created is not None:
+        detail.update(binding.created.as_json())
+    return {
+        "spec_name": binding.spec_name,
+        "airflow_url": binding.airflow_url,
+        "dag_id": binding.dag_id,
+        "backfill_id": binding.backfill_id,
+        "spec_digest": binding.spec_digest,
+        "git_commit": binding.git_commit,
+        "phase": binding.phase.value,
+        "run_counts": None if binding.runs is None else binding.runs.as_json(),
+        "applied_state": binding.applied_state.value,
+        "detail": detail,
+    }
 
 
 def normalise_url(url: str) -> str:

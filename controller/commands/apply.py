@@ -1,0 +1,194 @@
+"""Apply: the plan's changes, each audited (intent before, outcome after), with crash and ambiguity recovery.
+
+If the intent cannot be written, the call is not made (fail closed). A create that may have landed
+(timeout, 5xx, 503) is never blindly repeated: the DAG's backfills are listed first and a matching one
+created after the intent is adopted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.adapters.airflow import AirflowClient
+from controller.commands.record import Recorder
+from controller.core.binding import CreateFacts
+from controller.core.model import BackfillRequest, Phase
+from controller.core.plan import Item, Kind, World, matches
+from controller.core.retrying import Backoff
+from controller.core.spec import BackfillSpec, DesiredState
+from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
+
+log = logging.getLogger(__name__)
+CREATE_BACKOFF = Backoff(attempts=3)  # creates whose answer was lost: observe, then try again after this delay
+APPLIED = {Kind.PAUSE: DesiredState.PAUSED, Kind.UNPAUSE: DesiredState.ACTIVE, Kind.CANCEL: DesiredState.CANCELLED}
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    item: Item
+    outcome: str  # created | adopted | recovered-after-ambiguous | done | already-completed | conflict | …
+    error: str | None = None  # what went wrong, for the pass's error lines
+
+
+class Applier:
+    def __init__(self, client: AirflowClient, recorder: Recorder, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.client, self.recorder, self.sleep = client, recorder, sleep
+        self.store = recorder.store
+
+    def apply(self, item: Item, spec: BackfillSpec, world: World) -> Applied:
+        if item.kind is Kind.ADOPT:
+            return self._adopt(item, spec)
+        if item.kind is Kind.CREATE:
+            return self._create(item, spec, world)
+        return self._steer(item, spec)
+
+    def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
+        self.recorder.audit(
+            "adopt", "observation", spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason
+        )
+        self.recorder.bind(spec, item.backfill_id, item.phase, item.reason, item.runs)
+        return Applied(item, "adopted")
+
+    def _steer(self, item: Item, spec: BackfillSpec) -> Applied:
+        backfill_id = item.backfill_id
+        if backfill_id is None:  # the planner only steers bound backfills
+            return Applied(item, "failed", f"{spec.name}: no backfill to {item.kind.value}")
+        call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
+        path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
+        request = {"method": "PUT", "path": path}
+        self.recorder.audit(
+            item.kind.value, "intent", spec, backfill_id=backfill_id, request=request, message=item.reason
+        )
+        try:
+            self.store.check_lease()  # the intent was fenced; a lease lost since then stops the call too
+            call[item.kind](backfill_id)
+            outcome, status = "done", 200
+        except AirflowConflict as exc:
+            outcome, status = "already-completed", exc.status or 409
+        except AirflowError as exc:
+            response = {"status": exc.status, "detail": exc.detail}
+            self.recorder.audit(
+                item.kind.value,
+                "outcome",
+                spec,
+                outcome="failed",
+                backfill_id=backfill_id,
+                response=response,
+                message=exc.message,
+            )
+            return Applied(item, "failed", f"{spec.name}: {exc.message}")
+        self.recorder.audit(
+            item.kind.value, "outcome", spec, outcome=outcome, backfill_id=backfill_id, response={"status": status}
+        )
+        # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
+        phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
+        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=APPLIED[item.kind])
+        return Applied(item, outcome)
+
+    # --- create, with crash and ambiguity handling ---------------------------------------------------------
+
+    def _create(self, item: Item, spec: BackfillSpec, world: World) -> Applied:
+        if spec.name in world.intents:
+            self.recorder.audit(
+                "create",
+                "observation",
+                spec,
+                outcome="abandoned",
+                message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
+            )
+        body = item.request or BackfillRequest.from_spec(spec)
+        author = self.recorder.provenance.get(spec.path, ("", ""))[1] or "unknown"
+        intent = self.recorder.audit(
+            "create",
+            "intent",
+            spec,
+            request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()},
+            message=f"requested by {spec.requested_by}, spec authored by {author}, approved by "
+            f"{', '.join(spec.approvers)}; ticket {spec.ticket}",
+        )
+        self.recorder.bind(spec, None, Phase.PENDING, "creating", created=_create_facts(item))
+        for attempt in range(1, CREATE_BACKOFF.attempts + 1):
+            self.store.check_lease()  # retries reuse the first intent: check the lease before each POST
+            done = self._try_create(item, spec, body, intent.moment, attempt)
+            if done is not None:
+                return done
+            if attempt < CREATE_BACKOFF.attempts:
+                self.sleep(CREATE_BACKOFF.delay(attempt, random.random()))  # noqa: S311 - jitter, not a secret
+        return self._create_failed(item, spec, "gave up after ambiguous answers; nothing was created")
+
+    def _try_create(
+        self, item: Item, spec: BackfillSpec, body: BackfillRequest, since: datetime, attempt: int
+    ) -> Applied | None:
+        try:
+            created = self.client.create(body)
+        except AirflowConflict:
+            return self._recover(item, spec, since, "adopted-after-409") or self._queued_after_conflict(item, spec)
+        except AirflowAmbiguous as exc:
+            recovered = self._recover(item, spec, since, "recovered-after-ambiguous")
+            if recovered is None:
+                log.warning(
+                    "attempt #%d/%d failed; will retry after checking nothing was created: %s",
+                    attempt,
+                    CREATE_BACKOFF.attempts,
+                    exc.message,
+                )
+            return recovered
+        except AirflowError as exc:
+            return self._create_failed(item, spec, exc.message, exc.status, exc.detail)
+        response = {"status": 200, "backfill_id": created.id}
+        self.recorder.audit("create", "outcome", spec, outcome="created", backfill_id=created.id, response=response)
+        self.recorder.bind(spec, created.id, Phase.RUNNING, "created")
+        return Applied(item, "created")
+
+    def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: str) -> Applied | None:
+        found = [b for b in self.client.list_backfills(spec.dag_id) if matches(spec, b) and b.created_at >= since]
+        if not found:
+            return None
+        backfill = max(found, key=lambda b: b.id)
+        self.recorder.audit(
+            "create",
+            "outcome",
+            spec,
+            outcome=outcome,
+            backfill_id=backfill.id,
+            message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
+        )
+        # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's changes
+        self.recorder.bind(spec, backfill.id, Phase.RUNNING, outcome)
+        return Applied(item, outcome)
+
+    def _queued_after_conflict(self, item: Item, spec: BackfillSpec) -> Applied:
+        self.recorder.audit(
+            "create",
+            "outcome",
+            spec,
+            outcome="conflict",
+            response={"status": 409},
+            message="another backfill became active on this DAG; queued",
+        )
+        self.recorder.bind(spec, None, Phase.QUEUED, "another backfill is active on this DAG")
+        return Applied(item, "conflict")
+
+    def _create_failed(
+        self, item: Item, spec: BackfillSpec, message: str, status: int | None = None, detail: str = ""
+    ) -> Applied:
+        self.recorder.audit(
+            "create",
+            "outcome",
+            spec,
+            outcome="rejected",
+            response={"status": status, "detail": detail},
+            message=message,
+        )
+        self.recorder.bind(spec, None, Phase.BLOCKED, message)
+        return Applied(item, "rejected", f"{spec.path}: {spec.name}: {message}")
+
+
+def _create_facts(item: Item) -> CreateFacts:
+    first, last = item.partitions or (None, None)
+    return CreateFacts(item.runs_to_create, item.runs_in_range, item.first_date, item.last_date, first, last)

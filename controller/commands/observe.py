@@ -1,0 +1,104 @@
+"""Observe: what Airflow holds for the DAGs with work, as one `World` (backfills, details, runs, dry runs).
+
+Independent DAGs are observed concurrently with a small bounded pool; the dry runs of the queue heads a
+create would start are part of the observation, so the plan is made once from a complete world.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import TypeVar
+
+from controller.adapters.airflow import AirflowClient
+from controller.core.binding import Binding
+from controller.core.model import Backfill, BackfillRequest, RunSummary, summarise
+from controller.core.partitions import partition_range, runs_of
+from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches
+from controller.core.policy import Policy
+from controller.core.spec import BackfillSpec, ReprocessBehavior
+from controller.errors import AirflowError, AirflowNotFound
+
+POOL = 4  # Airflow calls in flight at once: enough to overlap latency, small enough for a shared server
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def concurrently(keys: Iterable[K], work: Callable[[K], V]) -> dict[K, V]:
+    """`{key: work(key)}`, at most POOL at a time, in the keys' order."""
+    ordered = list(keys)
+    if len(ordered) <= 1:
+        return {key: work(key) for key in ordered}
+    with ThreadPoolExecutor(max_workers=min(POOL, len(ordered)), thread_name_prefix="observe") as pool:
+        return dict(zip(ordered, pool.map(work, ordered), strict=True))
+
+
+class Observer:
+    def __init__(self, client: AirflowClient) -> None:
+        self.client = client
+
+    def world(
+        self,
+        specs: Sequence[BackfillSpec],
+        policy: Policy,
+        bindings: Mapping[str, Binding],
+        intents: Mapping[str, datetime],
+        now: datetime,
+        *,
+        with_dry_runs: bool = True,
+    ) -> World:
+        world = World(self.dags(specs, bindings), bindings, {}, intents, now=now)
+        needed = dry_runs_needed(specs, policy, world) if with_dry_runs else ()
+        if not needed:
+            return world
+        by_name = {s.name: s for s in specs}
+        dry_runs = concurrently(needed, lambda name: self.dry_run(by_name[name]))
+        return World(world.observations, bindings, dry_runs, intents, now=now)
+
+    def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
+        """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""
+        names = {s.name for s in specs}
+        live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
+        live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
+        return concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings))
+
+    def _dag(self, dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> DagObservation:
+        try:
+            backfills = tuple(self.client.list_backfills(dag_id))
+            try:
+                info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
+            except AirflowNotFound:
+                info = None
+            wanted = _runs_wanted(dag_id, backfills, specs, bindings)
+            runs = {b.id: self._summary(b, partitioned=info is not None and info.partitioned) for b in wanted}
+        except AirflowError as exc:
+            return DagObservation(dag_id, None, error=exc.message)
+        return DagObservation(dag_id, info, backfills, runs)
+
+    def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
+        """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
+        this one's (reprocessing creates new runs), so only the runs this backfill created are counted."""
+        runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=partitioned)
+        return summarise(runs_of(backfill, runs) if partitioned else runs)
+
+    def dry_run(self, spec: BackfillSpec) -> DryRun:
+        """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""
+        try:
+            planned = self.client.planned_runs(BackfillRequest.from_spec(spec))
+            everything = (
+                planned
+                if spec.reprocess_behavior is ReprocessBehavior.COMPLETED
+                else self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed"))
+            )
+        except AirflowError as exc:
+            return DryRun(error=exc.detail or exc.message)
+        return DryRun(tuple(p.date for p in planned), len(everything), partitions=partition_range(planned))
+
+
+def _runs_wanted(
+    dag_id: str, backfills: Sequence[Backfill], specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
+) -> list[Backfill]:
+    bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
+    unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
+    return [b for b in backfills if b.active or b.id in bound or any(matches(s, b) for s in unbound)]

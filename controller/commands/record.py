@@ -1,0 +1,133 @@
+"""Record: the audit log and the bindings, kept in memory for the pass and written through to the store.
+
+The store's bindings are read once per pass; every change goes to the in-memory copy and the store
+together, so later steps of the same pass (re-observation, phase records) never read them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from controller import __version__
+from controller.adapters.store import Store
+from controller.commands.settings import Settings
+from controller.core.audit import AuditEntry, AuditRecord, controller_event
+from controller.core.binding import Binding, CreateFacts
+from controller.core.model import Phase, RunSummary
+from controller.core.plan import Plan
+from controller.core.spec import BackfillSpec, DesiredState
+
+
+class Recorder:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        commit: str | None,
+        provenance: Mapping[str, tuple[str, str]],
+        airflow_url: str,
+    ) -> None:
+        self.settings, self.store, self.commit, self.provenance = settings, store, commit, provenance
+        self.airflow_url = airflow_url
+        self.bindings: dict[str, Binding] = store.bindings()
+
+    # --- audit --------------------------------------------------------------------------------------------
+
+    def audit(self, action: str, phase: str, spec: BackfillSpec | None, **fields: Any) -> AuditRecord:
+        entry = AuditEntry(
+            action=action,
+            phase=phase,
+            actor=self.settings.actor,
+            controller_version=__version__,
+            git_commit=self.commit,
+            spec_commit=self.provenance.get(spec.path, (None, ""))[0] if spec else None,
+            spec_name=spec.name if spec else None,
+            spec_path=spec.path if spec else None,
+            spec_digest=spec.digest if spec else None,
+            dag_id=spec.dag_id if spec else None,
+            **fields,
+        )
+        return self.store.append(entry)
+
+    def refusal(self, message: str) -> None:
+        self.store.append(controller_event("reconcile", self.settings.actor, "refused", message))
+
+    def findings(self, plan: Plan) -> None:
+        """Each finding is audited when it appears or its message changes (not again on every pass)."""
+        recorded = self.store.recorded_findings()
+        for finding in plan.findings:
+            if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
+                self.store.append(
+                    AuditEntry(
+                        action="finding",
+                        phase="observation",
+                        actor=self.settings.actor,
+                        controller_version=__version__,
+                        git_commit=self.commit,
+                        spec_name=finding.spec,
+                        dag_id=finding.dag_id,
+                        backfill_id=finding.backfill_id,
+                        outcome=finding.kind,
+                        message=finding.message,
+                    )
+                )
+
+    def pass_done(self, plan: Plan, changed: int) -> None:
+        self.audit(
+            "reconcile",
+            "observation",
+            None,
+            outcome="applied" if changed else "no-changes",
+            message=f"{changed} change(s); plan {plan.checksum()}",
+        )
+
+    # --- bindings -----------------------------------------------------------------------------------------
+
+    def bind(  # noqa: PLR0917 - one call shape for every binding update
+        self,
+        spec: BackfillSpec,
+        backfill_id: int | None,
+        phase: Phase,
+        reason: str,
+        runs: RunSummary | None = None,
+        applied_state: DesiredState | None = None,
+        created: CreateFacts | None = None,
+    ) -> Binding:
+        """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
+        before = self.bindings.get(spec.name)
+        binding = Binding(
+            spec_name=spec.name,
+            dag_id=spec.dag_id,
+            backfill_id=backfill_id,
+            phase=phase,
+            applied_state=applied_state or (before.applied_state if before else DesiredState.ACTIVE),
+            spec_digest=spec.digest,
+            reason=reason,
+            runs=runs if runs is not None else (before.runs if before else None),
+            created=created or (before.created if before else None),
+            backfills=before.owning(backfill_id) if before else (() if backfill_id is None else (backfill_id,)),
+            git_commit=self.commit,
+            airflow_url=self.airflow_url,
+        )
+        self.store.save_binding(binding)
+        self.bindings[spec.name] = binding
+        return binding
+
+    def phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], skip: set[str]) -> None:
+        """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
+        for item in plan.items:
+            spec = specs.get(item.spec)
+            if spec is None or item.spec in skip:
+                continue
+            before = self.bindings.get(item.spec)
+            if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
+                self.audit(
+                    "observe",
+                    "observation",
+                    spec,
+                    outcome=item.phase.value,
+                    backfill_id=item.backfill_id,
+                    message=item.reason,
+                )
+                self.bind(spec, item.backfill_id, item.phase, item.reason, item.runs)

@@ -1,0 +1,76 @@
+"""What the store remembers of a spec (pure): the backfills it owns, its phase and last observed runs.
+
+A spec owns an ordered list of backfills (today one; chunked execution appends more). The store maps
+its rows to these values and back in one place; nothing above it sees a row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from controller.core.model import Phase, RunSummary
+from controller.core.spec import DesiredState
+
+
+@dataclass(frozen=True, slots=True)
+class CreateFacts:
+    """What the dry run said when the spec's backfill was created (kept for the change record)."""
+
+    runs_to_create: int | None = None
+    runs_in_range: int | None = None
+    first_date: datetime | None = None
+    last_date: datetime | None = None
+    first_partition: str | None = None
+    last_partition: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "runs_to_create": self.runs_to_create,
+            "runs_in_range": self.runs_in_range,
+            "first_date": None if self.first_date is None else self.first_date.isoformat(),
+            "last_date": None if self.last_date is None else self.last_date.isoformat(),
+            "first_partition": self.first_partition,
+            "last_partition": self.last_partition,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CreateFacts | None:
+        if data.get("runs_to_create") is None and data.get("runs_in_range") is None:
+            return None
+        return cls(
+            data.get("runs_to_create"),
+            data.get("runs_in_range"),
+            _time(data.get("first_date")),
+            _time(data.get("last_date")),
+            data.get("first_partition"),
+            data.get("last_partition"),
+        )
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    spec_name: str
+    dag_id: str
+    backfill_id: int | None  # the spec's current backfill (the last of `backfills`)
+    phase: Phase
+    applied_state: DesiredState = DesiredState.ACTIVE
+    spec_digest: str = ""
+    reason: str = ""
+    runs: RunSummary | None = None  # last observed
+    created: CreateFacts | None = None
+    backfills: tuple[int, ...] = ()  # every backfill the spec has owned, in order
+    git_commit: str | None = None
+    airflow_url: str = ""
+    updated_at: str | None = None  # when the store last saved it (set by the store)
+
+    def owning(self, backfill_id: int | None) -> tuple[int, ...]:
+        """`backfills` with `backfill_id` appended when it is new."""
+        if backfill_id is None or backfill_id in self.backfills:
+            return self.backfills
+        return (*self.backfills, backfill_id)
