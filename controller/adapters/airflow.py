@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -141,6 +142,7 @@ class AirflowClient:
             timeout=httpx.Timeout(timeout, connect=5.0),
             headers={"Accept": "application/json"},
         )
+        self._login_lock = threading.Lock()
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
 
     def __repr__(self) -> str:
@@ -363,8 +365,9 @@ class AirflowClient:
         return self._username is not None and self._password is not None
 
     def _auth_headers(self) -> dict[str, str]:
-        if self._token is None and self._can_login():
-            self._token = self._login()
+        with self._login_lock:  # observation runs in a small pool: one login for all of its threads
+            if self._token is None and self._can_login():
+                self._token = self._login()
         return {} if self._token is None else {"Authorization": f"Bearer {self._token.reveal()}"}
 
     def _login(self) -> Secret:
