@@ -11,7 +11,7 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Process exit codes (DESIGN.md §3)."""
+    """Process exit codes: the one table (the README lists it)."""
 
     OK = 0
     ERROR = 1

@@ -16,6 +16,7 @@ from datetime import datetime
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
+from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
 from controller.core.model import BackfillRequest, Phase
 from controller.core.plan import Item, Kind, World, matches
@@ -49,7 +50,7 @@ class Applier:
 
     def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
         self.recorder.audit(
-            "adopt", "observation", spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason
+            "adopt", AuditPhase.OBSERVATION, spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason
         )
         self.recorder.bind(spec, item.backfill_id, item.phase, item.reason, item.runs)
         return Applied(item, "adopted")
@@ -62,7 +63,7 @@ class Applier:
         path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
         request = {"method": "PUT", "path": path}
         self.recorder.audit(
-            item.kind.value, "intent", spec, backfill_id=backfill_id, request=request, message=item.reason
+            item.kind.value, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=item.reason
         )
         try:
             self.store.check_lease()  # the intent was fenced; a lease lost since then stops the call too
@@ -74,7 +75,7 @@ class Applier:
             response = {"status": exc.status, "detail": exc.detail}
             self.recorder.audit(
                 item.kind.value,
-                "outcome",
+                AuditPhase.OUTCOME,
                 spec,
                 outcome="failed",
                 backfill_id=backfill_id,
@@ -83,7 +84,12 @@ class Applier:
             )
             return Applied(item, "failed", f"{spec.name}: {exc.message}")
         self.recorder.audit(
-            item.kind.value, "outcome", spec, outcome=outcome, backfill_id=backfill_id, response={"status": status}
+            item.kind.value,
+            AuditPhase.OUTCOME,
+            spec,
+            outcome=outcome,
+            backfill_id=backfill_id,
+            response={"status": status},
         )
         # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
         phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
@@ -96,7 +102,7 @@ class Applier:
         if spec.name in world.intents:
             self.recorder.audit(
                 "create",
-                "observation",
+                AuditPhase.OBSERVATION,
                 spec,
                 outcome="abandoned",
                 message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
@@ -105,7 +111,7 @@ class Applier:
         author = self.recorder.provenance.get(spec.path, ("", ""))[1] or "unknown"
         intent = self.recorder.audit(
             "create",
-            "intent",
+            AuditPhase.INTENT,
             spec,
             request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()},
             message=f"requested by {spec.requested_by}, spec authored by {author}, approved by "
@@ -141,7 +147,9 @@ class Applier:
         except AirflowError as exc:
             return self._create_failed(item, spec, exc.message, exc.status, exc.detail)
         response = {"status": 200, "backfill_id": created.id}
-        self.recorder.audit("create", "outcome", spec, outcome="created", backfill_id=created.id, response=response)
+        self.recorder.audit(
+            "create", AuditPhase.OUTCOME, spec, outcome="created", backfill_id=created.id, response=response
+        )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created")
         return Applied(item, "created")
 
@@ -152,7 +160,7 @@ class Applier:
         backfill = max(found, key=lambda b: b.id)
         self.recorder.audit(
             "create",
-            "outcome",
+            AuditPhase.OUTCOME,
             spec,
             outcome=outcome,
             backfill_id=backfill.id,
@@ -165,7 +173,7 @@ class Applier:
     def _queued_after_conflict(self, item: Item, spec: BackfillSpec) -> Applied:
         self.recorder.audit(
             "create",
-            "outcome",
+            AuditPhase.OUTCOME,
             spec,
             outcome="conflict",
             response={"status": 409},
@@ -179,7 +187,7 @@ class Applier:
     ) -> Applied:
         self.recorder.audit(
             "create",
-            "outcome",
+            AuditPhase.OUTCOME,
             spec,
             outcome="rejected",
             response={"status": status, "detail": detail},

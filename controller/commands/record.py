@@ -12,7 +12,7 @@ from typing import Any
 from controller import __version__
 from controller.adapters.store import Store
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry, AuditRecord, controller_event
+from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
 from controller.core.binding import Binding, CreateFacts
 from controller.core.model import Phase, RunSummary
 from controller.core.plan import Plan
@@ -61,7 +61,7 @@ class Recorder:
                 self.store.append(
                     AuditEntry(
                         action="finding",
-                        phase="observation",
+                        phase=AuditPhase.OBSERVATION,
                         actor=self.settings.actor,
                         controller_version=__version__,
                         git_commit=self.commit,
@@ -76,7 +76,7 @@ class Recorder:
     def pass_done(self, plan: Plan, changed: int) -> None:
         self.audit(
             "reconcile",
-            "observation",
+            AuditPhase.OBSERVATION,
             None,
             outcome="applied" if changed else "no-changes",
             message=f"{changed} change(s); plan {plan.checksum()}",
@@ -124,7 +124,7 @@ class Recorder:
             if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
                 self.audit(
                     "observe",
-                    "observation",
+                    AuditPhase.OBSERVATION,
                     spec,
                     outcome=item.phase.value,
                     backfill_id=item.backfill_id,

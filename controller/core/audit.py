@@ -6,12 +6,21 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from controller import __version__
 from controller.core.spec import canonical_json
 
 GENESIS = "0" * 64
+
+
+class AuditPhase(StrEnum):
+    INTENT = "intent"  # written and committed before a mutating call
+    OUTCOME = "outcome"  # what the call did
+    OBSERVATION = "observation"  # what was seen (phases, findings, adoptions, passes)
+
+
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order (the store writes it)
 
 

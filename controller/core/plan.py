@@ -24,8 +24,18 @@ from controller.core.spec import BackfillSpec, DesiredState, canonical_json, for
 __all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
 PLAN_FORMAT_VERSION = 1
-INCOMPLETE = "observation-incomplete"  # the finding kind that makes a plan unusable for changes
+INCOMPLETE = "observation-incomplete"  # the finding kind that makes a plan unusable for changes (FindingKind)
 UNOBSERVED = "observation incomplete"  # how the items of an unobserved DAG's specs begin their reason
+
+
+class FindingKind(StrEnum):
+    DRIFT = "drift"  # a managed backfill paused by hand
+    ORPHANED = "orphaned"  # a deleted spec's backfill runs on
+    UNMANAGED = "unmanaged"  # a backfill backfillctl does not own blocks a DAG's queue
+    DAG_PAUSED = "dag-paused"
+    INCOMPLETE = "observation-incomplete"
+    STILL_RUNNING = "still-running"  # cancelled: running runs finish
+    COMPLETED_EARLY = "completed-early"  # Airflow set completed_at while runs are queued or running
 
 
 class Kind(StrEnum):
@@ -123,7 +133,7 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # drift | orphaned | unmanaged | dag-paused | observation-incomplete | still-running | completed-early
+    kind: FindingKind
     dag_id: str
     message: str
     spec: str | None = None
@@ -245,7 +255,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
     orphan_items, orphan_findings = _orphans({s.name for s in specs}, world)
     findings += orphan_findings
     findings += [
-        Finding(INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
+        Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
         for dag_id, obs in sorted(world.observations.items())
         if obs.error and dag_id not in by_dag
     ]
@@ -271,7 +281,7 @@ def _plan_dag(
             _recorded(s, world) if s not in live else _item(s, Kind.BLOCKED, Phase.BLOCKED, why, error=True)
             for s in queue
         ]
-        return items, [Finding(INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)], []
+        return items, [Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)], []
     assert obs is not None or not live
     return _DagPlanner(dag_id, queue, policy, world, obs).run()
 
@@ -405,7 +415,7 @@ class _DagPlanner:
 
     def _note_still_running(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> None:
         message = f"cancel fails only queued runs; {runs.count('running')} running run(s) will finish"
-        self.findings.append(Finding("still-running", self.dag_id, message, spec.name, backfill.id))
+        self.findings.append(Finding(FindingKind.STILL_RUNNING, self.dag_id, message, spec.name, backfill.id))
 
     def _completed_early(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> Item:
         """Airflow set completed_at while runs are still queued or running: never an outcome yet."""
@@ -423,7 +433,7 @@ class _DagPlanner:
         waiting = f"{runs.count('queued')} queued and {runs.count('running')} running"
         self.findings.append(
             Finding(
-                "completed-early",
+                FindingKind.COMPLETED_EARLY,
                 self.dag_id,
                 f"Airflow marked backfill #{backfill.id} complete while {waiting} run(s) remain: it no longer holds "
                 "the DAG's backfill slot and cannot be paused or cancelled through the backfill API; the runs go on. "
@@ -455,7 +465,7 @@ class _DagPlanner:
     def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any]) -> Item:
         healing = self.policy.drift is DriftMode.HEAL
         message = f"backfill #{backfill.id} was paused outside backfillctl" + ("; healing: unpause" if healing else "")
-        self.findings.append(Finding("drift", self.dag_id, message, spec.name, backfill.id))
+        self.findings.append(Finding(FindingKind.DRIFT, self.dag_id, message, spec.name, backfill.id))
         if healing:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "drift: paused by hand; policy heals", **base)
         return _item(spec, Kind.NOOP, Phase.PAUSED, "drift: paused by hand (policy drift: report)", **base)
@@ -529,7 +539,7 @@ class _DagPlanner:
             if backfill.active and backfill.id not in self.taken:
                 self.findings.append(
                     Finding(
-                        "unmanaged",
+                        FindingKind.UNMANAGED,
                         self.dag_id,
                         f"unmanaged active backfill #{backfill.id} "
                         "blocks this DAG's queue; backfillctl never touches it",
@@ -542,7 +552,7 @@ class _DagPlanner:
         if self.obs.info is not None and self.obs.info.is_paused and any(not i.phase.terminal for i in items):
             self.findings.append(
                 Finding(
-                    "dag-paused",
+                    FindingKind.DAG_PAUSED,
                     self.dag_id,
                     f"DAG {self.dag_id} is paused: its backfill runs stay queued until it is unpaused",
                 )
@@ -596,7 +606,7 @@ def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Findi
         backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
         if backfill is not None and backfill.active:
             message = f"spec {name} was deleted; backfill #{backfill.id} keeps running (a deleted spec cancels nothing)"
-            findings.append(Finding("orphaned", binding.dag_id, message, name, backfill.id))
+            findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, backfill.id))
             items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, backfill.id))
     return items, findings
 
