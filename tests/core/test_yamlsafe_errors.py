@@ -22,6 +22,7 @@ def refused(raw: bytes) -> tuple[str, int, int, str | None]:
     [
         (b"a: 1\nb: \xe4x\n", ("file is not valid UTF-8: byte 0xe4 cannot be decoded", 2, 4, "save the file as UTF-8")),
         (b"\xff", ("file is not valid UTF-8: byte 0xff cannot be decoded", 1, 1, "save the file as UTF-8")),
+        (b"\n\xff", ("file is not valid UTF-8: byte 0xff cannot be decoded", 2, 1, "save the file as UTF-8")),
         (
             b"a: 1\n\nccc: d\xc3",
             ("file is not valid UTF-8: byte 0xc3 cannot be decoded", 3, 7, "save the file as UTF-8"),
@@ -90,6 +91,7 @@ def test_refusals(raw: bytes, expected: tuple[str, int, int, str | None]) -> Non
         ("<<: {a: 1}", "write every key out in full"),
         ("a: !!int 5", "remove the tag; only plain YAML values are accepted"),
         ("? [a]\n: 1", "field names are plain words like dag_id"),
+        ("!!int 5: x", "field names are plain words like dag_id"),
         ("a: 010", "write it without leading zeros (10) or quote it"),
         ("a: -007", "write it without leading zeros (-7) or quote it"),
     ],
@@ -157,6 +159,7 @@ def test_locate_falls_back_to_the_closest_known_parent() -> None:
     assert doc.locate(("a", "b")) == Location("f.yaml", 2, 6, ("a", "b"))
     assert doc.locate(("a", "b"), at_key=True) == Location("f.yaml", 2, 3, ("a", "b"))
     assert doc.locate(("a", "zz", 3)) == Location("f.yaml", 2, 3, ("a", "zz", 3))
+    assert doc.locate(("a", "b", "zz")) == Location("f.yaml", 2, 6, ("a", "b", "zz"))
     assert doc.locate(("nope",), at_key=True) == Location("f.yaml", 1, 1, ("nope",))
     assert doc.locate(()) == Location("f.yaml", 1, 1, ())
     assert Document("g.yaml", None).locate(("x",)) == Location("g.yaml", 1, 1, ("x",))
