@@ -79,8 +79,8 @@ def test_partitioned_failures_reprocess_queue_report_and_idempotence(bench: Benc
         assert all(r.logical_date is None for r in runs)
         ours = [x for x in client.list_backfills(DAG) if x.from_date == day("2023-03-01")]
         assert [(x.id, x.reprocess_behavior) for x in ours] == [
-            (a["backfill_id"], "none"),
-            (b["backfill_id"], "failed"),
+            (a.backfill_id, "none"),
+            (b.backfill_id, "failed"),
         ]
 
     reconciler = bench.reconciler()  # an idempotent second pass: nothing changes, nothing is called
