@@ -20,7 +20,17 @@ from typing import Any
 
 import httpx
 
-from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, PlannedRun, Schedule
+from controller.core.model import (
+    Backfill,
+    BackfillRequest,
+    DagInfo,
+    DagRun,
+    PlannedRun,
+    RunSummary,
+    Schedule,
+    summarise,
+    summary_from_counts,
+)
 from controller.core.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
 from controller.core.secret import Secret
 from controller.core.spec import format_utc
@@ -46,6 +56,18 @@ _STATUS_ERRORS: dict[int, type[AirflowError]] = {
     409: AirflowConflict,
     422: AirflowInvalid,
 }
+
+
+RUN_STATES = ("queued", "running", "success", "failed")  # a DAG run's states in Airflow 3
+
+
+def _range_params(from_date: datetime, to_date: datetime) -> dict[str, Any]:
+    return {
+        "run_type": "backfill",
+        "logical_date_gte": format_utc(from_date),
+        "logical_date_lte": format_utc(to_date),
+        "order_by": "logical_date",
+    }
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -269,6 +291,27 @@ class AirflowClient:
         }
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
+
+    def run_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> RunSummary:
+        """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
+
+        Up to one page of runs: that page (1 call). More: counts by state from `total_entries` of
+        state-filtered queries (`limit=1`), the failed runs (paginated over failures only) and the latest
+        finished page for the mean duration — 7 calls for a year of hourly runs instead of 88 pages.
+        """
+        path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
+        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
+        if int(first["total_entries"]) <= len(first["dag_runs"]):
+            return summarise([dag_run_from_json(item) for item in first["dag_runs"]])
+        counts = {state: self._count(path, {**params, "state": state}) for state in RUN_STATES}
+        failed = [dag_run_from_json(i) for i in self._paginate(path, "dag_runs", {**params, "state": "failed"})]
+        recent = self._json(
+            "GET", path, params={**params, "state": ["success", "failed"], "order_by": "-end_date", "limit": PAGE}
+        )
+        return summary_from_counts(counts, failed, [dag_run_from_json(i) for i in recent["dag_runs"]])
+
+    def _count(self, path: str, params: dict[str, Any]) -> int:
+        return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])
 
     # --- plumbing ------------------------------------------------------------------------------------
 

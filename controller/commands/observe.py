@@ -79,8 +79,10 @@ class Observer:
     def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
         """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
         this one's (reprocessing creates new runs), so only the runs this backfill created are counted."""
-        runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=partitioned)
-        return summarise(runs_of(backfill, runs) if partitioned else runs)
+        if not partitioned:
+            return self.client.run_summary(backfill.dag_id, backfill.from_date, backfill.to_date)
+        runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=True)
+        return summarise(runs_of(backfill, runs))
 
     def dry_run(self, spec: BackfillSpec) -> DryRun:
         """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""

@@ -194,6 +194,21 @@ def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
     )
 
 
+def summary_from_counts(
+    counts: Mapping[str, int], failed: Sequence[DagRun], recent_finished: Sequence[DagRun]
+) -> RunSummary:
+    """A summary from state counts, the failed runs, and a sample of the latest finished runs (for the mean
+    duration): what `summarise` computes from every run, for backfills too large to list."""
+    sample = summarise(recent_finished)
+    started = [r for r in failed if r.start_date is not None]
+    return RunSummary(
+        {state: n for state, n in counts.items() if n},
+        tuple(r.logical_date for r in started if r.logical_date is not None),
+        len(failed) - len(started),
+        sample.mean_duration,
+    )
+
+
 def summarise(runs: Sequence[DagRun]) -> RunSummary:
     """Counts by state; of several runs of one partition only the latest counts (see `latest_per_partition`)."""
     latest = latest_per_partition(runs)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.reconcile import Reconciler
+from controller.core.model import BackfillRequest, summarise
 from controller.core.secret import Secret
 from tests.reconcile.harness import Bench
 from tests.reconcile.proxy import LosingProxy
@@ -135,3 +138,25 @@ def test_until_complete_gives_up_at_its_timeout_and_says_what_is_still_going(ben
         "error: --timeout 2s reached before every spec settled; still going: slow",
         "  hint: nothing was stopped; run `backfillctl status` to follow them, or reconcile again",
     ]
+
+
+def test_a_large_backfill_is_summarised_in_seven_calls_with_the_same_counts(airflow_url: str) -> None:
+    """121 hourly runs (more than one page): counts by state from total_entries, not by listing every run."""
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 6, tzinfo=UTC)
+    with AirflowClient(airflow_url, username="admin", password=Secret("admin")) as client:
+        backfill = client.create(BackfillRequest("demo_hourly", start, end, max_active_runs=1))
+        client.pause(backfill.id)  # nothing new starts: the counts hold still while both ways are compared
+        try:
+            deadline = time.monotonic() + 90
+            while any(r.state == "running" for r in client.dag_runs("demo_hourly", start, end)):
+                assert time.monotonic() < deadline, "the running run did not finish"
+                time.sleep(1)
+            listed = summarise(client.dag_runs("demo_hourly", start, end))
+            before = len(client.calls)
+            counted = client.run_summary("demo_hourly", start, end)
+            calls = client.calls[before:]
+        finally:
+            client.cancel(backfill.id)
+    assert listed.total == 121
+    assert counted == listed
+    assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 7
