@@ -12,19 +12,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from controller.core.diagnostics import Diagnostic, Location, Severity
+from controller.core.model import BACKFILL_FIELDS
 from controller.core.spec import BackfillSpec
 from controller.core.validation import LoadedSpec
 
-IMMUTABLE = (
-    "dag_id",
-    "from_date",
-    "to_date",
-    "reprocess_behavior",
-    "max_active_runs",
-    "run_backwards",
-    "dag_run_conf",
-    "run_on_latest_version",
-)
+IMMUTABLE = BACKFILL_FIELDS  # what a create sends can never change in place
 
 
 class Change(StrEnum):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -86,6 +86,11 @@ class Schedule:
     description: str | None = None  # "At 00:00", "Never, external triggers only", "Triggered by assets", …
     allowed_run_types: tuple[str, ...] | None = None  # None: every run type
     asset_triggered: bool = False  # the DAG has an asset expression
+
+
+# The one declaration of the fields that define a backfill: the create request sends exactly these, and
+# immutability (`changes.IMMUTABLE`) forbids changing any of them once a spec is applied.
+BACKFILL_FIELDS = tuple(f.name for f in fields(BackfillRequest))
 
 
 @dataclass(frozen=True, slots=True)
