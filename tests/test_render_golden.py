@@ -1,0 +1,124 @@
+"""Golden files for every renderer of a plan, status and report: one fixed plan with every kind of item and
+finding, rendered as text, Markdown and JSON, compared byte for byte with tests/golden/.
+
+Regenerate after an intended change with `BACKFILLCTL_UPDATE_GOLDEN=1 pytest tests/test_render_golden.py`
+and review the diff like any other change.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from controller.core import plan_render
+from controller.core.audit import AuditEntry, seal
+from controller.core.binding import Binding, CreateFacts
+from controller.core.model import BackfillRequest, Phase, RunSummary
+from controller.core.plan import Finding, FindingKind, Item, Kind, Plan
+from controller.core.spec import DesiredState
+from controller.core.status import report_json, report_markdown, status_rows, status_text
+from tests.core.test_plan import JAN1, spec
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def plan() -> Plan:
+    new, queued = spec("new-one", expected_runs=7), spec("queued-two")
+    running, paused = spec("running", dag="e"), spec("paused", dag="f", state=DesiredState.PAUSED)
+    runs = RunSummary({"success": 3, "failed": 1, "running": 1, "queued": 2}, (JAN1,), 0, 60.0)
+    items = (
+        Item(
+            "new-one",
+            "d",
+            Kind.CREATE,
+            Phase.PENDING,
+            "",
+            None,
+            7,
+            7,
+            JAN1,
+            JAN1 + timedelta(days=6),
+            source=new,
+            request=BackfillRequest.from_spec(new),
+        ),
+        Item("queued-two", "d", Kind.WAIT, Phase.QUEUED, "queued behind new-one", source=queued),
+        Item("running", "e", Kind.NOOP, Phase.RUNNING, "in sync", 12, source=running, runs=runs),
+        Item("paused", "f", Kind.PAUSE, Phase.PAUSED, "spec says paused", 13, source=paused, runs=runs),
+        Item(
+            "big",
+            "g",
+            Kind.REFUSE,
+            Phase.BLOCKED,
+            "the dry run counts 9 runs; expected_runs is 5",
+            error=True,
+            source=spec("big", dag="g"),
+        ),
+        Item("gone", "h", Kind.NOOP, Phase.ORPHANED, "spec gone was deleted; backfill #9 keeps running", 9),
+    )
+    findings = (
+        Finding(FindingKind.DRIFT, "e", "backfill #12 was paused outside backfillctl", "running", 12),
+        Finding(FindingKind.UNMANAGED, "d", "unmanaged active backfill #2 blocks this DAG's queue", None, 2),
+        Finding(FindingKind.INCOMPLETE, "x", "DAG x was not fully observed: <b>503</b> | boom", cause="<b>503</b>"),
+    )
+    return Plan(items, findings)
+
+
+def complete_plan() -> Plan:
+    return Plan(plan().items, plan().findings[:2])
+
+
+def report() -> str:
+    s = spec("running", dag="e")
+    binding = Binding(
+        "running",
+        "e",
+        12,
+        Phase.COMPLETED_WITH_FAILURES,
+        DesiredState.ACTIVE,
+        "sha256:running",
+        "failed: 2025-01-01",
+        RunSummary({"success": 6, "failed": 1}, (JAN1,)),
+        CreateFacts(7, 7, JAN1, JAN1),
+        (12,),
+        "abc123",
+    )
+    events, prev = [], "0" * 64
+    for seq, entry in enumerate(
+        [
+            AuditEntry("create", "intent", "ci", "0.1", spec_name="running"),
+            AuditEntry("create", "outcome", "ci", "0.1", outcome="created", spec_name="running", backfill_id=12),
+            AuditEntry("observe", "observation", "ci", "0.1", outcome="CompletedWithFailures", spec_name="running"),
+        ],
+        start=1,
+    ):
+        record = seal(
+            seq,
+            (datetime(2026, 11, 1, 10, tzinfo=UTC) + timedelta(minutes=seq)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            entry,
+            prev,
+        )
+        events.append(record)
+        prev = record.hash
+    return report_markdown(report_json(s, binding, events), events)
+
+
+RENDERED = {
+    "plan.txt": lambda: plan_render.plan_text(complete_plan()),
+    "plan-incomplete.txt": lambda: plan_render.plan_text(plan()),
+    "plan.md": lambda: plan_render.plan_markdown(plan()),
+    "plan.json": lambda: plan_render.plan_json(complete_plan()),
+    "status.txt": lambda: status_text(status_rows(complete_plan(), {})),
+    "report.md": report,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RENDERED))
+def test_rendered_output_matches_its_golden_file(name: str) -> None:
+    text = RENDERED[name]()
+    path = GOLDEN / name
+    if os.environ.get("BACKFILLCTL_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
