@@ -374,7 +374,7 @@ class _DagPlanner:
         elif spec.name in self.adoptions:
             item = self._adopt(spec, self.adoptions[spec.name])
         else:
-            item = self._unbound(spec, binding)
+            item = self._unbound(spec)
         if not item.phase.terminal and self.waiting_on is None:
             self.waiting_on = spec.name
         return item
@@ -488,7 +488,7 @@ class _DagPlanner:
             runs=runs,
         )
 
-    def _unbound(self, spec: BackfillSpec, binding: Binding | None) -> Item:
+    def _unbound(self, spec: BackfillSpec) -> Item:
         if spec.state is DesiredState.CANCELLED:
             return _item(spec, Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
         if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
