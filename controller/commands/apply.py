@@ -93,7 +93,9 @@ class Applier:
         )
         # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
         phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
-        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=APPLIED[item.kind])
+        # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
+        applied = APPLIED[item.kind] if outcome == "done" else None
+        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=applied)
         return Applied(item, outcome)
 
     # --- create, with crash and ambiguity handling ---------------------------------------------------------

@@ -48,13 +48,15 @@ class Observer:
         *,
         with_dry_runs: bool = True,
     ) -> World:
-        world = World(self.dags(specs, bindings), bindings, {}, intents, now=now)
-        needed = dry_runs_needed(specs, policy, world) if with_dry_runs else ()
-        if not needed:
-            return world
+        observations = self.dags(specs, bindings)
         by_name = {s.name: s for s in specs}
-        dry_runs = concurrently(needed, lambda name: self.dry_run(by_name[name]))
-        return World(world.observations, bindings, dry_runs, intents, now=now)
+        dry_runs: dict[str, DryRun] = {}
+        while True:  # a head with nothing to reprocess is settled at once, so the next spec becomes head
+            world = World(observations, bindings, dict(dry_runs), intents, now=now)
+            needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
+            if not needed:
+                return world
+            dry_runs.update(concurrently(needed, lambda name: self.dry_run(by_name[name])))
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
         """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""

@@ -118,8 +118,8 @@ class Recorder:
         """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
         for item in plan.items:
             spec = specs.get(item.spec)
-            if spec is None or item.spec in skip:
-                continue
+            if spec is None or item.spec in skip or item.kind.mutating:
+                continue  # a change still to make carries a planned phase, not an observed one
             before = self.bindings.get(item.spec)
             if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
                 self.audit(

@@ -36,6 +36,7 @@ class FindingKind(StrEnum):
     INCOMPLETE = "observation-incomplete"
     STILL_RUNNING = "still-running"  # cancelled: running runs finish
     COMPLETED_EARLY = "completed-early"  # Airflow set completed_at while runs are queued or running
+    ORPHAN_SUSPECTED = "orphan-suspected"  # a backfill of ours completed with none of the runs its dry run listed
 
 
 class Kind(StrEnum):
@@ -403,9 +404,25 @@ class _DagPlanner:
             return self._cancel_finishing(spec, backfill, runs)
         if runs.unfinished:
             return self._completed_early(spec, backfill, runs)
+        if not runs.total and self._expected_runs(spec):
+            return self._empty(spec, backfill)
         phase = terminal_phase(backfill, runs, applied)
         reason = _outcome_reason(phase, runs)
         return _item(spec, Kind.NOOP, phase, reason, backfill.id, runs=runs)
+
+    def _expected_runs(self, spec: BackfillSpec) -> bool:
+        binding = self.world.bindings.get(spec.name)
+        return binding is not None and binding.created is not None and bool(binding.created.runs_to_create)
+
+    def _empty(self, spec: BackfillSpec, backfill: Backfill) -> Item:
+        """Its dry run listed runs, yet it completed with none: Airflow failed half-way through the create."""
+        message = (
+            f"backfill #{backfill.id} completed without any DAG run although its dry run listed runs: Airflow "
+            "failed half-way through creating it (a known fault on SQLite, apache/airflow#66726); cancel it, "
+            "move Airflow's metadata database to PostgreSQL, and add a new spec for the range"
+        )
+        self.findings.append(Finding(FindingKind.ORPHAN_SUSPECTED, self.dag_id, message, spec.name, backfill.id))
+        return _item(spec, Kind.BLOCKED, Phase.BLOCKED, message, backfill.id, error=True, runs=RunSummary({}))
 
     def _cancel_finishing(self, spec: BackfillSpec, backfill: Backfill, runs: RunSummary) -> Item:
         """Cancelled: queued runs failed at once, running ones finish; the outcome waits for them."""
