@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -107,3 +108,46 @@ def test_a_cancelled_backfill_waits_for_its_running_run_before_it_is_cancelled()
     )
     (item,) = make_plan([SPEC], Policy(), done).items
     assert (item.phase, item.reason) == (Phase.CANCELLED, "cancelled; 3 queued run(s) never started")
+
+
+def test_a_deleted_specs_dag_that_cannot_be_observed_is_an_incomplete_plan() -> None:
+    world = World(
+        {"gone-dag": DagObservation("gone-dag", None, error="GET /api/v2/backfills -> 500: boom")},
+        {"gone": Binding("gone", "gone-dag", 3, Phase.RUNNING)},
+    )
+    plan = make_plan([SPEC], Policy(), World({**world.observations, "d": DagObservation("d", INFO)}, world.bindings))
+    assert plan.findings == (
+        Finding(
+            "observation-incomplete",
+            "gone-dag",
+            "DAG gone-dag was not fully observed: GET /api/v2/backfills -> 500: boom",
+            cause="GET /api/v2/backfills -> 500: boom",
+        ),
+    )
+    assert not plan.complete
+
+
+def test_every_dags_queue_head_asks_for_its_dry_run() -> None:
+    other = BackfillSpec(
+        **{**{f: getattr(SPEC, f) for f in SPEC.__slots__}, "name": "t", "dag_id": "e", "path": "specs/t.yaml"}
+    )
+    observed = {"d": DagObservation("d", INFO), "e": DagObservation("e", replace(INFO, dag_id="e"))}
+    plan = make_plan([SPEC, other], Policy(), World(observed))
+    assert plan.dry_runs_needed == ("s", "t")
+    assert [(i.spec, i.kind, i.reason) for i in plan.items] == [
+        ("s", Kind.WAIT, "awaiting dry run"),
+        ("t", Kind.WAIT, "awaiting dry run"),
+    ]
+
+
+def test_findings_are_sorted_by_dag_kind_spec_then_backfill() -> None:
+    late, early = (replace(COMPLETED, id=i, completed_at=None) for i in (1, 2))
+    world = World(
+        {"d": DagObservation("d", INFO, (late, early))},
+        {"b-gone": Binding("b-gone", "d", 1, Phase.RUNNING), "a-gone": Binding("a-gone", "d", 2, Phase.RUNNING)},
+    )
+    plan = make_plan([], Policy(), world)
+    assert [(f.kind, f.spec, f.backfill_id) for f in plan.findings] == [
+        ("orphaned", "a-gone", 2),
+        ("orphaned", "b-gone", 1),
+    ]
