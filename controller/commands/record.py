@@ -15,7 +15,7 @@ from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
 from controller.core.binding import Binding, CreateFacts
 from controller.core.model import Phase, RunSummary
-from controller.core.plan import Plan
+from controller.core.plan import UNOBSERVED, Plan
 from controller.core.spec import BackfillSpec, DesiredState
 
 
@@ -118,8 +118,8 @@ class Recorder:
         """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
         for item in plan.items:
             spec = specs.get(item.spec)
-            if spec is None or item.spec in skip or item.kind.mutating:
-                continue  # a change still to make carries a planned phase, not an observed one
+            if spec is None or item.spec in skip or item.kind.mutating or item.reason.startswith(UNOBSERVED):
+                continue  # a planned phase, or nothing observed at all: never recorded as what was seen
             before = self.bindings.get(item.spec)
             if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
                 self.audit(
