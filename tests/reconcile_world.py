@@ -165,6 +165,7 @@ class World:
     violations: list[str] = field(default_factory=list)
     passes: list[PassRecord] = field(default_factory=list)
     drift: str = "report"
+    note: Callable[[str], None] = lambda _text: None  # coverage events (the machine passes hypothesis.event)
 
     def __post_init__(self) -> None:
         self.fake = FakeAirflow(now=self.clock, dags=[Dag(d) for d in DAGS])
@@ -267,7 +268,7 @@ class World:
 
     # --- crash placement ----------------------------------------------------------------------------
 
-    def call(self, _kind: str) -> None:
+    def call(self, kind: str) -> None:
         """Before a call (HTTP request or store write) of a pass: crash here if this is the chosen one."""
         if not self.in_pass:
             return
@@ -277,6 +278,7 @@ class World:
             after = self.crash[1]
             self.crash = None
             self.faulted = True
+            self.note(f"crash {'after' if after else 'before'} a {kind} call")
             if not after:
                 raise Crash(f"crash before call #{index}")
             self._pending_after = True
@@ -346,6 +348,8 @@ class World:
         unfinished = [s for s in states if s in ("queued", "running")]
         if unfinished:
             self.violations.append(f"{where} while its runs are {states}")
+        elif phase in (Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES) and not states:
+            self.violations.append(f"{where} but the backfill has no runs at all (the spec wanted some)")
         elif phase == Phase.SUCCEEDED and any(s != "success" for s in states):
             self.violations.append(f"{where} but its runs are {states}")
         elif phase == Phase.COMPLETED_WITH_FAILURES and "failed" not in states:

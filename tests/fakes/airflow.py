@@ -429,6 +429,30 @@ class FakeAirflow:
                 done.append(backfill["id"])
         return done
 
+    def create_orphan(self, body: dict[str, Any]) -> int:
+        """apache/airflow#66726 on SQLite: the create fails with 500 after the backfill row was committed
+        but before any run was; the backfill has no runs (and completes at the next scheduler step)."""
+        dag, _dates = self._plan(body, check_conflict=True)
+        now = self.now()
+        backfill = {
+            "id": next(self._ids),
+            "dag_id": dag.dag_id,
+            "from_date": iso(parse(body["from_date"])),
+            "to_date": iso(parse(body["to_date"])),
+            "dag_run_conf": body.get("dag_run_conf"),
+            "is_paused": False,
+            "reprocess_behavior": body.get("reprocess_behavior", "none"),
+            "max_active_runs": body.get("max_active_runs", 10),
+            "created_at": iso(now),
+            "completed_at": None,
+            "updated_at": iso(now),
+            "dag_display_name": dag.dag_id,
+            "_order": [],
+            "_frozen": {},
+        }
+        self.backfills[backfill["id"]] = backfill
+        return int(backfill["id"])
+
     def outcome(self, backfill_id: int) -> dict[datetime, str]:
         """Logical date → state of every run this backfill created or reprocessed (ground truth)."""
         backfill = self.backfills[backfill_id]
