@@ -186,6 +186,11 @@ class ReconcileMachine(RuleBasedStateMachine):
         made = [i for i, b in self.world.fake.backfills.items() if (b["dag_run_conf"] or {}).get("spec") == name]
         return any(i != bound for i in made)
 
+    def has_running_runs(self, name: str) -> bool:
+        fake = self.world.fake
+        made = [i for i, b in fake.backfills.items() if (b["dag_run_conf"] or {}).get("spec") == name]
+        return any("running" in fake.outcome(i).values() for i in made)
+
     def cancelled_but_active(self) -> bool:
         fake = self.world.fake
         cancelled = {n for n, s in self.world.specs.items() if s.state == "cancelled"}
@@ -224,6 +229,9 @@ class ReconcileMachine(RuleBasedStateMachine):
         assert spec is not None
         if state == "cancelled" and AVOID_KNOWN_BUGS and self.unbound_backfill(spec.name):
             event("avoided known bug: cancelling a spec whose backfill is not bound yet")
+            return
+        if state == "cancelled" and AVOID_KNOWN_BUGS and self.has_running_runs(spec.name):
+            event("avoided known bug: cancelling a spec while runs of its backfill are running")
             return
         event(f"set_state {spec.state}->{state}")
         spec.state = state
@@ -590,3 +598,33 @@ def test_bug_the_empty_backfill_a_500_on_create_leaves_is_adopted_and_reported_s
     assert phases(final)["s0"][0] != "Succeeded"
     assert final.result is not None
     assert any(f.backfill_id == 1 for f in final.result.current.findings)  # today: no finding at all
+
+
+def test_bug_a_spec_cancelled_while_runs_are_running_is_recorded_cancelled_and_never_looked_at_again(
+    tmp_path: Path,
+) -> None:
+    """Found by the machine (minimal: add spec (max_active_runs 2) · reconcile · Airflow starts 2 runs ·
+    state: cancelled · reconcile).
+
+    The cancel fails the one queued run; the two running runs keep running (Airflow's rule). The pass's
+    re-observation sees a completed backfill with applied_state cancelled and records Cancelled, a
+    terminal phase, while two runs are running; from then on the spec is never observed again, so their
+    outcome never reaches status or report, the reason says only "cancelled; 1 queued run(s) never
+    started", and the next spec on the DAG is created at once. DESIGN §4: "running ones finish — say so in
+    status"; X8: no replacement until none is running. Expected: the spec stays non-terminal (e.g.
+    Running, "cancelled; 2 run(s) still running") until its runs end, then Cancelled.
+    """
+    world = World(tmp_path)
+    spec = SpecModel("s0", "dag_a", "2025-01-01", "2025-01-03", "none", 2)
+    world.write_spec(spec)
+    world.reconcile()
+    assert world.fake.start_runs(1) == 2
+    spec.state = "cancelled"
+    world.write_spec(spec)
+    cancelling = world.reconcile()
+    assert ("PUT", "/api/v2/backfills/1/cancel") in cancelling.requests
+    assert sorted(world.fake.outcome(1).values()) == ["failed", "running", "running"]
+    assert (
+        world.violations == []
+    )  # today: "s0 recorded Cancelled for backfill #1 while its runs are [failed, running, running]"
+    assert phases(cancelling)["s0"][0] not in ("Succeeded", "CompletedWithFailures", "Cancelled")
