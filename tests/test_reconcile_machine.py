@@ -634,9 +634,9 @@ def test_bug_a_spec_cancelled_while_runs_are_running_is_recorded_cancelled_and_n
 def test_bug_runs_of_an_earlier_backfill_in_an_overlapping_range_decide_the_later_specs_outcome(
     tmp_path: Path,
 ) -> None:
-    """Found with the machine's ground-truth check once ranges on a DAG overlap (R18_KNOWN_BUGS=hit; minimal: s0 01-01..01-03 and
-    s1 01-03..01-05, both reprocess none, one DAG; s0's run of 01-03 fails; s1 runs 01-04 and 01-05, which
-    succeed).
+    """Found with the machine's ground-truth check once ranges on a DAG overlap (R18_KNOWN_BUGS=hit).
+    Minimal: s0 01-01..01-03 and s1 01-03..01-05, both reprocess none, one DAG; s0's run of 01-03 fails;
+    s1 runs 01-04 and 01-05, which succeed.
 
     The outcome of a backfill is read as every backfill-type run in its date range (dag runs carry no
     backfill_id), so s1 is recorded CompletedWithFailures, "failed: 2025-01-03": a date s1 never ran
