@@ -509,7 +509,7 @@ def _one_validator(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 ReconcileMachine.TestCase.settings = settings(
-    max_examples=int(os.environ.get("R18_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("R18_EXAMPLES", "30")),
     stateful_step_count=int(os.environ.get("R18_STEPS", "30")),
     deadline=None,
     derandomize=os.environ.get("R18_EXPLORE") is None,  # CI: the same examples every run; R18_EXPLORE=1: new ones
