@@ -406,7 +406,10 @@ class ReconcileMachine(RuleBasedStateMachine):
         fake = self.world.fake
         ids = sorted(fake.backfills)
         backfill_id = ids[index % len(ids)]
-        if what == "start":
+        owner = self.world.specs.get((fake.backfills[backfill_id]["dag_run_conf"] or {}).get("spec", ""))
+        if what == "start" and AVOID_KNOWN_BUGS and owner is not None and owner.state == "cancelled":
+            event("avoided known bug: starting runs a pending cancel would then leave running")
+        elif what == "start":
             if fake.start_runs(backfill_id):
                 event("airflow: runs started")
         elif what in ("success", "failed"):
