@@ -380,6 +380,8 @@ class ReconcileMachine(RuleBasedStateMachine):
         elif trouble == "lose-store":
             self.world.lose_store()
             event("store lost")
+        elif trouble == "list-500" and AVOID_KNOWN_BUGS and self.cancelled_but_active():
+            event("avoided known bug: an incomplete observation unbinding a cancelled spec's backfill")
         elif trouble == "create-500-orphan" and AVOID_KNOWN_BUGS:
             event("avoided known bug: adopting the empty backfill a 500 on create left behind")
         elif len(self.world.faults) < 6:
@@ -469,15 +471,18 @@ class ReconcileMachine(RuleBasedStateMachine):
         world.faults.clear()
         world.crash = None
         last: PassRecord | None = None
-        for _ in range(4):
+        # converged: a pass with no change to make and no spec left awaiting its dry run (one pass settles
+        # one "nothing to reprocess" head: test_bug_a_queue_of_nothing_to_reprocess_specs_… pins that)
+        for _ in range(MAX_SPECS + 3):
             last = world.reconcile()
             assert last.status == "ok", f"a fault-free pass failed: {last.status}"
             self.check_pass(last)
-            if last.result is not None and not last.result.plan.changes:
+            if last.result is not None and not last.result.plan.changes and not awaiting_dry_run(last):
                 break
         assert last is not None
         assert last.result is not None
-        assert not last.result.plan.changes, f"no convergence in 4 passes: {last.result.plan.changes}"
+        assert not last.result.plan.changes, f"no convergence: {last.result.plan.changes}"
+        assert not awaiting_dry_run(last), f"no convergence: {last.result.plan.items}"
         assert not last.mutating
         again = world.reconcile()
         assert again.status == "ok"
@@ -503,6 +508,10 @@ class ReconcileMachine(RuleBasedStateMachine):
 
 
 STUCK = (Phase.PENDING, Phase.RUNNING)
+
+
+def awaiting_dry_run(record: PassRecord) -> bool:
+    return record.result is not None and any(i.kind.value == "dry-run" for i in record.result.current.items)
 
 
 @pytest.fixture(autouse=True)
@@ -765,3 +774,29 @@ def test_bug_a_restored_spec_takes_its_outcome_from_a_later_backfills_queued_run
     final = world.reconcile()
     assert world.violations == []  # today: "s0 recorded Succeeded for backfill #1 but its runs are [failed, success]"
     assert phases(final)["s0"] == ("CompletedWithFailures", "failed: 2025-02-01")
+
+
+def test_bug_an_incomplete_observation_erases_the_specs_binding_to_its_backfill(tmp_path: Path) -> None:
+    """Found by the machine (minimal: s0 active · reconcile (backfill #1) · state: cancelled · GET
+    /backfills answers 500 through all retries · reconcile · reconcile).
+
+    The blocked pass ("observation incomplete", right: R10) plans a BLOCKED item without a backfill id,
+    and `_record_phases` stores it: the binding's backfill_id becomes None. The store has forgotten which
+    backfill it owns. The next pass re-adopts #1 by matching, and because the spec says cancelled the
+    adoption runs into the adopted-cancelled bug: Cancelled recorded, the cancel never sent, #1 runs on.
+    Expected: a blocked pass leaves the binding (backfill #1) untouched, and the next pass cancels #1.
+    """
+    world = World(tmp_path)
+    spec = SpecModel("s0", "dag_a", "2025-01-01", "2025-01-03", "none", 1)
+    world.write_spec(spec)
+    world.reconcile()
+    spec.state = "cancelled"
+    world.write_spec(spec)
+    world.faults += make_faults(world, "list-500")
+    blocked = world.reconcile()
+    assert phases(blocked)["s0"][0] == "Blocked"
+    assert world.fake.backfills[1]["completed_at"] is None
+    assert (world.store.binding("s0") or {}).get("backfill_id") == 1  # today: None
+    world.reconcile()
+    assert world.violations == []
+    assert world.fake.backfills[1]["completed_at"] is not None  # today: never cancelled
