@@ -307,3 +307,22 @@ def test_partitioned_dag_details_dry_run_and_runs(real_client: AirflowClient) ->
     assert client.dag_runs("demo_partitioned", request.from_date, request.to_date) == []  # no logical dates
     retry = BackfillRequest("demo_partitioned", day("2024-04-01"), day("2024-04-03"), reprocess_behavior="failed")
     assert [p.partition_key for p in client.planned_runs(retry)] == [keys[0], keys[2]]
+
+
+def test_cancel_fails_queued_runs_without_a_start_and_completes_at_once(client: AirflowClient) -> None:
+    """What the fake's explicit scheduling (used by the reconcile state machine) relies on: cancel sets
+    `completed_at` and `is_paused` at once and fails every queued run with no start_date; a run that had
+    started keeps its start_date. Nothing stays queued."""
+    cancel_active(client, "demo_hourly")
+    start, end = datetime(2024, 7, 1, 0, tzinfo=UTC), datetime(2024, 7, 1, 5, tzinfo=UTC)
+    created = client.create(BackfillRequest("demo_hourly", start, end, reprocess_behavior="none", max_active_runs=1))
+    cancelled = client.cancel(created.id)
+    assert cancelled.completed_at is not None
+    assert cancelled.is_paused is True
+    runs = client.dag_runs("demo_hourly", start, end)
+    assert len(runs) == 6
+    assert [r for r in runs if r.state == "queued"] == []
+    never_started = [r for r in runs if r.start_date is None]
+    assert never_started, "with max_active_runs=1 most runs were still queued at the cancel"
+    assert {r.state for r in never_started} == {"failed"}
+    assert all(r.end_date is None for r in never_started)

@@ -5,6 +5,13 @@ both), so its status codes and `detail` texts are Airflow's. A tiny scheduler ad
 each unpaused backfill finishes up to max_active_runs queued runs per request (odd days fail on
 demo_flaky), and a backfill with nothing left queued gets `completed_at`.
 
+Tests that need finer control (the reconcile state machine) stop the tiny scheduler
+(`scheduler_running = False`) and drive it by hand: `start_runs` (queued → running, within
+max_active_runs), `finish_run` (running → success | failed), `mark_complete` (Airflow's
+`_mark_backfills_complete`, which lags the last run by up to 30 s). `outcome(backfill_id)` is the
+ground truth of a backfill's runs, including runs a later backfill took over (frozen at that moment),
+which the public API cannot show (dag runs carry no backfill_id).
+
 Faults: `fake.faults` is a list of (method, exact path, action) consumed in order by matching requests.
 An action is a callable(request) -> httpx.Response | Exception | None, run before (or, for
 `after=True` entries, after) the request is processed: e.g. commit a create, then raise ReadTimeout.
@@ -284,10 +291,14 @@ class FakeAirflow:
             "updated_at": iso(now),
             "dag_display_name": dag.dag_id,
             "_order": dates,
+            "_frozen": {},
         }
         self.backfills[backfill["id"]] = backfill
         for date in dates:
             run = self.runs.get((dag.dag_id, date))
+            previous = self.backfills.get((run or {}).get("_backfill", -1))
+            if run is not None and previous is not None:  # reprocessed: the old backfill keeps what it saw
+                previous["_frozen"][date] = run["state"]
             conf = body.get("dag_run_conf") if body.get("dag_run_conf") is not None else (run or {}).get("conf", {})
             self.runs[(dag.dag_id, date)] = {
                 "dag_run_id": (run or {}).get("dag_run_id", f"backfill__{date.isoformat()}"),
@@ -375,6 +386,78 @@ class FakeAirflow:
                 self._finish(run)
             if not any(r["state"] in ("queued", "running") for r in self._runs_of(backfill)):
                 backfill["completed_at"] = iso(self.now())
+
+    # --- explicit scheduling ----------------------------------------------------------------------------
+
+    def _ordered(self, backfill: dict[str, Any], state: str) -> list[dict[str, Any]]:
+        order = {iso(d): i for i, d in enumerate(backfill["_order"])}
+        runs = [r for r in self._runs_of(backfill) if r["state"] == state]
+        return sorted(runs, key=lambda r: order.get(r["logical_date"], 0))
+
+    def start_runs(self, backfill_id: int) -> int:
+        """Queued → running, in the backfill's order, up to max_active_runs running at once.
+
+        Nothing starts on a completed (cancelled) or paused backfill, or on a paused DAG.
+        """
+        backfill = self.backfills[backfill_id]
+        if backfill["completed_at"] is not None or backfill["is_paused"] or self.dags[backfill["dag_id"]].is_paused:
+            return 0
+        room = max(0, backfill["max_active_runs"] - len(self._ordered(backfill, "running")))
+        started = self._ordered(backfill, "queued")[:room]
+        for run in started:
+            run.update(state="running", start_date=iso(self.now()))
+        return len(started)
+
+    def finish_run(self, backfill_id: int, state: str) -> bool:
+        """The first running run of the backfill ends in `state` (success | failed); runs of a cancelled
+        backfill that were already running finish too, as in Airflow."""
+        running = self._ordered(self.backfills[backfill_id], "running")
+        if not running:
+            return False
+        running[0].update(state=state, end_date=iso(self.now()))
+        return True
+
+    def mark_complete(self) -> list[int]:
+        """Airflow's `_mark_backfills_complete`: active backfills with no queued or running run get
+        `completed_at`, paused or not."""
+        done = []
+        for backfill in self.backfills.values():
+            if backfill["completed_at"] is None and not any(
+                r["state"] in ("queued", "running") for r in self._runs_of(backfill)
+            ):
+                backfill["completed_at"] = iso(self.now())
+                done.append(backfill["id"])
+        return done
+
+    def create_orphan(self, body: dict[str, Any]) -> int:
+        """apache/airflow#66726 on SQLite: the create fails with 500 after the backfill row was committed
+        but before any run was; the backfill has no runs (and completes at the next scheduler step)."""
+        dag, _dates = self._plan(body, check_conflict=True)
+        now = self.now()
+        backfill = {
+            "id": next(self._ids),
+            "dag_id": dag.dag_id,
+            "from_date": iso(parse(body["from_date"])),
+            "to_date": iso(parse(body["to_date"])),
+            "dag_run_conf": body.get("dag_run_conf"),
+            "is_paused": False,
+            "reprocess_behavior": body.get("reprocess_behavior", "none"),
+            "max_active_runs": body.get("max_active_runs", 10),
+            "created_at": iso(now),
+            "completed_at": None,
+            "updated_at": iso(now),
+            "dag_display_name": dag.dag_id,
+            "_order": [],
+            "_frozen": {},
+        }
+        self.backfills[backfill["id"]] = backfill
+        return int(backfill["id"])
+
+    def outcome(self, backfill_id: int) -> dict[datetime, str]:
+        """Logical date → state of every run this backfill created or reprocessed (ground truth)."""
+        backfill = self.backfills[backfill_id]
+        live = {parse(r["logical_date"]): r["state"] for r in self._runs_of(backfill)}
+        return {**backfill["_frozen"], **live}
 
     def _finish(self, run: dict[str, Any]) -> None:
         dag, now = self.dags[run["dag_id"]], self.now()
