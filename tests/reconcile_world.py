@@ -27,7 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -36,6 +35,7 @@ from controller.adapters.store import Store
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditRecord
+from controller.core.binding import Binding
 from controller.core.model import Phase
 from controller.core.secret import Secret
 from controller.errors import AirflowError
@@ -147,10 +147,10 @@ class CrashStore(Store):
         self.world.call_done()
         return record
 
-    def bind(self, spec_name: str, values: Any) -> None:
+    def save_binding(self, binding: Binding) -> None:
         self.world.call("store")
-        self.world.check_terminal(spec_name, dict(values))
-        super().bind(spec_name, values)
+        self.world.check_terminal(binding.spec_name, binding.phase, binding.backfill_id)
+        super().save_binding(binding)
         self.world.call_done()
 
 
@@ -328,7 +328,7 @@ class World:
         match = _PUT.match(path)
         assert match is not None
         backfill_id, action = int(match.group(1)), match.group(2)
-        owned = {row["backfill_id"]: name for name, row in self.store.bindings().items()}
+        owned = {b.backfill_id: name for name, b in self.store.bindings().items()}
         if backfill_id in self.foreign:
             self.violations.append(f"{where}: backfill #{backfill_id} was made by hand (unmanaged)")
         if backfill_id not in owned:
@@ -338,8 +338,7 @@ class World:
 
     # --- terminal phases vs the fake's ground truth ----------------------------------------------------
 
-    def check_terminal(self, spec_name: str, values: dict[str, Any]) -> None:
-        phase, backfill_id = values.get("phase"), values.get("backfill_id")
+    def check_terminal(self, spec_name: str, phase: Phase, backfill_id: int | None) -> None:
         if phase not in TERMINAL or backfill_id is None:
             return
         runs = self.fake.outcome(backfill_id)

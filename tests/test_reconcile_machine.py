@@ -137,9 +137,6 @@ def make_faults(world: World, kind: str) -> list[Fault]:
 
     def finished_meanwhile(request: httpx.Request) -> None:
         fired(request)
-        if AVOID_KNOWN_BUGS and request.url.path.endswith("/cancel"):
-            event("avoided known bug: a cancel answered 409 because the backfill had just finished")
-            return None
         backfill = fake.backfills.get(int(request.url.path.split("/")[4]))
         if backfill is not None and backfill["completed_at"] is None:
             while fake.start_runs(backfill["id"]) or fake.finish_run(backfill["id"], "success"):
@@ -188,30 +185,11 @@ class ReconcileMachine(RuleBasedStateMachine):
         names = sorted(n for n, s in self.world.specs.items() if s.present is present)
         return self.world.specs[names[index % len(names)]] if names else None
 
-    def unbound_backfill(self, name: str) -> bool:
-        """The fake holds a backfill made for this spec that the store does not bind (yet)."""
-        bound = (self.world.store.binding(name) or {}).get("backfill_id")
-        made = [i for i, b in self.world.fake.backfills.items() if (b["dag_run_conf"] or {}).get("spec") == name]
-        return any(i != bound for i in made)
-
-    def has_running_runs(self, name: str) -> bool:
-        fake = self.world.fake
-        made = [i for i, b in fake.backfills.items() if (b["dag_run_conf"] or {}).get("spec") == name]
-        return any("running" in fake.outcome(i).values() for i in made)
-
     def rerun_by_a_later_backfill(self, name: str | None = None) -> bool:
         """Some dates of an earlier backfill (of this spec) were re-run by a later backfill."""
         return any(
             b["_frozen"] and name in (None, (b["dag_run_conf"] or {}).get("spec"))
             for b in self.world.fake.backfills.values()
-        )
-
-    def cancelled_but_active(self) -> bool:
-        fake = self.world.fake
-        cancelled = {n for n, s in self.world.specs.items() if s.state == "cancelled"}
-        return any(
-            (b["dag_run_conf"] or {}).get("spec") in cancelled and b["completed_at"] is None
-            for b in fake.backfills.values()
         )
 
     def managed_active(self) -> list[int]:
@@ -242,12 +220,6 @@ class ReconcileMachine(RuleBasedStateMachine):
         self.clean = False
         spec = self.pick(index)
         assert spec is not None
-        if state == "cancelled" and AVOID_KNOWN_BUGS and self.unbound_backfill(spec.name):
-            event("avoided known bug: cancelling a spec whose backfill is not bound yet")
-            return
-        if state == "cancelled" and AVOID_KNOWN_BUGS and self.has_running_runs(spec.name):
-            event("avoided known bug: cancelling a spec while runs of its backfill are running")
-            return
         event(f"set_state {spec.state}->{state}")
         spec.state = state
         self.world.write_spec(spec)
@@ -325,7 +297,7 @@ class ReconcileMachine(RuleBasedStateMachine):
             name = (backfill["dag_run_conf"] or {}).get("spec")
             if name is None or not self.world.specs[name].present:
                 continue
-            bound = (bindings.get(name) or {}).get("backfill_id")
+            bound = bindings[name].backfill_id if name in bindings else None
             assert bound == backfill_id, (
                 f"pass {record.number}: backfill #{backfill_id} was created for {name}, "
                 f"but the store binds {name} to {bound!r}"
@@ -339,7 +311,7 @@ class ReconcileMachine(RuleBasedStateMachine):
         # an adopted backfill is steered from the next pass on (the adoption is this pass's change for it)
         adopted = {i.spec for i, _o in record.result.applied if i.kind.value == "adopt"}
         for name, spec in sorted(self.world.specs.items()):
-            backfill_id = (bindings.get(name) or {}).get("backfill_id")
+            backfill_id = bindings[name].backfill_id if name in bindings else None
             if not spec.present or backfill_id is None or name in adopted:
                 continue
             backfill = fake.backfills[backfill_id]
@@ -369,8 +341,6 @@ class ReconcileMachine(RuleBasedStateMachine):
         self.clean = False
         if isinstance(trouble, tuple):
             self.world.crash = trouble[1:]
-        elif trouble == "lose-store" and AVOID_KNOWN_BUGS and self.cancelled_but_active():
-            event("avoided known bug: losing the store while a cancelled spec's backfill is active")
         elif (
             trouble == "lose-store"
             and AVOID_KNOWN_BUGS
@@ -380,10 +350,6 @@ class ReconcileMachine(RuleBasedStateMachine):
         elif trouble == "lose-store":
             self.world.lose_store()
             event("store lost")
-        elif trouble == "list-500" and AVOID_KNOWN_BUGS and self.cancelled_but_active():
-            event("avoided known bug: an incomplete observation unbinding a cancelled spec's backfill")
-        elif trouble == "create-500-orphan" and AVOID_KNOWN_BUGS:
-            event("avoided known bug: adopting the empty backfill a 500 on create left behind")
         elif len(self.world.faults) < 6:
             self.world.faults += make_faults(self.world, trouble)
             event(f"fault armed: {trouble}")
@@ -408,10 +374,7 @@ class ReconcileMachine(RuleBasedStateMachine):
         fake = self.world.fake
         ids = sorted(fake.backfills)
         backfill_id = ids[index % len(ids)]
-        owner = self.world.specs.get((fake.backfills[backfill_id]["dag_run_conf"] or {}).get("spec", ""))
-        if what == "start" and AVOID_KNOWN_BUGS and owner is not None and owner.state == "cancelled":
-            event("avoided known bug: starting runs a pending cancel would then leave running")
-        elif what == "start":
+        if what == "start":
             if fake.start_runs(backfill_id):
                 event("airflow: runs started")
         elif what in ("success", "failed"):
@@ -690,6 +653,11 @@ def test_bug_a_spec_cancelled_while_runs_are_running_is_recorded_cancelled_and_n
     assert phases(cancelling)["s0"][0] not in ("Succeeded", "CompletedWithFailures", "Cancelled")
 
 
+@pytest.mark.xfail(
+    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
+    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
+    strict=True,
+)
 def test_bug_runs_of_an_earlier_backfill_in_an_overlapping_range_decide_the_later_specs_outcome(
     tmp_path: Path,
 ) -> None:
@@ -719,6 +687,11 @@ def test_bug_runs_of_an_earlier_backfill_in_an_overlapping_range_decide_the_late
     assert phases(final)["s1"] == ("Succeeded", "2 run(s) succeeded")
 
 
+@pytest.mark.xfail(
+    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
+    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
+    strict=True,
+)
 def test_bug_after_a_lost_store_a_cancelled_spec_is_readopted_as_succeeded_from_a_later_backfills_runs(
     tmp_path: Path,
 ) -> None:
@@ -749,6 +722,11 @@ def test_bug_after_a_lost_store_a_cancelled_spec_is_readopted_as_succeeded_from_
     assert phases(final)["s0"][0] != "Succeeded"
 
 
+@pytest.mark.xfail(
+    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
+    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
+    strict=True,
+)
 def test_bug_a_restored_spec_takes_its_outcome_from_a_later_backfills_queued_runs(tmp_path: Path) -> None:
     """Found by the machine (minimal: s0 and s1 on one DAG and range, s1 reprocess completed · reconcile ·
     s0's runs end failed, success · delete s0 · reconcile (s1 re-runs the dates) · restore s0 · reconcile).
@@ -796,7 +774,9 @@ def test_bug_an_incomplete_observation_erases_the_specs_binding_to_its_backfill(
     blocked = world.reconcile()
     assert phases(blocked)["s0"][0] == "Blocked"
     assert world.fake.backfills[1]["completed_at"] is None
-    assert (world.store.binding("s0") or {}).get("backfill_id") == 1  # today: None
+    kept = world.store.binding("s0")
+    assert kept is not None
+    assert kept.backfill_id == 1
     world.reconcile()
     assert world.violations == []
     assert world.fake.backfills[1]["completed_at"] is not None  # today: never cancelled
