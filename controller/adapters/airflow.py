@@ -142,6 +142,7 @@ class AirflowClient:
             headers={"Accept": "application/json"},
         )
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
+        self.observer: Callable[[str, str, int | None], None] | None = None  # (method, path, status): metrics
 
     def __repr__(self) -> str:
         return f"AirflowClient({self.base_url!r}, token=[secure])"
@@ -341,7 +342,11 @@ class AirflowClient:
             self.calls.append((method, path))
             response = self._http.request(method, path, json=json, params=params, headers=headers)
         except _HTTPX_ERRORS as exc:
+            if self.observer is not None:
+                self.observer(method, path, None)
             return None, translate_any(method, path, exc, kind)
+        if self.observer is not None:
+            self.observer(method, path, response.status_code)
         if response.is_redirect:
             raise AirflowError(
                 f"{method} {path} -> {response.status_code}: unexpected redirect (not followed)",

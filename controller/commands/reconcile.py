@@ -25,6 +25,7 @@ from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.audit import AuditEntry, AuditRecord, controller_event
 from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary, summarise
+from controller.core.notify import outbox_rows
 from controller.core.partitions import partition_range, runs_of
 from controller.core.plan import (
     INCOMPLETE,
@@ -41,7 +42,7 @@ from controller.core.plan import (
     matches,
 )
 from controller.core.plan_render import findings
-from controller.core.policy import Policy
+from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.retrying import Backoff
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import (
@@ -123,6 +124,7 @@ class Reconciler:
         self.commit = self.git.head()
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
         self.airflow_url = settings.airflow_url or client.base_url
+        self.policy = DEFAULT_POLICY  # this pass's policy: its `notify` decides the outbox rows of each record
 
     # --- reading the world --------------------------------------------------------------------------------
 
@@ -239,6 +241,7 @@ class Reconciler:
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
         specs, policy = self.load()
+        self.policy = policy
         plan, world = self.plan_for(specs, policy, with_dry_runs=True)
         if plan_checksum is not None and not plan.complete:
             self._audit_refusal(f"plan checksum {plan_checksum} given, but the observation is incomplete")
@@ -498,7 +501,7 @@ class Reconciler:
             dag_id=spec.dag_id if spec else None,
             **fields,
         )
-        return self.store.append(entry)
+        return self.store.append(entry, outbox_rows(entry, self.policy.notify, spec))
 
     def _audit_findings(self, plan: Plan) -> None:
         """Each finding is audited when it appears or its message changes (not again on every pass)."""
@@ -521,7 +524,8 @@ class Reconciler:
                 )
 
     def _audit_refusal(self, message: str) -> None:
-        self.store.append(controller_event("reconcile", self.settings.actor, "refused", message))
+        entry = controller_event("reconcile", self.settings.actor, "refused", message)
+        self.store.append(entry, outbox_rows(entry, self.policy.notify, None))
 
     def _audit_pass(self, plan: Plan, result: PassResult) -> None:
         changed = len(result.applied)
