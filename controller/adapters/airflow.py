@@ -269,6 +269,15 @@ class AirflowClient:
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
 
+    def runs_with_types(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[tuple[DagRun, str]]:
+        """Every run in the range (any run type), with its run type: the report's heat map (issue 15)."""
+        field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
+        params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
+        items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
+        return [(dag_run_from_json(item), str(item.get("run_type"))) for item in items]
+
     # --- plumbing ------------------------------------------------------------------------------------
 
     def _paginate(self, path: str, key: str, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:

@@ -8,6 +8,7 @@ of the reconciler too, since the outbox lives in the store).
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -118,3 +119,35 @@ def notify_status(settings: Settings) -> NotifyStatus:
     """Undelivered notifications (read-only: never creates, migrates or writes the store)."""
     with Store(settings.store_url, read_only=True) as store:
         return NotifyStatus(outbox_store.undelivered(store), outbox_store.counts(store))
+
+
+def status_render(view: NotifyStatus, *, json_format: bool = False) -> str:
+    failed = sum(1 for r in view.rows if r.state == "failed")
+    if json_format:
+        rows = [
+            {
+                "key": r.key,
+                "receiver": r.receiver,
+                "event": r.event,
+                "spec": r.spec,
+                "audit_seq": r.audit_seq,
+                "state": r.state,
+                "attempts": r.attempts,
+                "next_attempt_at": r.next_attempt_at,
+                "last_error": r.last_error,
+                "created_at": r.created_at,
+            }
+            for r in view.rows
+        ]
+        data = {"format_version": 1, "delivered": view.counts.get("delivered", 0), "undelivered": rows}
+        return json.dumps(data, indent=2) + "\n"
+    lines = [
+        f"{len(view.rows)} undelivered notification(s): {len(view.rows) - failed} pending, {failed} failed "
+        f"(retried with backoff); {view.counts.get('delivered', 0)} delivered"
+    ]
+    for r in view.rows:
+        lines.append(
+            f"  {r.state:<7} {r.receiver:<20} {r.event:<24} {r.spec or '-':<28} seq {r.audit_seq:<6} "
+            f"attempts {r.attempts:<3} next {r.next_attempt_at}" + (f"  {r.last_error}" if r.last_error else "")
+        )
+    return "\n".join(lines) + "\n"

@@ -501,7 +501,8 @@ class Reconciler:
             dag_id=spec.dag_id if spec else None,
             **fields,
         )
-        return self.store.append(entry, outbox_rows(entry, self.policy.notify, spec))
+        rows = outbox_rows(entry, self.policy.notify, spec)  # notifications, in the record's transaction
+        return self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def _audit_findings(self, plan: Plan) -> None:
         """Each finding is audited when it appears or its message changes (not again on every pass)."""
@@ -525,7 +526,8 @@ class Reconciler:
 
     def _audit_refusal(self, message: str) -> None:
         entry = controller_event("reconcile", self.settings.actor, "refused", message)
-        self.store.append(entry, outbox_rows(entry, self.policy.notify, None))
+        rows = outbox_rows(entry, self.policy.notify, None)
+        self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def _audit_pass(self, plan: Plan, result: PassResult) -> None:
         changed = len(result.applied)
