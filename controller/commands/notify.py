@@ -2,7 +2,7 @@
 
 `deliver` runs once after every reconcile pass with a time budget, so a dead receiver never stalls
 reconciling: a receiver that fails is skipped for the rest of the pass and its row is retried later with
-backoff (capped at ten minutes, never given up: the receiver gets its events when it is back, after a restart
+backoff (capped at five minutes, never given up: the receiver gets its events when it is back, after a restart
 of the reconciler too, since the outbox lives in the store).
 """
 
@@ -27,7 +27,7 @@ from controller.core.retrying import Backoff
 from controller.core.spec import BackfillSpec
 
 log = logging.getLogger(__name__)
-NOTIFY_BACKOFF = Backoff(base=5.0, cap=600.0, jitter=0.25, attempts=1_000_000)  # retried for as long as it takes
+NOTIFY_BACKOFF = Backoff(base=5.0, cap=300.0, jitter=0.25, attempts=1_000_000)  # retried for as long as it takes
 DEFAULT_BUDGET = 10.0  # seconds of delivering per pass at most
 
 
@@ -45,13 +45,15 @@ def deliver(
     settings: Settings,
     *,
     budget: float = DEFAULT_BUDGET,
+    everything: bool = False,
     client: WebhookClient | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     monotonic: Callable[[], float] = time.monotonic,
 ) -> DeliveryStats:
-    """Post every due outbox row (oldest first) until the budget is spent."""
+    """Post every due outbox row (oldest first) until the budget is spent; with `everything`, also rows still
+    waiting for their backoff (a process's first pass: a restart is often the fix of what made them fail)."""
     stats = DeliveryStats()
-    rows = outbox_store.due(store, stamp(clock()))
+    rows = outbox_store.due(store, "9999" if everything else stamp(clock()))
     if not rows:
         return stats
     started, down = monotonic(), set[str]()

@@ -53,6 +53,7 @@ class PassHooks:
         self.settings, self.options, self.deliver, self.clock = settings, options, deliver, clock
         self.env = os.environ if env is None else env
         self.metrics, self.health = Metrics(), Health(options.unhealthy_after)
+        self._first_delivery = True
         self.server = (
             MonitorServer(self.metrics, self.health, options.host, options.port) if options.port is not None else None
         )
@@ -116,8 +117,14 @@ class PassHooks:
     def _deliver(self, reconciler: Reconciler) -> None:
         try:
             stats = notify_cmd.deliver(
-                reconciler.store, reconciler.policy, self.env, self.settings, budget=self.options.deliver_budget
+                reconciler.store,
+                reconciler.policy,
+                self.env,
+                self.settings,
+                budget=self.options.deliver_budget,
+                everything=self._first_delivery,
             )
+            self._first_delivery = False
         except ControllerError as exc:  # the store had a hiccup: the rows stay, the next pass tries again
             log.warning("notification delivery skipped this pass: %s", exc.message)
             return

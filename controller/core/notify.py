@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.audit import AuditEntry
-from controller.core.spec import BackfillSpec, format_utc
+from controller.core.spec import BackfillSpec, format_utc, parse_date
 
 NOTIFY_FORMAT_VERSION = 1
 EVENTS = (
@@ -176,7 +176,7 @@ def enrich(facts: Mapping[str, Any], runs: Mapping[str, Any] | None, report_text
     return {
         **facts,
         "runs": dict(runs.get("counts", {})),
-        "failed_dates": list(runs.get("failed_dates", [])),
+        "failed_dates": [format_utc(parse_date(d)) for d in runs.get("failed_dates", [])],
         "failed_partitions": list(runs.get("failed_partitions", [])),
         "report": report_text,
     }

@@ -32,7 +32,8 @@ vertical-align:top} th{background:#f6f8fa;font-weight:600} td.num{text-align:rig
 .bar{width:160px;height:12px;background:#eaeef2;border-radius:6px;overflow:hidden;display:inline-block;
 vertical-align:middle} .bar>span{display:block;height:100%;background:#1a7f37}
 .bar>span.failed{background:#cf222e;float:left} .bar>span.ok{float:left}
-.findings li{margin:2px 0} .kind{font-family:ui-monospace,monospace;color:#57606a} .note{color:#57606a}
+td.nowrap{white-space:nowrap} .findings li{margin:2px 0}
+.kind{font-family:ui-monospace,monospace;color:#57606a} .note{color:#57606a}
 """
 
 
@@ -75,10 +76,10 @@ def _row(r: StatusRow) -> str:
     bad = 100.0 * r.failed / r.total if r.total else 0.0
     return (
         f'<tr class="spec" data-spec="{escape(r.spec)}" data-phase="{escape(r.phase)}">'
-        f"<td>{escape(r.spec)}</td><td>{escape(r.dag_id)}</td>"
+        f'<td class="nowrap">{escape(r.spec)}</td><td class="nowrap">{escape(r.dag_id)}</td>'
         f'<td><span class="phase" style="background:{colour}">{escape(r.phase)}</span></td>'
         f'<td class="num">{escape(str(r.backfill_id or "-"))}</td>'
-        f'<td><span class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
+        f'<td class="nowrap"><span class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
         f'aria-valuenow="{r.progress:.0f}" title="{r.progress:.0f}% finished">'
         f'<span class="ok" style="width:{ok:.1f}%"></span><span class="failed" style="width:{bad:.1f}%"></span>'
         f"</span> {r.progress:.0f}%</td>"
