@@ -269,6 +269,11 @@ class AirflowClient:
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
 
+    def health(self) -> dict[str, Any]:
+        """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
+        data = self._json("GET", "/api/v2/monitor/health")
+        return data if isinstance(data, dict) else {}
+
     def runs_with_types(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[tuple[DagRun, str]]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from controller import __version__
 from controller.adapters.logsetup import PASS_ID
 from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_counts
 from controller.adapters.store import outbox as outbox_store
@@ -23,8 +24,10 @@ from controller.adapters.store.stats import audit_head_seq
 from controller.commands import notify as notify_cmd
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
-from controller.core import status, statuspage
+from controller.core import status, statuspage, stuck
+from controller.core.audit import AuditEntry
 from controller.core.model import Phase
+from controller.core.notify import outbox_rows
 from controller.core.plan_render import findings
 from controller.errors import ControllerError
 
@@ -110,9 +113,50 @@ class PassHooks:
         for line in result.errors:
             log.warning("pass error: %s", line)
         log.info("pass finished in %.1fs: %d change(s), plan complete: %s", seconds, len(result.applied), ok)
-        if self.deliver:
+        if self.deliver:  # not in --dry-run: both write to the store
+            self._record_stuck(reconciler, result)
             self._deliver(reconciler)
         self._refresh(reconciler, result)
+
+    def _record_stuck(self, reconciler: Reconciler, result: PassResult) -> None:
+        """Audit (and so notify) a `stuck` finding once per backfill and cause; never stops the loop."""
+        threshold = reconciler.policy.notify.stuck_after_minutes
+        try:
+            items = stuck.candidates(result.current)
+            if not items:
+                return
+            health = stuck.scheduler_health(reconciler.client.health())
+            recorded = reconciler.store.recorded_findings()
+            for item in items:
+                backfill = reconciler.client.get_backfill(item.backfill_id or 0)
+                runs = reconciler.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date)
+                found = stuck.find_stuck(
+                    item, runs, result.current, health=health, now=self.clock(), threshold_minutes=threshold
+                )
+                if found is not None and recorded.get(("stuck", found.dag_id, found.backfill_id)) != (
+                    message := found.message(threshold)
+                ):
+                    self._append_stuck(reconciler, found, message)
+        except ControllerError as exc:
+            log.warning("stuck check skipped this pass: %s", exc.message)
+
+    def _append_stuck(self, reconciler: Reconciler, found: stuck.Stuck, message: str) -> None:
+        entry = AuditEntry(
+            action="finding",
+            phase="observation",
+            actor=self.settings.actor,
+            controller_version=__version__,
+            git_commit=reconciler.commit,
+            spec_name=found.spec,
+            dag_id=found.dag_id,
+            backfill_id=found.backfill_id,
+            outcome="stuck",
+            message=message,
+        )
+        spec = next((s for s in reconciler.load()[0] if s.name == found.spec), None)
+        rows = outbox_rows(entry, reconciler.policy.notify, spec)
+        reconciler.store.append(entry, rows) if rows else reconciler.store.append(entry)
+        log.warning("stuck: %s: %s", found.spec, message, extra={"spec": found.spec, "dag": found.dag_id})
 
     def _deliver(self, reconciler: Reconciler) -> None:
         try:
