@@ -93,7 +93,7 @@ class PassHooks:
         self.health.record(False, why)
         self.metrics.passes.labels("failed").inc()
         self.metrics.failed_streak.set(self.health.failed_in_a_row)
-        log.error("pass failed: %s", why)
+        log.info("pass failed: %s", why)  # the CLI reports the error itself; this line is for --log-format json
 
     def _after(self, reconciler: Reconciler, result: PassResult, seconds: float) -> None:
         plan = result.current
@@ -111,7 +111,7 @@ class PassHooks:
                 extra={"spec": item.spec, "dag": item.dag_id, "backfill": item.backfill_id},
             )
         for line in result.errors:
-            log.warning("pass error: %s", line)
+            log.info("pass error: %s", line)
         log.info("pass finished in %.1fs: %d change(s), plan complete: %s", seconds, len(result.applied), ok)
         if self.deliver:  # not in --dry-run: both write to the store
             self._record_stuck(reconciler, result)
