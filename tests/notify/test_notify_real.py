@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -319,3 +320,50 @@ def _keep_screenshots(tmp_path: Path) -> None:
     if target:
         for name in ("status.png", "report.png"):
             shutil.copy(tmp_path / name, Path(target) / name)
+
+
+def set_dag_paused(airflow: str, dag_id: str, paused: bool) -> None:
+    token = httpx.post(f"{airflow}/auth/token", json={"username": "admin", "password": "admin"}).json()["access_token"]
+    answer = httpx.patch(
+        f"{airflow}/api/v2/dags/{dag_id}", json={"is_paused": paused}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_stuck_when_the_dag_is_paused_is_notified_once_with_the_cause(bench: Bench) -> None:
+    """The planner refuses to create on a paused DAG, so the DAG is paused after the backfill started."""
+    port = free_port()
+    bench.policy(POLICY + "  stuck_after_minutes: 1\n")
+    first_day, last_day = fresh_range(4)
+    bench.spec("stuck-slow", dag="demo_slow", start=str(first_day), end=str(last_day), mar=1, reprocess="completed")
+    env = env_for(bench, BACKFILLCTL_WEBHOOK_ORDERS=f"http://127.0.0.1:{port}/orders")
+    receiver = WebhookReceiver(port)
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "controller", "reconcile", "--watch", "--interval", "10"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def events(kind: str) -> list[dict[str, Any]]:
+        return [r["body"] for r in receiver.received if r["body"]["event"] == kind]
+
+    try:
+        wait_for("the created notification", lambda: bool(events("created")), timeout=120)
+        set_dag_paused(bench.url, "demo_slow", True)  # the running run finishes; the queued ones wait
+        wait_for("a stuck notification", lambda: bool(events("stuck")), timeout=300)
+        time.sleep(25)  # two more passes: the same situation is not notified again
+        (stuck,) = events("stuck")
+        assert stuck["spec"] == "stuck-slow"
+        assert re.fullmatch(
+            r"[23] run\(s\) queued for more than 1 min \(oldest since \S+Z\) while none runs; likely cause: the DAG "
+            r"demo_slow is paused in Airflow \(backfill runs wait for it\): unpause the DAG",
+            stuck["message"],
+        ), stuck["message"]
+    finally:
+        set_dag_paused(bench.url, "demo_slow", False)
+        watch.send_signal(signal.SIGTERM)
+        watch.communicate(timeout=120)
+        receiver.close()
+    assert [e.entry.outcome for e in bench.events("stuck-slow") if e.entry.action == "finding"] == ["stuck"]
