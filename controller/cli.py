@@ -70,13 +70,26 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
 @app.callback()
 def _root(
     version: Annotated[
         bool, typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit.")
     ] = False,
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option("--log-format", help="Log lines as text (default) or JSON objects (one per line, on stderr)."),
+    ] = None,
 ) -> None:
     """Declarative, change-managed backfills for Apache Airflow 3."""
+    if log_format is not None:
+        from controller.commands.logs import configure_logging
+
+        configure_logging(log_format.value, os.environ)
 
 
 @app.command()
@@ -227,11 +240,20 @@ def reconcile(
         float | None,
         typer.Option("--lock-timeout", min=0.0, help="Wait for the lease at most S seconds, then exit 5."),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", min=0, max=65535, help="Serve /metrics, /healthz and a status page /."),
+    ] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address to serve on.")] = "127.0.0.1",
+    unhealthy_after: Annotated[
+        int, typer.Option("--unhealthy-after", min=1, help="/healthz answers 503 after this many failed passes.")
+    ] = 3,
 ) -> int:
-    """Make Airflow's backfills match the specs, auditing every action."""
+    """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
     from rich.live import Live
     from rich.table import Table
 
+    from controller.commands.passhooks import MonitorOptions
     from controller.commands.run import LoopOptions, Repeat, reconcile_loop
     from controller.core import status
 
@@ -240,7 +262,8 @@ def reconcile(
     if timeout is not None and not until_complete:
         raise typer.BadParameter("--timeout goes with --until-complete")
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
-    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout)
+    monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
+    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor)
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
     view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
 
@@ -403,23 +426,56 @@ def status_command(
 class ReportFormat(StrEnum):
     markdown = "markdown"
     json = "json"
+    html = "html"
 
 
 @app.command()
 def report(
     name: Annotated[str, typer.Argument(help="The spec's name.")],
     output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
+    output_file: Annotated[
+        Path | None, typer.Option("--output", help="Write the report to this file instead of stdout.")
+    ] = None,
 ) -> int:
-    """The change record of one spec: who, why, what ran, the outcome, and its audit trail."""
-    from controller.commands.status import report_document
-    from controller.core import status
+    """The change record of one spec: who, why, what ran, the outcome, a calendar of the range, the audit trail.
 
-    document, events = report_document(_settings(), name, _now())
-    _out(
-        json.dumps(document, indent=2) + "\n"
-        if output is ReportFormat.json
-        else status.report_markdown(document, events)
-    )
+    With BACKFILLCTL_AIRFLOW_URL set, the calendar (markdown and html) has a cell for every run of the range.
+    """
+    from controller.commands import report as report_cmd
+    from controller.commands.status import report_document
+
+    settings = _settings()
+    if output is ReportFormat.json:
+        text = json.dumps(report_document(settings, name, _now())[0], indent=2) + "\n"
+    elif output is ReportFormat.html:
+        text = report_cmd.html_report(settings, name, _now())
+    else:
+        text = report_cmd.markdown_report(settings, name, _now())
+    if output_file is None:
+        _out(text)
+    else:
+        _write_report(output_file, text)
+    return ExitCode.OK
+
+
+def _write_report(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot write {path}: {exc.strerror}", param_hint="--output") from None
+    sys.stderr.write(f"wrote {path}\n")
+
+
+notify_app = typer.Typer(help="Webhook notifications of backfill events.", no_args_is_help=True)
+app.add_typer(notify_app, name="notify")
+
+
+@notify_app.command("status")
+def notify_status(output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text) -> int:
+    """Undelivered notifications: pending, and failed (retried with backoff until delivered). Read only."""
+    from controller.commands import notify as notify_cmd
+
+    _out(notify_cmd.status_render(notify_cmd.notify_status(_settings()), json_format=output is StatusFormat.json))
     return ExitCode.OK
 
 

@@ -166,6 +166,7 @@ class AirflowClient:
         )
         self._login_lock = threading.Lock()
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
+        self.observer: Callable[[str, str, int | None], None] | None = None  # (method, path, status): metrics
 
     def __repr__(self) -> str:
         return f"AirflowClient({self.base_url!r}, token=[secure])"
@@ -313,6 +314,20 @@ class AirflowClient:
     def _count(self, path: str, params: dict[str, Any]) -> int:
         return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])
 
+    def health(self) -> dict[str, Any]:
+        """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
+        data = self._json("GET", "/api/v2/monitor/health")
+        return data if isinstance(data, dict) else {}
+
+    def runs_with_types(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[tuple[DagRun, str]]:
+        """Every run in the range (any run type), with its run type: the report's heat map (issue 15)."""
+        field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
+        params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
+        items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
+        return [(dag_run_from_json(item), str(item.get("run_type"))) for item in items]
+
     # --- plumbing ------------------------------------------------------------------------------------
 
     def _paginate(self, path: str, key: str, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:
@@ -386,7 +401,11 @@ class AirflowClient:
             self.calls.append((method, path))
             response = self._http.request(method, path, json=json, params=params, headers=headers)
         except _HTTPX_ERRORS as exc:
+            if self.observer is not None:
+                self.observer(method, path, None)
             return None, translate_any(method, path, exc, kind)
+        if self.observer is not None:
+            self.observer(method, path, response.status_code)
         if response.is_redirect:
             raise AirflowError(
                 f"{method} {path} -> {response.status_code}: unexpected redirect (not followed)",

@@ -25,7 +25,7 @@ from controller.core.binding import Binding
 from controller.core.model import Phase
 from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
 from controller.core.plan_render import findings
-from controller.core.policy import Policy
+from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec
 from controller.errors import ConfigError, InvalidSpecs, StalePlan
 
@@ -96,6 +96,7 @@ class Reconciler:
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
         self.airflow_url = settings.airflow_url or client.base_url
         self.observer = Observer(client)
+        self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
 
     # --- the specs -----------------------------------------------------------------------------------------
 
@@ -142,7 +143,8 @@ class Reconciler:
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
         specs, policy = self.load()
-        recorder = Recorder(self.settings, self.store, self.commit, self.provenance, self.airflow_url)
+        self.policy = policy
+        recorder = Recorder(self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy)
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)

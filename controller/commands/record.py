@@ -15,7 +15,9 @@ from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
 from controller.core.binding import Binding, CreateFacts
 from controller.core.model import Phase, RunSummary
+from controller.core.notify import outbox_rows
 from controller.core.plan import UNOBSERVED, Plan
+from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec, DesiredState
 
 
@@ -27,9 +29,11 @@ class Recorder:
         commit: str | None,
         provenance: Mapping[str, tuple[str, str]],
         airflow_url: str,
+        *,
+        policy: Policy = DEFAULT_POLICY,  # its `notify` decides the outbox rows of each record
     ) -> None:
         self.settings, self.store, self.commit, self.provenance = settings, store, commit, provenance
-        self.airflow_url = airflow_url
+        self.airflow_url, self.policy = airflow_url, policy
         self.bindings: dict[str, Binding] = store.bindings()
 
     # --- audit --------------------------------------------------------------------------------------------
@@ -48,10 +52,15 @@ class Recorder:
             dag_id=spec.dag_id if spec else None,
             **fields,
         )
-        return self.store.append(entry)
+        return self._append(entry, spec)
+
+    def _append(self, entry: AuditEntry, spec: BackfillSpec | None) -> AuditRecord:
+        """The record, and the notifications it triggers, in one transaction (the outbox)."""
+        rows = outbox_rows(entry, self.policy.notify, spec)
+        return self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def refusal(self, message: str) -> None:
-        self.store.append(controller_event("reconcile", self.settings.actor, "refused", message))
+        self._append(controller_event("reconcile", self.settings.actor, "refused", message), None)
 
     def findings(self, plan: Plan) -> None:
         """Each finding is audited when it appears or its message changes (not again on every pass)."""

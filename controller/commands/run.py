@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
@@ -31,6 +32,8 @@ class LoopOptions:
     timeout: float | None = None  # with UNTIL_COMPLETE
     wait_lock: bool = False
     lock_timeout: float | None = None
+    # metrics port, health threshold, notification delivery budget (issue 15)
+    monitor: MonitorOptions = field(default_factory=MonitorOptions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +54,17 @@ def reconcile_loop(
         stop.install()
     deadline = None if options.timeout is None else clock() + options.timeout
     checksum = options.plan_checksum
-    with open_reconciler(
-        settings, lease=not options.dry_run, wait_lock=options.wait_lock, lock_timeout=options.lock_timeout
-    ) as reconciler:
+    with (
+        PassHooks(settings, options.monitor, deliver=not options.dry_run) as hooks,
+        open_reconciler(
+            settings, lease=not options.dry_run, wait_lock=options.wait_lock, lock_timeout=options.lock_timeout
+        ) as reconciler,
+    ):
+        hooks.attach(reconciler)
         while True:
-            result = reconciler.run_once(dry_run=options.dry_run, plan_checksum=checksum)
+            with hooks.around(reconciler) as after_pass:  # notifications, metrics, health, status page
+                result = reconciler.run_once(dry_run=options.dry_run, plan_checksum=checksum)
+                after_pass(result)
             on_pass(result)
             checksum = None
             if _finished(result, options, stop):

@@ -7,6 +7,8 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
+from controller.core.notify import NO_NOTIFY, NotifyPolicy, parse_notify
+
 
 class DriftMode(StrEnum):
     REPORT = "report"
@@ -37,6 +39,7 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     path: str | None = None
     allow_future_partitions: bool = False  # a partitioned DAG's range may reach past now (Airflow runs those)
+    notify: NotifyPolicy = NO_NOTIFY  # webhook receivers and events (issue 15)
 
     def rule_for(self, dag_id: str) -> Rule | None:
         """The first rule whose globs match `dag_id`."""
@@ -60,6 +63,7 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         rules=tuple(_rule(raw, i) for i, raw in enumerate(data.get("rules", []))),
         path=path,
         allow_future_partitions=data.get("allow_future_partitions", False),
+        notify=parse_notify(data.get("notify")),
     )
 
 

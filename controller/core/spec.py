@@ -59,6 +59,7 @@ class BackfillSpec:
     state: DesiredState = DesiredState.ACTIVE
     expected_runs: int | None = None
     downstream: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -124,6 +125,7 @@ def parse_spec(doc: Document, source: SourceFile) -> BackfillSpec:
         state=DesiredState(data.get("state", "active")),
         expected_runs=data.get("expected_runs"),
         downstream=tuple(data.get("downstream", ())),
+        notify=tuple(data.get("notify", ())),
     )
 
 

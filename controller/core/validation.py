@@ -94,7 +94,11 @@ class SpecValidator:
         if source is None:
             return DEFAULT_POLICY
         doc = self._document(source, self._policy_schema, diagnostics)
-        return DEFAULT_POLICY if doc is None else parse_policy(doc.data, source.path)
+        if doc is None:
+            return DEFAULT_POLICY
+        policy = parse_policy(doc.data, source.path)
+        diagnostics.extend(check_policy_notify(policy, doc))
+        return policy
 
     def _spec(self, source: SourceFile, diagnostics: list[Diagnostic]) -> LoadedSpec | None:
         doc = self._document(source, self._spec_schema, diagnostics)
@@ -267,6 +271,31 @@ def _no_placeholders(item: LoadedSpec, _policy: Policy, _now: datetime) -> Itera
             yield Diagnostic(item.at(*path), f"{PLACEHOLDER}: {field_name} is {value!r}", _FILL_IN[field_name])
 
 
+def _notify_receivers(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    """A spec may only name receivers the policy declares (their webhook URLs live in the environment)."""
+    declared = [r.name for r in policy.notify.receivers]
+    for index, name in enumerate(item.spec.notify):
+        if name not in declared:
+            yield Diagnostic(
+                item.at("notify", index),
+                f"notify receiver {name!r} is not declared in the policy",
+                f"declared receivers: {', '.join(declared) or 'none'}; add it under `notify.receivers` in "
+                f"{policy.path or 'specs/policy.yaml'} (with `webhook_env`), or remove it",
+            )
+
+
+def check_policy_notify(policy: Policy, doc: Document) -> Iterator[Diagnostic]:
+    """The policy's default receivers must be declared receivers."""
+    declared = [r.name for r in policy.notify.receivers]
+    for index, name in enumerate(policy.notify.default_receivers):
+        if name not in declared:
+            yield Diagnostic(
+                doc.locate(("notify", "default_receivers", index)),
+                f"default receiver {name!r} is not declared under notify.receivers",
+                f"declared receivers: {', '.join(declared) or 'none'}",
+            )
+
+
 def is_placeholder(diagnostic: Diagnostic) -> bool:
     return diagnostic.message.startswith(PLACEHOLDER)
 
@@ -282,6 +311,7 @@ _CHECKS: tuple[Check, ...] = (
     _expected_runs,
     _approvers_allowed,
     _approver_count,
+    _notify_receivers,
 )
 
 

@@ -39,6 +39,8 @@ READ_ONLY_COMMANDS = [
     ["status"],
     ["status", "--format", "json"],
     ["report", "daily-2025-01-week1"],
+    ["report", "daily-2025-01-week1", "--format", "html"],
+    ["notify", "status"],
     ["plan"],
 ]
 

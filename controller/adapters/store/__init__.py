@@ -25,7 +25,7 @@ import socket
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,6 +35,7 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, insert,
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
+from controller.adapters.store.outbox import insert_notifications
 from controller.adapters.store.tables import audit_events, bindings, lease
 from controller.core.audit import (
     GENESIS,
@@ -50,12 +51,13 @@ from controller.core.audit import (
 )
 from controller.core.binding import Binding, CreateFacts
 from controller.core.model import Phase, summary_from_json
+from controller.core.notify import Notification
 from controller.core.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0004"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004"})
+SCHEMA_HEAD = "0005"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005"})
 LEASE_NAME = "reconcile"
 SUPPORTED = ("sqlite", "postgresql")
 INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
@@ -230,8 +232,8 @@ class Store:
 
     # --- audit ----------------------------------------------------------------------------------------
 
-    def append(self, entry: AuditEntry) -> AuditRecord:
-        """Append one event to the chain (serialised across processes)."""
+    def append(self, entry: AuditEntry, notifications: Sequence[Notification] = ()) -> AuditRecord:
+        """Append one event to the chain (serialised across processes), with its outbox rows if any."""
         if entry.phase == "intent":
             self.check_lease()
         with self._tx(f"writing the audit event {entry.action}/{entry.phase}") as conn:
@@ -245,6 +247,8 @@ class Store:
             seq, prev = (last.seq + 1, last.hash) if last else (1, GENESIS)
             record = seal(seq, stamp(self._clock()), entry, prev)
             conn.execute(insert(audit_events).values(**_row(record)))
+            if notifications:  # the outbox: committed with the record or not at all (issue 15)
+                insert_notifications(conn, record, notifications, stamp(self._clock()))
         return record
 
     def events(self, where: EventFilter | None = None, batch: int = 2000) -> Iterator[AuditRecord]:

@@ -58,3 +58,21 @@ lease = Table(
     Column("acquired_at", String(40), nullable=False),
     Column("expires_at", String(40), nullable=False),
 )
+
+notifications = Table(  # the outbox (migration 0005): one row per (audit record, receiver), delivered at least once
+    "notifications",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("key", String(200), nullable=False, unique=True),
+    Column("audit_seq", BigInteger().with_variant(Integer, "sqlite"), nullable=False, index=True),
+    Column("receiver", String(100), nullable=False),
+    Column("event", String(40), nullable=False),
+    Column("format", String(20), nullable=False),
+    Column("facts", JSON, nullable=False),
+    Column("status", String(20), nullable=False, index=True),  # pending | delivered
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", String(40), nullable=False),
+    Column("last_error", Text),
+    Column("created_at", String(40), nullable=False),
+    Column("delivered_at", String(40)),
+)

@@ -1,0 +1,156 @@
+"""Delivering the notification outbox, and `backfillctl notify status`.
+
+`deliver` runs once after every reconcile pass with a time budget, so a dead receiver never stalls
+reconciling: a receiver that fails is skipped for the rest of the pass and its row is retried later with
+backoff (capped at five minutes, never given up: the receiver gets its events when it is back, after a restart
+of the reconciler too, since the outbox lives in the store).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from controller.adapters.store import Store, stamp
+from controller.adapters.store import outbox as outbox_store
+from controller.adapters.webhook import WebhookClient, WebhookError
+from controller.commands.settings import Settings
+from controller.commands.validate import validate_paths
+from controller.core import notify, status
+from controller.core.policy import Policy
+from controller.core.retrying import Backoff
+from controller.core.spec import BackfillSpec
+
+log = logging.getLogger(__name__)
+NOTIFY_BACKOFF = Backoff(base=5.0, cap=300.0, jitter=0.25, attempts=1_000_000)  # retried for as long as it takes
+DEFAULT_BUDGET = 10.0  # seconds of delivering per pass at most
+
+
+@dataclass
+class DeliveryStats:
+    delivered: list[str] = field(default_factory=list)  # idempotency keys
+    failed: list[str] = field(default_factory=list)  # "receiver: error" lines (no URL, ever)
+    deferred: int = 0  # due but left for the next pass (budget spent, or the receiver failed this pass)
+
+
+def deliver(
+    store: Store,
+    policy: Policy,
+    env: Mapping[str, str],
+    settings: Settings,
+    *,
+    budget: float = DEFAULT_BUDGET,
+    everything: bool = False,
+    client: WebhookClient | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    monotonic: Callable[[], float] = time.monotonic,
+) -> DeliveryStats:
+    """Post every due outbox row (oldest first) until the budget is spent; with `everything`, also rows still
+    waiting for their backoff (a process's first pass: a restart is often the fix of what made them fail)."""
+    stats = DeliveryStats()
+    rows = outbox_store.due(store, "9999" if everything else stamp(clock()))
+    if not rows:
+        return stats
+    started, down = monotonic(), set[str]()
+    reports = _Reports(store, settings, clock())
+    with client or WebhookClient() as http:
+        for row in rows:
+            if row.receiver in down or monotonic() - started > budget:
+                stats.deferred += 1
+                continue
+            try:
+                url = _url(policy, row, env)
+                terminal = row.event in notify.TERMINAL_EVENTS
+                facts = notify.enrich(row.facts, *reports.outcome(row)) if terminal else row.facts
+                http.post(url, notify.payload(row, facts), row.key, receiver=row.receiver)
+            except WebhookError as exc:
+                down.add(row.receiver)
+                retry_at = clock() + timedelta(seconds=NOTIFY_BACKOFF.delay(row.attempts + 1, random.random()))  # noqa: S311
+                outbox_store.mark_failed(store, row.id, exc.message, stamp(retry_at))
+                stats.failed.append(exc.message)
+                log.warning("notification %s (%s) not delivered; will retry: %s", row.key, row.event, exc.message)
+                continue
+            outbox_store.mark_delivered(store, row.id, stamp(clock()))
+            stats.delivered.append(row.key)
+    return stats
+
+
+def _url(policy: Policy, row: notify.Delivery, env: Mapping[str, str]) -> str:
+    receiver = policy.notify.receiver(row.receiver)
+    if receiver is None:
+        raise WebhookError(f"receiver {row.receiver}: no longer declared in the policy's notify.receivers")
+    url = env.get(receiver.webhook_env, "").strip()
+    if not url:
+        raise WebhookError(f"receiver {row.receiver}: the environment variable {receiver.webhook_env} is not set")
+    return url
+
+
+class _Reports:
+    """The outcome of a spec for its terminal notifications: runs and the report text (read once per pass)."""
+
+    def __init__(self, store: Store, settings: Settings, now: datetime) -> None:
+        self.store, self.settings, self.now = store, settings, now
+        self._specs: dict[str, BackfillSpec] | None = None
+
+    def outcome(self, row: notify.Delivery) -> tuple[Mapping[str, object] | None, str | None]:
+        name = row.facts.get("spec")
+        binding = self.store.binding(str(name)) if name else None
+        if binding is None:
+            return None, None
+        if self._specs is None:
+            self._specs = {s.name: s for s in validate_paths([], self.settings.specs_dir, self.now).specs}
+        spec = self._specs.get(str(name))
+        runs = None if binding.runs is None else binding.runs.as_json()
+        if spec is None:
+            return runs, None
+        text = status.report_markdown(status.report_json(spec, binding, ()), ())
+        return runs, text.split("\n## Audit trail")[0].rstrip() + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyStatus:
+    rows: list[outbox_store.OutboxRow]
+    counts: dict[str, int]
+
+
+def notify_status(settings: Settings) -> NotifyStatus:
+    """Undelivered notifications (read-only: never creates, migrates or writes the store)."""
+    with Store(settings.store_url, read_only=True) as store:
+        return NotifyStatus(outbox_store.undelivered(store), outbox_store.counts(store))
+
+
+def status_render(view: NotifyStatus, *, json_format: bool = False) -> str:
+    failed = sum(1 for r in view.rows if r.state == "failed")
+    if json_format:
+        rows = [
+            {
+                "key": r.key,
+                "receiver": r.receiver,
+                "event": r.event,
+                "spec": r.spec,
+                "audit_seq": r.audit_seq,
+                "state": r.state,
+                "attempts": r.attempts,
+                "next_attempt_at": r.next_attempt_at,
+                "last_error": r.last_error,
+                "created_at": r.created_at,
+            }
+            for r in view.rows
+        ]
+        data = {"format_version": 1, "delivered": view.counts.get("delivered", 0), "undelivered": rows}
+        return json.dumps(data, indent=2) + "\n"
+    lines = [
+        f"{len(view.rows)} undelivered notification(s): {len(view.rows) - failed} pending, {failed} failed "
+        f"(retried with backoff); {view.counts.get('delivered', 0)} delivered"
+    ]
+    for r in view.rows:
+        lines.append(
+            f"  {r.state:<7} {r.receiver:<20} {r.event:<24} {r.spec or '-':<28} seq {r.audit_seq:<6} "
+            f"attempts {r.attempts:<3} next {r.next_attempt_at}" + (f"  {r.last_error}" if r.last_error else "")
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,209 @@
+"""What happens around each reconcile pass besides reconciling (issue 15): deliver the notification outbox,
+update metrics and health, refresh the status page, log the pass.
+
+`PassHooks` is opened once by `reconcile_loop`; `around(reconciler)` wraps one pass. Nothing here may stop
+reconciling: delivery has a time budget, and a failure of these extras is logged, not raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from controller import __version__
+from controller.adapters.logsetup import PASS_ID
+from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_counts
+from controller.adapters.store import outbox as outbox_store
+from controller.adapters.store.stats import audit_head_seq
+from controller.commands import notify as notify_cmd
+from controller.commands.reconcile import PassResult, Reconciler
+from controller.commands.settings import Settings
+from controller.core import status, statuspage, stuck
+from controller.core.audit import AuditEntry
+from controller.core.model import Phase
+from controller.core.notify import outbox_rows
+from controller.core.plan_render import findings
+from controller.errors import ControllerError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorOptions:
+    port: int | None = None  # None: no HTTP server (metrics are still kept for the pass log)
+    host: str = "127.0.0.1"
+    unhealthy_after: int = 3  # failed passes in a row
+    refresh_seconds: int = 15
+    deliver_budget: float = notify_cmd.DEFAULT_BUDGET
+
+
+class PassHooks:
+    def __init__(
+        self,
+        settings: Settings,
+        options: MonitorOptions,
+        *,
+        deliver: bool = True,
+        env: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.settings, self.options, self.deliver, self.clock = settings, options, deliver, clock
+        self.env = os.environ if env is None else env
+        self.metrics, self.health = Metrics(), Health(options.unhealthy_after)
+        self._first_delivery = True
+        self.server = (
+            MonitorServer(self.metrics, self.health, options.host, options.port) if options.port is not None else None
+        )
+        if self.server is not None:
+            log.info("serving /metrics, /healthz and the status page on %s", self.server.address)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def __enter__(self) -> PassHooks:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def attach(self, reconciler: Reconciler) -> None:
+        reconciler.client.observer = self.metrics.observe_request
+
+    @contextlib.contextmanager
+    def around(self, reconciler: Reconciler) -> Iterator[Callable[[PassResult], None]]:
+        """Wrap one pass; call the yielded function with its result. An exception counts as a failed pass."""
+        token = PASS_ID.set(uuid.uuid4().hex[:12])
+        started = time.monotonic()
+        try:
+            yield lambda result: self._after(reconciler, result, time.monotonic() - started)
+        except Exception as exc:
+            self._failed(str(getattr(exc, "message", type(exc).__name__)))
+            raise
+        finally:
+            PASS_ID.reset(token)
+
+    def _failed(self, why: str) -> None:
+        self.health.record(False, why)
+        self.metrics.passes.labels("failed").inc()
+        self.metrics.failed_streak.set(self.health.failed_in_a_row)
+        log.info("pass failed: %s", why)  # the CLI reports the error itself; this line is for --log-format json
+
+    def _after(self, reconciler: Reconciler, result: PassResult, seconds: float) -> None:
+        plan = result.current
+        ok = plan.complete
+        self.metrics.pass_seconds.observe(seconds)
+        self.health.record(ok, "; ".join(result.errors)[:200] or "observation of Airflow incomplete")
+        self.metrics.passes.labels("ok" if ok else "failed").inc()
+        self.metrics.failed_streak.set(self.health.failed_in_a_row)
+        for item, outcome in result.applied:
+            log.info(
+                "%s %s: %s",
+                item.kind.value,
+                item.spec,
+                outcome,
+                extra={"spec": item.spec, "dag": item.dag_id, "backfill": item.backfill_id},
+            )
+        for line in result.errors:
+            log.info("pass error: %s", line)
+        log.info("pass finished in %.1fs: %d change(s), plan complete: %s", seconds, len(result.applied), ok)
+        if self.deliver:  # not in --dry-run: both write to the store
+            self._record_stuck(reconciler, result)
+            self._deliver(reconciler)
+        self._refresh(reconciler, result)
+
+    def _record_stuck(self, reconciler: Reconciler, result: PassResult) -> None:
+        """Audit (and so notify) a `stuck` finding once per backfill and cause; never stops the loop."""
+        threshold = reconciler.policy.notify.stuck_after_minutes
+        try:
+            items = stuck.candidates(result.current)
+            if not items:
+                return
+            health = stuck.scheduler_health(reconciler.client.health())
+            recorded = reconciler.store.recorded_findings()
+            for item in items:
+                backfill = reconciler.client.get_backfill(item.backfill_id or 0)
+                runs = reconciler.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date)
+                found = stuck.find_stuck(
+                    item, runs, result.current, health=health, now=self.clock(), threshold_minutes=threshold
+                )
+                if found is not None and recorded.get(("stuck", found.dag_id, found.backfill_id)) != (
+                    message := found.message(threshold)
+                ):
+                    self._append_stuck(reconciler, found, message)
+        except ControllerError as exc:
+            log.warning("stuck check skipped this pass: %s", exc.message)
+
+    def _append_stuck(self, reconciler: Reconciler, found: stuck.Stuck, message: str) -> None:
+        entry = AuditEntry(
+            action="finding",
+            phase="observation",
+            actor=self.settings.actor,
+            controller_version=__version__,
+            git_commit=reconciler.commit,
+            spec_name=found.spec,
+            dag_id=found.dag_id,
+            backfill_id=found.backfill_id,
+            outcome="stuck",
+            message=message,
+        )
+        spec = next((s for s in reconciler.load()[0] if s.name == found.spec), None)
+        rows = outbox_rows(entry, reconciler.policy.notify, spec)
+        reconciler.store.append(entry, rows) if rows else reconciler.store.append(entry)
+        log.warning("stuck: %s: %s", found.spec, message, extra={"spec": found.spec, "dag": found.dag_id})
+
+    def _deliver(self, reconciler: Reconciler) -> None:
+        try:
+            stats = notify_cmd.deliver(
+                reconciler.store,
+                reconciler.policy,
+                self.env,
+                self.settings,
+                budget=self.options.deliver_budget,
+                everything=self._first_delivery,
+            )
+            self._first_delivery = False
+        except ControllerError as exc:  # the store had a hiccup: the rows stay, the next pass tries again
+            log.warning("notification delivery skipped this pass: %s", exc.message)
+            return
+        for line in stats.failed:
+            self.metrics.failed_deliveries.labels(line.split(":", 1)[0].removeprefix("receiver ")).inc()
+        if stats.delivered:
+            log.info("delivered %d notification(s)", len(stats.delivered))
+
+    def _refresh(self, reconciler: Reconciler, result: PassResult) -> None:
+        store = reconciler.store
+        try:
+            bindings = store.bindings()
+            rows = status.status_rows(result.current, bindings)
+            self.metrics.audit_head.set(audit_head_seq(store))
+            self.metrics.undelivered.set(outbox_store.counts(store).get(outbox_store.PENDING, 0))
+        except ControllerError as exc:
+            log.warning("metrics not refreshed this pass: %s", exc.message)
+            return
+        self.metrics.set_specs({p.value: 0 for p in Phase} | phase_counts([r.phase for r in rows]))
+        runs = {(r.spec, s): n for r in rows for s, n in _states(r).items()}
+        self.metrics.set_runs(runs, {r.spec: (r.progress / 100.0) for r in rows})
+        lease = store.held_lease()
+        self.health.lease_lost = not store.lease_ok()
+        self.metrics.set_lease(lease.holder if lease is not None and store.lease_ok() else None)
+        if self.server is not None:
+            _ok, health = self.health.state()
+            page = statuspage.status_page(
+                rows,
+                list(findings(result.current)),
+                self.clock(),
+                refresh_seconds=self.options.refresh_seconds,
+                health=health,
+            )
+            self.server.set_page(page)
+
+
+def _states(row: status.StatusRow) -> dict[str, int]:
+    return {"success": row.success, "failed": row.failed, "running": row.running, "queued": row.queued}

@@ -1,0 +1,148 @@
+"""The heat map model, its text and HTML renderings, the status page, metrics, health and JSON logs."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.adapters.logsetup import PASS_ID, configure
+from controller.adapters.monitor import Health, Metrics, MonitorServer, endpoint_template
+from controller.core.heatmap import calendar, from_runs, from_stored, heatmap_text
+from controller.core.model import DagRun
+from controller.core.report_html import heatmap_html
+from controller.core.status import StatusRow
+from controller.core.statuspage import status_page
+
+DAY = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+def run(day: int, state: str, *, started: bool = True, hours: int = 0) -> DagRun:
+    when = DAY + timedelta(days=day - 1, hours=hours)
+    return DagRun(f"r{day}-{hours}", when, state, when if started else None, None)
+
+
+def test_cells_by_run_type_and_state_on_a_month_calendar() -> None:
+    runs = [
+        (run(1, "success"), "backfill"),
+        (run(2, "failed"), "backfill"),
+        (run(3, "success"), "scheduled"),
+        (run(4, "failed", started=False), "backfill"),
+        (run(5, "running"), "backfill"),
+    ]
+    themap = from_runs(runs)
+    assert [c.state for c in themap.cells] == ["succeeded", "failed", "skipped", "never_started", "in_progress"]
+    unit, rows = calendar(themap)
+    assert (unit, [r.label for r in rows], len(rows[0].slots)) == ("day", ["2025-01"], 31)
+    assert heatmap_text(themap).splitlines()[1:3] == [
+        "           1234567890123456789012345678901",
+        "2025-01    #X.o~",
+    ]
+
+
+def test_hourly_runs_get_a_row_per_day_and_a_column_per_hour() -> None:
+    themap = from_runs([(run(1, "success", hours=h), "backfill") for h in range(30)])
+    unit, rows = calendar(themap)
+    assert (unit, [r.label for r in rows]) == ("hour", ["2025-01-01", "2025-01-02"])
+    assert sum(1 for r in rows for c in r.slots if c) == 30
+
+
+def test_offline_map_places_only_the_failed_dates_and_says_so() -> None:
+    report = {
+        "intervals": {
+            "complete": 5,
+            "failed": 2,
+            "failed_dates": ["2025-01-03T00:00:00Z", "2025-01-02"],
+            "never_started": 0,
+            "skipped": 1,
+            "in_range": 8,
+        }
+    }
+    themap = from_stored(report)
+    assert [c.label for c in themap.cells] == ["2025-01-02", "2025-01-03"]
+    assert dict(themap.unplaced) == {"succeeded": 5, "skipped": 1}
+    html = heatmap_html(themap)
+    assert 'data-cells="2"' in html
+    assert html.count('data-state="failed"') == 2
+    assert "Set BACKFILLCTL_AIRFLOW_URL" in html
+
+
+def test_status_page_escapes_everything_and_shows_progress() -> None:
+    row = StatusRow("s<script>", "d&d", "Running", 4, 3, 1, 2, 4, 10, 95.0, 'note "x" <b>')
+    page = status_page([row], [("dag-paused", "DAG <d> is paused")], DAY, refresh_seconds=10)
+    assert "<script>" not in page
+    assert "<b>" not in page
+    assert "s&lt;script&gt;" in page
+    assert "d&amp;d" in page
+    assert "DAG &lt;d&gt; is paused" in page
+    assert 'aria-valuenow="40"' in page
+    assert '<meta http-equiv="refresh" content="10">' in page
+
+
+def test_endpoint_templates_keep_label_values_bounded() -> None:
+    assert endpoint_template("/api/v2/dags/orders_daily/dagRuns") == "/api/v2/dags/{dag_id}/dagRuns"
+    assert endpoint_template("/api/v2/backfills/12/pause") == "/api/v2/backfills/{backfill_id}/pause"
+    assert endpoint_template("/api/v2/backfills/dry_run") == "/api/v2/backfills/dry_run"
+
+
+def test_server_serves_parseable_metrics_health_and_the_page() -> None:
+    metrics, health = Metrics(), Health(max_failed=2)
+    metrics.observe_request("GET", "/api/v2/dags/x/dagRuns", 200)
+    metrics.observe_request("GET", "/api/v2/dags/x/dagRuns", None)
+    server = MonitorServer(metrics, health, port=0)
+    try:
+        server.set_page("<p>hello</p>")
+        with httpx.Client(base_url=server.address) as client:
+            families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
+            samples = {
+                (s.labels.get("status_class"), s.value)
+                for s in families["backfillctl_airflow_requests"].samples
+                if s.name.endswith("_total")
+            }
+            assert samples == {("2xx", 1.0), ("error", 1.0)}
+            assert client.get("/healthz").status_code == 200
+            health.record(False, "Airflow unreachable")
+            assert client.get("/healthz").status_code == 200
+            health.record(False, "Airflow unreachable")
+            answer = client.get("/healthz")
+            assert (answer.status_code, answer.text) == (
+                503,
+                "unhealthy: 2 failed passes in a row (Airflow unreachable)\n",
+            )
+            health.record(True)
+            assert client.get("/healthz").status_code == 200
+            health.lease_lost = True
+            assert client.get("/healthz").text == "unhealthy: the store's lease was lost\n"
+            assert client.get("/").text == "<p>hello</p>"
+            assert client.get("/nope").status_code == 404
+            assert client.post("/").status_code == 501
+    finally:
+        server.close()
+
+
+def test_json_logs_carry_the_fields_and_redact_secrets() -> None:
+    stream = io.StringIO()
+    handler = configure("json", secrets=["canary-token-123"], stream=stream)
+    try:
+        token = PASS_ID.set("p1")
+        logging.getLogger("controller.test").info(
+            "created with canary-token-123", extra={"spec": "s", "dag": "d", "backfill": 3}
+        )
+        PASS_ID.reset(token)
+    finally:
+        logging.getLogger("controller").removeHandler(handler)
+        logging.getLogger("controller").propagate = True
+    line = json.loads(stream.getvalue())
+    assert {k: line[k] for k in ("level", "event", "spec", "dag", "backfill", "pass_id")} == {
+        "level": "info",
+        "event": "created with [secure]",
+        "spec": "s",
+        "dag": "d",
+        "backfill": 3,
+        "pass_id": "p1",
+    }
+    assert line["time"].endswith("Z")

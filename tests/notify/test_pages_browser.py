@@ -1,0 +1,63 @@
+"""The HTML report's heat map in headless Chromium, from known runs (no Airflow): what a reviewer sees."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from controller.core.audit import AuditEntry, seal
+from controller.core.heatmap import from_runs
+from controller.core.model import DagRun
+from controller.core.report_html import COLOURS, report_html
+from tests.notify.browser import dump_dom, hex_rgb, screenshot
+
+CELL = 14 * 14
+REPORT = {
+    "spec": "orders-<fix>",
+    "outcome": "CompletedWithFailures",
+    "backfill_id": 7,
+    "ticket": "CHG-1",
+    "reason": "Revenue rounding <b>bug</b>",
+    "requested_by": "carol",
+    "approvers": ["dave"],
+    "dag_id": "orders_daily",
+    "from_date": "2025-01-01T00:00:00Z",
+    "to_date": "2025-02-09T00:00:00Z",
+    "reprocess_behavior": "failed",
+    "max_active_runs": 3,
+    "direction": "forward",
+    "path": "specs/orders-fix.yaml",
+    "digest": "sha256:x",
+    "git_commit": None,
+    "created_at": None,
+    "completed_at": None,
+    "intervals": {"complete": 30, "failed": 5, "skipped": 3, "in_range": 40, "never_started": 2},
+}
+
+
+def test_heat_map_cells_and_colours_as_rendered(tmp_path: Path) -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    runs = []
+    for n in range(40):  # 40 days: 5 failed, 2 never started, 3 skipped (scheduled runs kept), 30 succeeded
+        when = start + timedelta(days=n)
+        state, started, run_type = "success", True, "backfill"
+        if n in (3, 9, 17, 25, 33):
+            state = "failed"
+        elif n in (36, 37):
+            state, started = "failed", False
+        elif n in (0, 1, 2):
+            run_type = "scheduled"
+        runs.append((DagRun(f"r{n}", when, state, when if started else None, None), run_type))
+    record = seal(1, "2025-03-01T00:00:00.000000Z", AuditEntry("create", "intent", "ci", "0"), "0" * 64)
+    page = tmp_path / "report.html"
+    page.write_text(report_html(REPORT, from_runs(runs), [record]))
+    dom = dump_dom(page.as_uri())
+    assert 'id="heatmap" data-cells="40" data-unit="day"' in dom
+    counts = {s: dom.count(f'data-state="{s}"') for s in COLOURS}
+    assert counts == {"succeeded": 30, "failed": 5, "skipped": 3, "never_started": 2, "in_progress": 0}
+    assert "orders-&lt;fix&gt;" in dom
+    assert "<b>bug</b>" not in dom
+    shot = screenshot(page.as_uri(), tmp_path / "report.png", height=900)
+    seen = {s: shot[hex_rgb(c)] for s, c in COLOURS.items()}
+    # each cell and each legend swatch is a 14 x 14 square of its colour
+    assert seen == {s: (n + 1) * CELL for s, n in counts.items()}

@@ -1,0 +1,57 @@
+"""The notification outbox: rows committed in the same transaction as their audit record (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from controller.adapters.store import Store, outbox
+from controller.core.audit import AuditEntry
+from controller.core.notify import Notification
+from controller.errors import StoreError
+
+ENTRY = AuditEntry(
+    action="observe", phase="observation", actor="t", controller_version="0", outcome="Succeeded", spec_name="s"
+)
+
+
+def _rows(*receivers: str) -> tuple[Notification, ...]:
+    return tuple(Notification(r, "succeeded", "json", {"event": "succeeded", "spec": "s"}) for r in receivers)
+
+
+def test_rows_are_written_with_their_record_and_keyed_by_its_hash(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    record = store.append(ENTRY, _rows("team-a", "team-b"))
+    due = outbox.due(store, "9999")
+    assert [(d.receiver, d.key, d.audit_seq, d.event) for d in due] == [
+        ("team-a", f"{record.hash[:32]}.team-a", 1, "succeeded"),
+        ("team-b", f"{record.hash[:32]}.team-b", 1, "succeeded"),
+    ]
+    assert due[0].facts == {"event": "succeeded", "spec": "s", "time": record.time}
+    assert outbox.counts(store) == {"pending": 2}
+
+
+def test_a_failing_outbox_insert_rolls_back_the_audit_record(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    with pytest.raises(StoreError):
+        store.append(ENTRY, _rows("team-a", "team-a"))  # the same key twice: the unique index refuses it
+    assert list(store.events()) == []
+    assert outbox.counts(store) == {}
+
+
+def test_failed_rows_wait_for_their_next_attempt_and_delivered_ones_leave(
+    make: Callable[..., Store], store_url: str
+) -> None:
+    store = make(store_url)
+    store.append(ENTRY, _rows("team-a", "team-b"))
+    first, second = outbox.due(store, "9999")
+    outbox.mark_failed(store, first.id, "receiver team-a: HTTP 503", "2030-01-01T00:00:00.000000Z")
+    outbox.mark_delivered(store, second.id, "2026-01-01T00:00:00.000000Z")
+    assert outbox.due(store, "2029-12-31T23:59:59.000000Z") == []
+    (again,) = outbox.due(store, "2030-01-01T00:00:00.000000Z")
+    assert (again.key, again.attempts, again.last_error) == (first.key, 1, "receiver team-a: HTTP 503")
+    assert outbox.counts(store) == {"pending": 1, "delivered": 1}
+    read_only = make(store_url, read_only=True)
+    (row,) = outbox.undelivered(read_only)
+    assert (row.receiver, row.state, row.attempts, row.spec) == ("team-a", "failed", 1, "s")
