@@ -33,7 +33,7 @@ def candidates(plan: Plan) -> list[Item]:
     """Specs whose backfill runs, with queued runs and none running: worth reading their queue times."""
     out = []
     for item in plan.items:
-        counts = (item.facts.get("runs") or {}).get("counts", {})
+        counts = item.runs.counts if item.runs is not None else {}
         if item.phase is Phase.RUNNING and item.backfill_id and counts.get("queued") and not counts.get("running"):
             out.append(item)
     return out

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.core.model import DagRun, Phase
+from controller.core.model import DagRun, Phase, RunSummary
 from controller.core.plan import Finding, Item, Kind, Plan
 from controller.core.stuck import SchedulerHealth, candidates, find_stuck, scheduler_health
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
-ITEM = Item("s", "orders_daily", Kind.NOOP, Phase.RUNNING, "in sync", 7, facts={"runs": {"counts": {"queued": 2}}})
+ITEM = Item("s", "orders_daily", Kind.NOOP, Phase.RUNNING, "in sync", 7, runs=RunSummary({"queued": 2}))
 HEALTHY = SchedulerHealth("healthy", "2025-06-01T11:59:50Z")
 
 
@@ -22,8 +22,8 @@ def plan(*findings: Finding) -> Plan:
 
 
 def test_candidates_are_running_specs_with_queued_runs_and_none_running() -> None:
-    busy = Item("b", "d", Kind.NOOP, Phase.RUNNING, "", 8, facts={"runs": {"counts": {"queued": 1, "running": 1}}})
-    paused = Item("p", "d", Kind.NOOP, Phase.PAUSED, "", 9, facts={"runs": {"counts": {"queued": 3}}})
+    busy = Item("b", "d", Kind.NOOP, Phase.RUNNING, "", 8, runs=RunSummary({"queued": 1, "running": 1}))
+    paused = Item("p", "d", Kind.NOOP, Phase.PAUSED, "", 9, runs=RunSummary({"queued": 3}))
     assert candidates(Plan((ITEM, busy, paused), ())) == [ITEM]
 
 
