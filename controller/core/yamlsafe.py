@@ -13,6 +13,13 @@ Only a small, predictable subset of YAML is accepted:
 
 Every value remembers where it came from: `Document.value_marks` maps a JSON path (a tuple of keys and
 indexes) to the (line, column) of the value, `key_marks` to the position of the key naming it.
+
+Two readers, one behaviour: when PyYAML has libyaml (`yaml.__with_libyaml__`), libyaml's C parser reads
+the file and `_FastLoader` composes its events straight into values and marks (about ten times faster
+than PyYAML's pure-Python reader, scanner and parser). It accepts only what it can prove ordinary; at the
+first anchor, alias, tag, merge key, duplicate key, ambiguous integer, unusual character or syntax error
+it gives up and the reference loader (pure Python, below) reads the file again, so every refusal keeps
+its exact message and position. Without libyaml the reference loader reads every file.
 """
 
 from __future__ import annotations
@@ -39,6 +46,16 @@ _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _LEADING_ZERO_INT = re.compile(r"^[-+]?0[0-9]+$")
 _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+# the fast path leaves files with these to the reference loader, where libyaml reads differently from PyYAML:
+# tabs (libyaml lets a plain scalar run on past one), a byte-order mark inside the text, directives, and a
+# block scalar header followed by a comment without a space (`|#`: PyYAML refuses it, libyaml reads on); and
+# `?` where a flow collection may be (PyYAML ends a plain scalar there, libyaml does not)
+_UNUSUAL = re.compile(r"[\t\ufeff]|^%|[|>][-+0-9]*#", re.MULTILINE)
+_FLOW_QUESTION = re.compile(r"[\[{][^?]*\?", re.DOTALL)
+
+_CParser: Any = None
+if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - the wheels ship libyaml
+    from yaml._yaml import CParser as _CParser
 
 
 class YamlProblem(Exception):
@@ -114,7 +131,7 @@ def load_document(source: str, raw: bytes) -> tuple[Document | None, list[Diagno
     if problem is not None:
         return None, [_located(source, problem)]
     try:
-        return _compose(source, text), []
+        return _compose_fast(source, text) or _compose(source, text), []
     except YamlProblem as exc:
         return None, [_located(source, exc)]
     except yaml.MarkedYAMLError as exc:
@@ -147,6 +164,95 @@ def _compose(source: str, text: str) -> Document:
     doc = Document(source, None)
     data = _convert(node, (), doc)
     return Document(source, data, doc.value_marks, doc.key_marks)
+
+
+class _Defer(Exception):
+    """The fast path met something it leaves to the reference loader."""
+
+
+def _compose_fast(source: str, text: str) -> Document | None:
+    """The document via libyaml, or None: no libyaml, or anything to refuse or explain (see the module doc)."""
+    if _CParser is None or _UNUSUAL.search(text) or ("?" in text and _FLOW_QUESTION.search(text)):
+        return None
+    loader = _FastLoader(text)
+    try:
+        data = loader.document()
+    except (_Defer, YamlProblem, yaml.YAMLError):
+        return None
+    return Document(source, data, loader.value_marks, loader.key_marks)
+
+
+class _FastLoader:
+    """Composes libyaml's events into plain values and marks, like `_Loader` + `_convert` for valid input.
+
+    Events are taken only through `_next` (the tests count work there); each node's event is peeked first, so
+    an anchor or alias stops the loader before it is taken, as in `_Loader.compose_node`.
+    """
+
+    __slots__ = ("_parser", "key_marks", "value_marks")
+
+    def __init__(self, text: str) -> None:
+        self._parser = _CParser(text)
+        self.value_marks: dict[tuple[PathPart, ...], tuple[int, int]] = {}
+        self.key_marks: dict[tuple[PathPart, ...], tuple[int, int]] = {}
+
+    def _next(self) -> Any:
+        return self._parser.get_event()
+
+    def document(self) -> Any:
+        self._next()  # StreamStartEvent
+        if not isinstance(self._next(), yaml.DocumentStartEvent):
+            raise _Defer  # no document at all: the reference loader says so
+        data = self._node(())
+        self._next()  # DocumentEndEvent
+        if not isinstance(self._next(), yaml.StreamEndEvent):
+            raise _Defer  # a second document
+        return data
+
+    def _node(self, path: tuple[PathPart, ...]) -> Any:
+        event = self._parser.peek_event()
+        if type(event) is yaml.AliasEvent or event.anchor is not None:
+            raise _Defer
+        self._next()
+        mark = event.start_mark
+        self.value_marks[path] = (mark.line + 1, mark.column + 1)
+        kind, tag = type(event), event.tag
+        if kind is yaml.ScalarEvent:
+            if tag is None or tag == "!":
+                tag = _PLAIN if event.implicit[0] else _STR
+            if tag not in _ALLOWED_TAGS or not (event.value or event.style):
+                raise _Defer  # libyaml places an empty plain value elsewhere than PyYAML
+            return event.value if tag == _STR else _plain(event.value, mark)
+        if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
+            raise _Defer
+        if kind is yaml.SequenceStartEvent:
+            items: list[Any] = []
+            while type(self._parser.peek_event()) is not yaml.SequenceEndEvent:
+                items.append(self._node((*path, len(items))))
+            self._next()
+            return items
+        return self._mapping(path)
+
+    def _mapping(self, path: tuple[PathPart, ...]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        while True:
+            event = self._parser.peek_event()
+            kind = type(event)
+            if kind is yaml.MappingEndEvent:
+                self._next()
+                return result
+            if kind is not yaml.ScalarEvent or event.anchor is not None:
+                raise _Defer  # an alias, an anchor or a non-scalar key
+            self._next()
+            key, tag = event.value, event.tag
+            if tag is None or tag == "!":
+                tag = _PLAIN if event.implicit[0] else _STR
+            if (tag == _PLAIN and key == "<<") or tag not in (_PLAIN, _STR) or key in result or not key:
+                raise _Defer
+            child = (*path, key)
+            mark = event.start_mark
+            self.key_marks[child] = (mark.line + 1, mark.column + 1)
+            result[key] = self._node(child)
 
 
 def _convert(node: Any, path: tuple[PathPart, ...], doc: Document) -> Any:
@@ -192,6 +298,11 @@ def _scalar(node: Any) -> Any:
     value: str = node.value
     if node.tag == _STR:
         return value
+    return _plain(value, node.start_mark)
+
+
+def _plain(value: str, mark: Any) -> Any:
+    """A plain scalar by YAML 1.2's core schema; an integer with a leading zero is refused."""
     if _NULL.match(value):
         return None
     if value in _BOOL:
@@ -199,7 +310,7 @@ def _scalar(node: Any) -> Any:
     if _LEADING_ZERO_INT.match(value):
         raise _problem(
             f"{value!r} is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal",
-            node.start_mark,
+            mark,
             f"write it without leading zeros ({int(value)}) or quote it",
         )
     if _INT.match(value):
