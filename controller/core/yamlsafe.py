@@ -25,7 +25,7 @@ its exact message and position. Without libyaml the reference loader reads every
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import sys
 from typing import Any
 
 import yaml
@@ -66,14 +66,64 @@ class YamlProblem(Exception):
         self.message, self.line, self.column, self.hint = message, line, column, hint
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A loaded YAML document: plain Python values plus where each one was written."""
+Marks = dict[tuple[PathPart, ...], tuple[int, int]]
 
-    source: str
-    data: Any
-    value_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
-    key_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
+
+class Document:
+    """A loaded YAML document: plain Python values plus where each one was written.
+
+    A document read by the fast path keeps its text instead of its marks and works them out again only when
+    a position is asked for (an error or a warning): a tree of 10,000 valid specs then holds 10,000 small
+    texts, not 400,000 positions.
+    """
+
+    __slots__ = ("_key_marks", "_text", "_value_marks", "data", "source")
+
+    def __init__(
+        self, source: str, data: Any, value_marks: Marks | None = None, key_marks: Marks | None = None
+    ) -> None:
+        self.source, self.data = source, data
+        self._text: str | None = None
+        self._value_marks = {} if value_marks is None else value_marks
+        self._key_marks = {} if key_marks is None else key_marks
+
+    @classmethod
+    def _from_text(cls, source: str, data: Any, text: str) -> Document:
+        doc = cls(source, data)
+        doc._value_marks = doc._key_marks = None  # type: ignore[assignment]
+        doc._text = text
+        return doc
+
+    @property
+    def value_marks(self) -> Marks:
+        if self._text is not None:
+            self._materialise()
+        return self._value_marks
+
+    @property
+    def key_marks(self) -> Marks:
+        if self._text is not None:
+            self._materialise()
+        return self._key_marks
+
+    def _materialise(self) -> None:
+        loader = _FastLoader(self._text or "", marks=True)
+        loader.document()
+        self._value_marks, self._key_marks, self._text = loader.value_marks, loader.key_marks, None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Document):
+            return NotImplemented
+        mine = (self.source, self.data, self.value_marks, self.key_marks)
+        return mine == (other.source, other.data, other.value_marks, other.key_marks)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable marks, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"Document(source={self.source!r}, data={self.data!r}, value_marks={self.value_marks!r}, "
+            f"key_marks={self.key_marks!r})"
+        )
 
     def locate(self, path: tuple[PathPart, ...], *, at_key: bool = False) -> Location:
         """The closest known position for `path` (the value's, or its key's when `at_key`)."""
@@ -174,12 +224,11 @@ def _compose_fast(source: str, text: str) -> Document | None:
     """The document via libyaml, or None: no libyaml, or anything to refuse or explain (see the module doc)."""
     if _CParser is None or _UNUSUAL.search(text) or ("?" in text and _FLOW_QUESTION.search(text)):
         return None
-    loader = _FastLoader(text)
     try:
-        data = loader.document()
+        data = _FastLoader(text, marks=False).document()
     except (_Defer, YamlProblem, yaml.YAMLError):
         return None
-    return Document(source, data, loader.value_marks, loader.key_marks)
+    return Document._from_text(source, data, text)
 
 
 class _FastLoader:
@@ -189,12 +238,12 @@ class _FastLoader:
     an anchor or alias stops the loader before it is taken, as in `_Loader.compose_node`.
     """
 
-    __slots__ = ("_parser", "key_marks", "value_marks")
+    __slots__ = ("_marks", "_parser", "key_marks", "value_marks")
 
-    def __init__(self, text: str) -> None:
-        self._parser = _CParser(text)
-        self.value_marks: dict[tuple[PathPart, ...], tuple[int, int]] = {}
-        self.key_marks: dict[tuple[PathPart, ...], tuple[int, int]] = {}
+    def __init__(self, text: str, *, marks: bool) -> None:
+        self._parser, self._marks = _CParser(text), marks
+        self.value_marks: Marks = {}
+        self.key_marks: Marks = {}
 
     def _next(self) -> Any:
         return self._parser.get_event()
@@ -215,7 +264,8 @@ class _FastLoader:
             raise _Defer
         self._next()
         mark = event.start_mark
-        self.value_marks[path] = (mark.line + 1, mark.column + 1)
+        if self._marks:
+            self.value_marks[path] = (mark.line + 1, mark.column + 1)
         kind, tag = type(event), event.tag
         if kind is yaml.ScalarEvent:
             if tag is None or tag == "!":
@@ -244,14 +294,15 @@ class _FastLoader:
             if kind is not yaml.ScalarEvent or event.anchor is not None:
                 raise _Defer  # an alias, an anchor or a non-scalar key
             self._next()
-            key, tag = event.value, event.tag
+            key, tag = sys.intern(event.value), event.tag  # field names repeat in every spec: share them
             if tag is None or tag == "!":
                 tag = _PLAIN if event.implicit[0] else _STR
             if (tag == _PLAIN and key == "<<") or tag not in (_PLAIN, _STR) or key in result or not key:
                 raise _Defer
             child = (*path, key)
-            mark = event.start_mark
-            self.key_marks[child] = (mark.line + 1, mark.column + 1)
+            if self._marks:
+                mark = event.start_mark
+                self.key_marks[child] = (mark.line + 1, mark.column + 1)
             result[key] = self._node(child)
 
 
