@@ -162,10 +162,12 @@ class Bench:
         return bodies
 
     def backfillctl(
-        self, folder: Path, *args: str, ok: tuple[int, ...] = (0,)
+        self, folder: Path, *args: str, ok: tuple[int, ...] = (0,), before: bool = False
     ) -> tuple[float, Counter[tuple[str, str]]]:
         self.proxy.reset()
         env = self.proc_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_STORE_URL=f"sqlite:///{folder}/state.db")
+        if before:
+            env["PYTHONPATH"] = str(self.args.before.resolve())
         result = run([backfillctl(), *args], cwd=folder, env=env, ok_codes=ok)
         return result.wall, self.proxy.reset()
 
@@ -392,19 +394,34 @@ class Bench:
             def validate(_i: int) -> float:
                 return self.backfillctl(folder, "validate")[0]
 
-            times = alternate(self.args.rounds, {"backfillctl": ours, "validate": validate})
+            actions = {"backfillctl": ours, "validate": validate}
+            if self.args.before:
+                actions["before"] = lambda _i: self.backfillctl(folder, "reconcile", "--once", before=True)[0]
+                actions["validate (before)"] = lambda _i: self.backfillctl(folder, "validate", before=True)[0]
+            times = alternate(self.args.rounds, actions)
         finally:
             self.admin.cancel_active(live_dags)
         b, v = median(times["backfillctl"]), median(times["validate"])  # type: ignore[arg-type]
+        rows = [["—", "backfillctl", f"{secs(b)}, {sum(calls['backfillctl'].values())} calls", secs(v)]]
+        if self.args.before:
+            rows.append(
+                [
+                    "—",
+                    f"before ({self.args.before})",
+                    secs(median(times["before"])),
+                    secs(median(times["validate (before)"])),
+                ]
+            )  # type: ignore[arg-type]
         self.emit(
             table(
                 f"reconcile pass over {finished:,} finished + {live} live specs, medians of {self.args.rounds} rounds",
                 [
                     "floor",
+                    "code",
                     "backfillctl reconcile --once",
-                    "of which reading + validating the tree (`validate`, same files)",
+                    "`validate` of the same tree (reading + validating every spec file)",
                 ],
-                [["—", f"{secs(b)}, {sum(calls['backfillctl'].values())} calls", secs(v)]],
+                rows,
             )
             + f"\nbackfillctl calls: {calls_text(calls['backfillctl'])}\n"
         )
@@ -470,6 +487,7 @@ def main() -> None:
         "--airflow-dir", type=Path, default=Path(os.environ.get("BACKFILLCTL_AIRFLOW_DIR", REPO / ".airflow-local"))
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", type=Path, help="pass row: also time this checkout's controller/ (PYTHONPATH)")
     parser.add_argument("--slow-rounds", type=int, default=2)
     parser.add_argument("--creates", type=int, default=8)
     parser.add_argument("--plans", type=lambda s: [int(x) for x in s.split(",")], default=[10, 40])

@@ -51,7 +51,6 @@ _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on",
 # block scalar header followed by a comment without a space (`|#`: PyYAML refuses it, libyaml reads on); and
 # `?` where a flow collection may be (PyYAML ends a plain scalar there, libyaml does not)
 _UNUSUAL = re.compile(r"[\t\ufeff]|^%|[|>][-+0-9]*#", re.MULTILINE)
-_FLOW_QUESTION = re.compile(r"[\[{][^?]*\?", re.DOTALL)
 
 _CParser: Any = None
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - the wheels ship libyaml
@@ -222,13 +221,19 @@ class _Defer(Exception):
 
 def _compose_fast(source: str, text: str) -> Document | None:
     """The document via libyaml, or None: no libyaml, or anything to refuse or explain (see the module doc)."""
-    if _CParser is None or _UNUSUAL.search(text) or ("?" in text and _FLOW_QUESTION.search(text)):
+    if _CParser is None or _UNUSUAL.search(text) or _question_after_flow(text):
         return None
     try:
         data = _FastLoader(text, marks=False).document()
     except (_Defer, YamlProblem, yaml.YAMLError):
         return None
     return Document._from_text(source, data, text)
+
+
+def _question_after_flow(text: str) -> bool:
+    """A `?` after the first `[` or `{` (linear: no backtracking on hostile input)."""
+    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
+    return bool(starts) and text.find("?", min(starts)) >= 0
 
 
 class _FastLoader:
