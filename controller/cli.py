@@ -5,14 +5,12 @@ and exit with the code from `controller.errors.ExitCode`; anything unexpected pr
 path of a traceback file (no local variables, no secrets) and exits 3.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: typer reads every command's annotations at each start, and
+# string annotations would be compiled and evaluated again each time (tens of ms); names imported only for
+# type checking are quoted instead.
 import contextlib
-import json
 import os
 import sys
-import tempfile
-import traceback
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -23,7 +21,6 @@ import typer
 from controller import __version__
 from controller.commands.settings import Settings
 from controller.core.audit import ACTIONS
-from controller.core.model import Phase
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
 
@@ -267,7 +264,7 @@ def reconcile(
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
     view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
 
-    def on_pass(result: PassResult) -> None:
+    def on_pass(result: "PassResult") -> None:
         if live is not None:
             live.update(_status_view(status.status_rows(result.current, {}), live.console.width))
         view.show(result)
@@ -283,7 +280,7 @@ class PassView:
     def __init__(self, dry_run: bool, mode: str) -> None:
         self.dry_run, self.mode, self.shown = dry_run, mode, ""
 
-    def show(self, result: PassResult) -> None:
+    def show(self, result: "PassResult") -> None:
         from controller.core import plan_render, status
 
         if self.dry_run or self.mode == "once":
@@ -300,7 +297,9 @@ class PassView:
             sys.stderr.write(f"error: {line}\n")
 
 
-def _pass_exit(result: PassResult, fail_on_failures: bool = False) -> int:
+def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
+    from controller.core.model import Phase
+
     if result.refused:
         return ExitCode.REFUSED
     unsuccessful = [
@@ -314,7 +313,9 @@ def _pass_exit(result: PassResult, fail_on_failures: bool = False) -> int:
     return ExitCode.ERROR if result.errors or (fail_on_failures and unsuccessful) else ExitCode.OK
 
 
-def _timed_out(result: PassResult, timeout: float) -> int:
+def _timed_out(result: "PassResult", timeout: float) -> int:
+    from controller.core.model import Phase
+
     waiting = [i.spec for i in result.current.items if i.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)]
     sys.stderr.write(
         f"error: --timeout {timeout:g}s reached before every spec settled; still going: {', '.join(waiting)}\n"
@@ -339,11 +340,11 @@ _COLOURS = {
 WIDE = 120  # below this many columns a table would cut names: each spec gets a small block of lines instead
 
 
-def _status_view(rows: list[StatusRow], width: int) -> RenderableType:
+def _status_view(rows: "list[StatusRow]", width: int) -> "RenderableType":
     return _status_table(rows) if width >= WIDE else _status_blocks(rows)
 
 
-def _status_blocks(rows: list[StatusRow]) -> Group:
+def _status_blocks(rows: "list[StatusRow]") -> "Group":
     from rich.console import Group
     from rich.text import Text
 
@@ -361,7 +362,7 @@ def _status_blocks(rows: list[StatusRow]) -> Group:
     return Group(*lines)
 
 
-def _status_table(rows: list[StatusRow]) -> Table:
+def _status_table(rows: "list[StatusRow]") -> "Table":
     from rich.markup import escape
     from rich.table import Table
 
@@ -414,6 +415,8 @@ def status_command(
         sys.stderr.write("offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n")
     view = status_view(settings, _now(), name)
     if output is StatusFormat.json:
+        import json
+
         _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in view.rows]}, indent=2) + "\n")
     elif _tty():
         console = Console()
@@ -441,6 +444,8 @@ def report(
 
     With BACKFILLCTL_AIRFLOW_URL set, the calendar (markdown and html) has a cell for every run of the range.
     """
+    import json
+
     from controller.commands import report as report_cmd
     from controller.commands.status import report_document
 
@@ -615,6 +620,9 @@ def _report_error(exc: ControllerError) -> None:
 
 
 def _report_unexpected(exc: Exception) -> int:
+    import tempfile
+    import traceback
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     fd, path = tempfile.mkstemp(prefix="backfillctl-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:

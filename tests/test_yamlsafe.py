@@ -7,6 +7,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.core import yamlsafe
 from controller.core.diagnostics import Diagnostic
 from controller.core.yamlsafe import load_document
 
@@ -98,6 +99,68 @@ def test_alias_bomb_is_refused_at_the_first_anchor_without_expanding(monkeypatch
         ("anchors (&name) are not allowed", 1, 4)
     ]
     assert events == ["StreamStartEvent", "DocumentStartEvent", "MappingStartEvent", "ScalarEvent"]
+
+
+@pytest.mark.skipif(yamlsafe._CParser is None, reason="PyYAML without libyaml: the reference loader reads everything")
+def test_alias_bomb_stops_the_libyaml_reader_at_the_first_anchor_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast reader takes events only through `_FastLoader._next`: it too stops at the first anchor."""
+    layers = ["a: &a [" + ",".join(['"lol"'] * 10) + "]"]
+    layers += [f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 10) + "]" for i in range(8)]
+    events: list[str] = []
+    real_next = yamlsafe._FastLoader._next
+
+    def counting(self: yamlsafe._FastLoader) -> object:
+        event = real_next(self)
+        events.append(type(event).__name__)
+        return event
+
+    monkeypatch.setattr(yamlsafe._FastLoader, "_next", counting)
+    assert yamlsafe._compose_fast("x.yaml", "\n".join(layers)) is None  # left to the reference loader
+    assert events == ["StreamStartEvent", "DocumentStartEvent", "MappingStartEvent", "ScalarEvent"]
+
+
+_SPEC_LIKE = (
+    'version: 1\nname: a-b\ndag_id: d\nfrom_date: "2025-01-01"\nreprocess_behavior: failed\n'
+    "max_active_runs: 3\ndag_run_conf: {full_refresh: true, n: [1, 2.5, x]}\napprovers: [a, 'b']\n"
+    "reason: |\n  two\n  lines\nnote: >-\n  folded\n  text\nempty: ''\nu: \"caf\\u00e9 ünïcode €\"\n"
+    "list:\n  - k: v\n    j: [1, {x: y}]\n  - ~\n  - -0.5e3\n"
+)
+
+
+@pytest.mark.skipif(yamlsafe._CParser is None, reason="PyYAML without libyaml: the reference loader reads everything")
+def test_the_libyaml_reader_gives_the_reference_values_and_positions() -> None:
+    fast = yamlsafe._compose_fast("s.yaml", _SPEC_LIKE)
+    assert fast is not None
+    assert fast == yamlsafe._compose("s.yaml", _SPEC_LIKE)
+
+
+_YAMLISH = st.lists(
+    st.sampled_from(
+        [
+            *"ab01:-,[]{}'\"#&*!|>?%@` \n\t\\.+eE_~xyzäé€\u2028\x85\ufeff\r",
+            *("\n  ", "- ", ": ", "---", "...", "!!str ", "!!int ", "! ", "&a ", "*a", "<<: ", "true", "null", "010"),
+            *("-010", "0x1", "1.5e3", "? ", '"\\u00e4"', "key: value\n", "a:\n  - 1\n  - 2\n", "'it''s'", "|\n  x\n"),
+            *(">-\n  y\n", "|#", "[a, b]", "{k: v}", "\n- ", "%YAML 1.1\n"),
+        ]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@pytest.mark.skipif(yamlsafe._CParser is None, reason="PyYAML without libyaml: the reference loader reads everything")
+@settings(max_examples=1500, deadline=None)
+@given(_YAMLISH)
+def test_the_libyaml_reader_accepts_only_what_the_reference_loader_reads_alike(text: str) -> None:
+    """Differential: whatever the fast reader accepts, the reference loader reads to the same values and marks;
+    everything else (refusals and their messages) comes from the reference loader."""
+    fast = yamlsafe._compose_fast("f.yaml", text)
+    if fast is None:
+        return
+    try:
+        reference = yamlsafe._compose("f.yaml", text)
+    except (yamlsafe.YamlProblem, yaml.YAMLError) as exc:
+        pytest.fail(f"the fast reader accepted {text!r}, the reference loader refuses it: {exc}")
+    assert fast == reference
 
 
 def test_oversized_input_is_refused_without_parsing() -> None:

@@ -11,13 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.adapters import files
-from controller.core.approval import check_approvals, check_authors, latest_decisions, parse_reviews
-from controller.core.changes import Change, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location
-from controller.core.model import DagInfo
-from controller.core.partitions import Unknown, check_against_dag, superseded_warnings
 from controller.core.policy import DEFAULT_POLICY, Policy
-from controller.core.scaffold import NewSpec, scaffold
 from controller.core.spec import BackfillSpec, SourceFile, parse_date
 from controller.core.validation import (
     LoadedSpec,
@@ -29,9 +24,12 @@ from controller.core.validation import (
 )
 from controller.errors import AirflowError, AirflowNotFound, UsageError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.gitsource import GitSource
     from controller.commands.settings import Settings
+    from controller.core.model import DagInfo
+    from controller.core.partitions import Unknown
+    from controller.core.scaffold import NewSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +43,9 @@ class GitChecks:
 
 
 def build_validator() -> SpecValidator:
-    return SpecValidator(files.load_schema("backfill-spec.schema.json"), files.load_schema("policy.schema.json"))
+    """The validator for the packaged schemas (trusted: tests/test_schemas.py checks them against the metaschema)."""
+    spec, policy = files.load_schema("backfill-spec.schema.json"), files.load_schema("policy.schema.json")
+    return SpecValidator(spec, policy, trusted=True)
 
 
 def validate_paths(
@@ -66,7 +66,7 @@ def validate_paths(
     return _with(result, _git_checks(result, specs_dir, validator, checks, now))
 
 
-DagLookup = Callable[[str], DagInfo]  # raises AirflowNotFound for an unknown DAG
+DagLookup = Callable[[str], "DagInfo"]  # raises AirflowNotFound for an unknown DAG
 
 
 def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: datetime) -> ValidationResult:
@@ -89,6 +89,8 @@ def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: dat
 def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> ValidationResult:
     """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
     details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow."""
+    from controller.core.partitions import Unknown, check_against_dag, superseded_warnings  # noqa: PLC0415
+
     infos: dict[str, DagInfo | Unknown | None] = {}
     for item in result.loaded:
         dag_id = item.spec.dag_id
@@ -115,6 +117,8 @@ def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult
 def _git_checks(
     result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks, now: datetime
 ) -> list[Diagnostic]:
+    from controller.core.changes import Change, classify, immutability  # noqa: PLC0415
+
     head = {item.spec.name: item for item in result.loaded}
     found: list[Diagnostic] = []
     reviewable = list(head.values())
@@ -148,6 +152,8 @@ def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidato
 def _authors(
     git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec], result: ValidationResult
 ) -> list[Diagnostic]:
+    from controller.core.approval import check_authors  # noqa: PLC0415
+
     authors = git.authors_since(ref, specs_dir)
     return [
         d
@@ -157,6 +163,8 @@ def _authors(
 
 
 def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationResult) -> list[Diagnostic]:
+    from controller.core.approval import check_approvals, latest_decisions, parse_reviews  # noqa: PLC0415
+
     assert checks.reviews is not None
     source = files.display(checks.reviews)
     try:
@@ -228,6 +236,8 @@ def _skip_blank(text: str, at: int) -> int:
 
 def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
     """Write `specs_dir/<name>.yaml` from the template, only if nothing but its placeholders is wrong."""
+    from controller.core.scaffold import scaffold  # noqa: PLC0415
+
     check_new(new)
     path = specs_dir / f"{new.name}.yaml"
     text = scaffold(new)

@@ -24,12 +24,18 @@ _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)")
 
 
 class SchemaValidator:
-    """Validates one kind of document (spec or policy) against its JSON Schema."""
+    """Validates one kind of document (spec or policy) against its JSON Schema.
 
-    def __init__(self, schema: Schema) -> None:
-        Draft202012Validator.check_schema(schema)
+    The schema is checked against the Draft 2020-12 metaschema first, unless it is `trusted`: the packaged
+    schemas are (tests/test_schemas.py checks them), and checking costs tens of milliseconds at every start.
+    """
+
+    def __init__(self, schema: Schema, *, trusted: bool = False) -> None:
+        if not trusted:
+            Draft202012Validator.check_schema(schema)
         self.schema = schema
-        self._validator = Draft202012Validator(schema, format_checker=FormatChecker())
+        # local references inlined: the same checks and messages, without a reference lookup per value
+        self._validator = Draft202012Validator(_inline_local_refs(schema), format_checker=FormatChecker())
         self._properties: Mapping[str, Any] = schema.get("properties", {})
 
     def validate(self, doc: Document) -> list[Diagnostic]:
@@ -54,6 +60,34 @@ class SchemaValidator:
             if _SECRET_KEY.search(key):
                 hint = "secrets never go in spec files; set BACKFILLCTL_AIRFLOW_TOKEN in the environment"
             yield Diagnostic(doc.locate((*path, key), at_key=True), f"unknown field {key!r}", hint)
+
+
+def _inline_local_refs(schema: Schema) -> Schema:
+    """The schema with each `{"$ref": "#/$defs/NAME", …}` replaced by NAME's keywords (beside its own).
+
+    Only where that cannot change a result: a definition that is itself free of references, and no keyword
+    in both places. Anything else keeps its `$ref`.
+    """
+    defs: Mapping[str, Any] = schema.get("$defs", {})
+    plain = {
+        name: d for name, d in defs.items() if isinstance(d, Mapping) and "$ref" not in repr(d) and "$id" not in repr(d)
+    }
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/") and ref[len("#/$defs/") :] in plain:
+                target = plain[ref[len("#/$defs/") :]]
+                siblings = {k: v for k, v in node.items() if k != "$ref"}
+                if not set(siblings) & set(target):
+                    return {**{k: walk(v) for k, v in siblings.items()}, **target}
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    inlined: Schema = walk(schema)
+    return inlined
 
 
 def missing_format_checkers(schema: Schema, checker: FormatChecker | None = None) -> set[str]:

@@ -52,9 +52,9 @@ class ValidationResult:
 class SpecValidator:
     """Checks specs and the policy; the schemas are passed in (ports via the constructor)."""
 
-    def __init__(self, spec_schema: Schema, policy_schema: Schema) -> None:
-        self._spec_schema = SchemaValidator(spec_schema)
-        self._policy_schema = SchemaValidator(policy_schema)
+    def __init__(self, spec_schema: Schema, policy_schema: Schema, *, trusted: bool = False) -> None:
+        self._spec_schema = SchemaValidator(spec_schema, trusted=trusted)
+        self._policy_schema = SchemaValidator(policy_schema, trusted=trusted)
 
     def validate(
         self,

@@ -13,12 +13,19 @@ Only a small, predictable subset of YAML is accepted:
 
 Every value remembers where it came from: `Document.value_marks` maps a JSON path (a tuple of keys and
 indexes) to the (line, column) of the value, `key_marks` to the position of the key naming it.
+
+Two readers, one behaviour: when PyYAML has libyaml (`yaml.__with_libyaml__`), libyaml's C parser reads
+the file and `_FastLoader` composes its events straight into values and marks (about ten times faster
+than PyYAML's pure-Python reader, scanner and parser). It accepts only what it can prove ordinary; at the
+first anchor, alias, tag, merge key, duplicate key, ambiguous integer, unusual character or syntax error
+it gives up and the reference loader (pure Python, below) reads the file again, so every refusal keeps
+its exact message and position. Without libyaml the reference loader reads every file.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import sys
 from typing import Any
 
 import yaml
@@ -39,6 +46,15 @@ _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _LEADING_ZERO_INT = re.compile(r"^[-+]?0[0-9]+$")
 _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
+# the fast path leaves files with these to the reference loader, where libyaml reads differently from PyYAML:
+# tabs (libyaml lets a plain scalar run on past one), a byte-order mark inside the text, directives, and a
+# block scalar header followed by a comment without a space (`|#`: PyYAML refuses it, libyaml reads on); and
+# `?` where a flow collection may be (PyYAML ends a plain scalar there, libyaml does not)
+_UNUSUAL = re.compile(r"[\t\ufeff]|^%|[|>][-+0-9]*#", re.MULTILINE)
+
+_CParser: Any = None
+if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - the wheels ship libyaml
+    from yaml._yaml import CParser as _CParser
 
 
 class YamlProblem(Exception):
@@ -49,14 +65,64 @@ class YamlProblem(Exception):
         self.message, self.line, self.column, self.hint = message, line, column, hint
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
-    """A loaded YAML document: plain Python values plus where each one was written."""
+Marks = dict[tuple[PathPart, ...], tuple[int, int]]
 
-    source: str
-    data: Any
-    value_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
-    key_marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
+
+class Document:
+    """A loaded YAML document: plain Python values plus where each one was written.
+
+    A document read by the fast path keeps its text instead of its marks and works them out again only when
+    a position is asked for (an error or a warning): a tree of 10,000 valid specs then holds 10,000 small
+    texts, not 400,000 positions.
+    """
+
+    __slots__ = ("_key_marks", "_text", "_value_marks", "data", "source")
+
+    def __init__(
+        self, source: str, data: Any, value_marks: Marks | None = None, key_marks: Marks | None = None
+    ) -> None:
+        self.source, self.data = source, data
+        self._text: str | None = None
+        self._value_marks = {} if value_marks is None else value_marks
+        self._key_marks = {} if key_marks is None else key_marks
+
+    @classmethod
+    def _from_text(cls, source: str, data: Any, text: str) -> Document:
+        doc = cls(source, data)
+        doc._value_marks = doc._key_marks = None  # type: ignore[assignment]
+        doc._text = text
+        return doc
+
+    @property
+    def value_marks(self) -> Marks:
+        if self._text is not None:
+            self._materialise()
+        return self._value_marks
+
+    @property
+    def key_marks(self) -> Marks:
+        if self._text is not None:
+            self._materialise()
+        return self._key_marks
+
+    def _materialise(self) -> None:
+        loader = _FastLoader(self._text or "", marks=True)
+        loader.document()
+        self._value_marks, self._key_marks, self._text = loader.value_marks, loader.key_marks, None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Document):
+            return NotImplemented
+        mine = (self.source, self.data, self.value_marks, self.key_marks)
+        return mine == (other.source, other.data, other.value_marks, other.key_marks)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable marks, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"Document(source={self.source!r}, data={self.data!r}, value_marks={self.value_marks!r}, "
+            f"key_marks={self.key_marks!r})"
+        )
 
     def locate(self, path: tuple[PathPart, ...], *, at_key: bool = False) -> Location:
         """The closest known position for `path` (the value's, or its key's when `at_key`)."""
@@ -114,7 +180,7 @@ def load_document(source: str, raw: bytes) -> tuple[Document | None, list[Diagno
     if problem is not None:
         return None, [_located(source, problem)]
     try:
-        return _compose(source, text), []
+        return _compose_fast(source, text) or _compose(source, text), []
     except YamlProblem as exc:
         return None, [_located(source, exc)]
     except yaml.MarkedYAMLError as exc:
@@ -147,6 +213,102 @@ def _compose(source: str, text: str) -> Document:
     doc = Document(source, None)
     data = _convert(node, (), doc)
     return Document(source, data, doc.value_marks, doc.key_marks)
+
+
+class _Defer(Exception):
+    """The fast path met something it leaves to the reference loader."""
+
+
+def _compose_fast(source: str, text: str) -> Document | None:
+    """The document via libyaml, or None: no libyaml, or anything to refuse or explain (see the module doc)."""
+    if _CParser is None or _UNUSUAL.search(text) or _question_after_flow(text):
+        return None
+    try:
+        data = _FastLoader(text, marks=False).document()
+    except (_Defer, YamlProblem, yaml.YAMLError):
+        return None
+    return Document._from_text(source, data, text)
+
+
+def _question_after_flow(text: str) -> bool:
+    """A `?` after the first `[` or `{` (linear: no backtracking on hostile input)."""
+    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
+    return bool(starts) and text.find("?", min(starts)) >= 0
+
+
+class _FastLoader:
+    """Composes libyaml's events into plain values and marks, like `_Loader` + `_convert` for valid input.
+
+    Events are taken only through `_next` (the tests count work there); each node's event is peeked first, so
+    an anchor or alias stops the loader before it is taken, as in `_Loader.compose_node`.
+    """
+
+    __slots__ = ("_marks", "_parser", "key_marks", "value_marks")
+
+    def __init__(self, text: str, *, marks: bool) -> None:
+        self._parser, self._marks = _CParser(text), marks
+        self.value_marks: Marks = {}
+        self.key_marks: Marks = {}
+
+    def _next(self) -> Any:
+        return self._parser.get_event()
+
+    def document(self) -> Any:
+        self._next()  # StreamStartEvent
+        if not isinstance(self._next(), yaml.DocumentStartEvent):
+            raise _Defer  # no document at all: the reference loader says so
+        data = self._node(())
+        self._next()  # DocumentEndEvent
+        if not isinstance(self._next(), yaml.StreamEndEvent):
+            raise _Defer  # a second document
+        return data
+
+    def _node(self, path: tuple[PathPart, ...]) -> Any:
+        event = self._parser.peek_event()
+        if type(event) is yaml.AliasEvent or event.anchor is not None:
+            raise _Defer
+        self._next()
+        mark = event.start_mark
+        if self._marks:
+            self.value_marks[path] = (mark.line + 1, mark.column + 1)
+        kind, tag = type(event), event.tag
+        if kind is yaml.ScalarEvent:
+            if tag is None or tag == "!":
+                tag = _PLAIN if event.implicit[0] else _STR
+            if tag not in _ALLOWED_TAGS or not (event.value or event.style):
+                raise _Defer  # libyaml places an empty plain value elsewhere than PyYAML
+            return event.value if tag == _STR else _plain(event.value, mark)
+        if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
+            raise _Defer
+        if kind is yaml.SequenceStartEvent:
+            items: list[Any] = []
+            while type(self._parser.peek_event()) is not yaml.SequenceEndEvent:
+                items.append(self._node((*path, len(items))))
+            self._next()
+            return items
+        return self._mapping(path)
+
+    def _mapping(self, path: tuple[PathPart, ...]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        while True:
+            event = self._parser.peek_event()
+            kind = type(event)
+            if kind is yaml.MappingEndEvent:
+                self._next()
+                return result
+            if kind is not yaml.ScalarEvent or event.anchor is not None:
+                raise _Defer  # an alias, an anchor or a non-scalar key
+            self._next()
+            key, tag = sys.intern(event.value), event.tag  # field names repeat in every spec: share them
+            if tag is None or tag == "!":
+                tag = _PLAIN if event.implicit[0] else _STR
+            if (tag == _PLAIN and key == "<<") or tag not in (_PLAIN, _STR) or key in result or not key:
+                raise _Defer
+            child = (*path, key)
+            if self._marks:
+                mark = event.start_mark
+                self.key_marks[child] = (mark.line + 1, mark.column + 1)
+            result[key] = self._node(child)
 
 
 def _convert(node: Any, path: tuple[PathPart, ...], doc: Document) -> Any:
@@ -192,6 +354,11 @@ def _scalar(node: Any) -> Any:
     value: str = node.value
     if node.tag == _STR:
         return value
+    return _plain(value, node.start_mark)
+
+
+def _plain(value: str, mark: Any) -> Any:
+    """A plain scalar by YAML 1.2's core schema; an integer with a leading zero is refused."""
     if _NULL.match(value):
         return None
     if value in _BOOL:
@@ -199,7 +366,7 @@ def _scalar(node: Any) -> Any:
     if _LEADING_ZERO_INT.match(value):
         raise _problem(
             f"{value!r} is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal",
-            node.start_mark,
+            mark,
             f"write it without leading zeros ({int(value)}) or quote it",
         )
     if _INT.match(value):

@@ -1,0 +1,509 @@
+"""Benchmark against a real local Airflow 3.3.2: floor vs alternative vs backfillctl, side by side (issue 12).
+
+Needs a running local Airflow (it starts nothing itself) and BACKFILLCTL_AIRFLOW_URL/_USERNAME/_PASSWORD:
+    scripts/airflow-local up --dir /tmp/bench-airflow --fresh
+    eval "$(scripts/airflow-local env --dir /tmp/bench-airflow)"
+    .venv/bin/python bench/airflow_rows.py --airflow-dir /tmp/bench-airflow [ROWS…] [--rounds 3]
+
+Rows (default: create plan pass lost):
+  create  create N backfills on N DAGs (7 runs each). floor: one process doing 1 auth + N POSTs (httpx);
+          alternative: `airflow backfill create` × N with Airflow's own CLI; backfillctl: `reconcile --once`.
+  plan    `backfillctl plan` for 10 and 40 new specs; floor: 1 auth + N dry runs.
+  pass    one `reconcile --once` over 1,000 finished specs (seeded in the store with `Store.bind`, no Airflow
+          backfills needed) + 5 live ones (created for real); also `validate` of the same tree.
+  lost    first `reconcile --once` after a lost store, over --lost finished specs (real, finished backfills
+          created + cancelled by the bench), extrapolated per spec to 1,000.
+  year    (slow) `plan` for one year of demo_hourly (8,760 runs); floor: 1 auth + 1 dry run.
+  large   (slow: Airflow takes ~105 s to create 8,760 runs) a pass while a 1-year hourly backfill runs;
+          floor: 1 auth + 1 backfill GET + 4 counting dagRuns GETs.
+Every backfillctl and floor call goes through a counting loopback proxy in front of Airflow (so both pay the
+same hop); the Airflow CLI talks to the metadata DB directly. Backfills the bench creates are cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    AIRFLOW_VENV,
+    REPO,
+    AirflowEnv,
+    CountingProxy,
+    airflow_cli_env,
+    airflow_env,
+    alternate,
+    backfillctl,
+    calls_text,
+    load_note,
+    median,
+    ratio,
+    run,
+    secs,
+    table,
+)
+
+DAGS = (
+    "demo_daily",
+    "demo_hourly",
+    "demo_depends_on_past",
+    "demo_finance_ledger",
+    "demo_flaky",
+    "demo_params",
+    "demo_slow",
+    "demo_tz",
+)
+UTC_DAGS = DAGS[:-1]  # demo_tz ticks at midnight New York: a one-day UTC window may hold no run
+SPEC = """version: 1
+name: {name}
+dag_id: {dag}
+from_date: "{start}"
+to_date: "{end}"
+reprocess_behavior: completed
+max_active_runs: 1
+ticket: CHG-1234
+reason: benchmark backfill {name}
+requested_by: bench-requester
+approvers: [bench-approver]
+"""
+FLOOR = str(Path(__file__).resolve().parent / "_floor.py")
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Windows:
+    """Fresh 7-run date windows, so no contender finds runs another one made (reprocess `completed` anyway)."""
+
+    def __init__(self, start: datetime) -> None:
+        self.next = start
+
+    def take(self, dag: str, runs: int = 7) -> tuple[str, str]:
+        start = self.next
+        self.next += timedelta(days=runs + 1)
+        step = timedelta(hours=1) if dag == "demo_hourly" else timedelta(days=1)
+        return iso(start), iso(start + step * (runs - 1))
+
+
+class Airflow:
+    """Uncounted admin calls (set-up and clean-up), straight to Airflow."""
+
+    def __init__(self, env: AirflowEnv) -> None:
+        self.http = httpx.Client(base_url=env.url, timeout=600)
+        token = (
+            env.token
+            or self.http.post("/auth/token", json={"username": env.username, "password": env.password}).json()[
+                "access_token"
+            ]
+        )
+        self.http.headers["Authorization"] = f"Bearer {token}"
+
+    def cancel_active(self, dags: tuple[str, ...] = DAGS) -> int:
+        cancelled = 0
+        for dag in dags:
+            answer = self.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 100, "order_by": "-id"})
+            for backfill in answer.json()["backfills"]:
+                if backfill["completed_at"] is None:
+                    self.http.put(f"/api/v2/backfills/{backfill['id']}/cancel")
+                    cancelled += 1
+        return cancelled
+
+    def create_and_cancel(self, body: dict[str, object]) -> None:
+        answer = self.http.post("/api/v2/backfills", json=body)
+        answer.raise_for_status()
+        self.http.put(f"/api/v2/backfills/{answer.json()['id']}/cancel").raise_for_status()
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.env = args, airflow_env()
+        self.admin = Airflow(self.env)
+        self.proxy = CountingProxy(self.env.url).__enter__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-airflow-rows-"))
+        # a different year per invocation keeps reruns against the same Airflow apart
+        self.windows = Windows(datetime(2010 + int(time.time()) % 12, 1, 1, tzinfo=UTC))
+        self.out: list[str] = []
+
+    def proc_env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, "BACKFILLCTL_AIRFLOW_URL": self.proxy.url, "BACKFILLCTL_ACTOR": "bench"}
+        return {**env, **extra}
+
+    def folder(self, name: str) -> Path:
+        path = self.tmp / f"{name}-{time.monotonic_ns()}"
+        (path / "specs").mkdir(parents=True)
+        return path
+
+    def write_specs(self, folder: Path, specs: list[tuple[str, str, str, str]]) -> list[dict[str, object]]:
+        bodies = []
+        for name, dag, start, end in specs:
+            (folder / "specs" / f"{name}.yaml").write_text(SPEC.format(name=name, dag=dag, start=start, end=end))
+            bodies.append(
+                {
+                    "dag_id": dag,
+                    "from_date": start,
+                    "to_date": end,
+                    "reprocess_behavior": "completed",
+                    "max_active_runs": 1,
+                }
+            )
+        (folder / "bodies.json").write_text(json.dumps(bodies))
+        return bodies
+
+    def backfillctl(
+        self, folder: Path, *args: str, ok: tuple[int, ...] = (0,), before: bool = False
+    ) -> tuple[float, Counter[tuple[str, str]]]:
+        self.proxy.reset()
+        env = self.proc_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_STORE_URL=f"sqlite:///{folder}/state.db")
+        if before:
+            env["PYTHONPATH"] = str(self.args.before.resolve())
+        result = run([backfillctl(), *args], cwd=folder, env=env, ok_codes=ok)
+        return result.wall, self.proxy.reset()
+
+    def floor(self, *args: str) -> tuple[float, int, Counter[tuple[str, str]]]:
+        self.proxy.reset()
+        result = run([sys.executable, FLOOR, *args], env=self.proc_env())
+        return result.wall, int(result.stdout.strip()), self.proxy.reset()
+
+    def emit(self, text: str) -> None:
+        print(text, flush=True)
+        self.out.append(text)
+
+    # --- rows -------------------------------------------------------------------------------------------
+
+    def create(self) -> None:
+        n, rounds = self.args.creates, self.args.rounds
+        dags = DAGS[:n]
+        airflow = str(AIRFLOW_VENV / "bin" / "airflow")
+        cli_env = airflow_cli_env(self.args.airflow_dir)
+        calls: dict[str, Counter[tuple[str, str]]] = {}
+
+        def specs(prefix: str, index: int) -> list[tuple[str, str, str, str]]:
+            return [(f"{prefix}-{index}-{i}", dag, *self.windows.take(dag)) for i, dag in enumerate(dags)]
+
+        def floor(index: int) -> float:
+            folder = self.folder("create-floor")
+            self.write_specs(folder, specs("floor", index))
+            wall, _, calls["floor"] = self.floor("create", str(folder / "bodies.json"))
+            self.admin.cancel_active(dags)
+            return wall
+
+        def alternative(index: int) -> float:
+            folder = self.folder("create-cli")
+            bodies = self.write_specs(folder, specs("cli", index))
+            started = time.perf_counter()
+            for body in bodies:
+                command = [airflow, "backfill", "create", "--dag-id", str(body["dag_id"])]
+                command += ["--from-date", str(body["from_date"]), "--to-date", str(body["to_date"])]
+                command += ["--reprocess-behavior", "completed", "--max-active-runs", "1"]
+                run(command, env=cli_env)
+            wall = time.perf_counter() - started
+            self.admin.cancel_active(dags)
+            return wall
+
+        def ours(index: int) -> float:
+            folder = self.folder("create-backfillctl")
+            self.write_specs(folder, specs("bfc", index))
+            wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once")
+            self.admin.cancel_active(dags)
+            return wall
+
+        self.admin.cancel_active(dags)
+        times = alternate(rounds, {"floor": floor, "alternative": alternative, "backfillctl": ours})
+        f, a, b = (median(times[k]) for k in ("floor", "alternative", "backfillctl"))  # type: ignore[arg-type]
+        self.emit(
+            table(
+                f"create {n} backfills ({n} DAGs × 7 runs), medians of {rounds} alternating rounds",
+                [
+                    "floor (httpx, 1 auth + N POST)",
+                    "alternative (`airflow backfill create` × N)",
+                    "backfillctl reconcile --once",
+                    "backfillctl / floor",
+                    "alternative / backfillctl",
+                ],
+                [
+                    [
+                        f"{secs(f)}, {sum(calls['floor'].values())} calls",
+                        secs(a),
+                        f"{secs(b)}, {sum(calls['backfillctl'].values())} calls",
+                        ratio(b, f),
+                        ratio(a, b),
+                    ]
+                ],
+            )
+            + f"\nbackfillctl calls: {calls_text(calls['backfillctl'])}\n"
+        )
+
+    def plan(self) -> None:
+        rows = []
+        for n in self.args.plans:
+            folder = self.folder(f"plan-{n}")
+            specs = [(f"plan-{n}-{i}", DAGS[i % len(DAGS)], *self.windows.take(DAGS[i % len(DAGS)])) for i in range(n)]
+            self.write_specs(folder, specs)
+            self.backfillctl(folder, "store", "migrate")
+            calls: dict[str, Counter[tuple[str, str]]] = {}
+
+            def floor(_i: int, folder: Path = folder, calls: dict[str, Counter[tuple[str, str]]] = calls) -> float:
+                wall, _, calls["floor"] = self.floor("dry_run", str(folder / "bodies.json"))
+                return wall
+
+            def ours(_i: int, folder: Path = folder, calls: dict[str, Counter[tuple[str, str]]] = calls) -> float:
+                wall, calls["backfillctl"] = self.backfillctl(folder, "plan")
+                return wall
+
+            times = alternate(self.args.rounds, {"floor": floor, "backfillctl": ours})
+            f, b = median(times["floor"]), median(times["backfillctl"])  # type: ignore[arg-type]
+            rows.append(
+                [
+                    f"{n} new specs",
+                    f"{secs(f)}, {sum(calls['floor'].values())} calls",
+                    "—",
+                    f"{secs(b)}, {sum(calls['backfillctl'].values())} calls",
+                    ratio(b, f),
+                ]
+            )
+            last = calls["backfillctl"]
+        self.emit(
+            table(
+                f"plan, medians of {self.args.rounds} alternating rounds",
+                ["work", "floor (1 auth + N dry runs)", "alternative", "backfillctl plan", "ratio"],
+                rows,
+            )
+            + f"\nbackfillctl calls ({self.args.plans[-1]} specs): {calls_text(last)}\n"
+        )
+
+    def year(self) -> None:
+        folder = self.folder("year")
+        self.write_specs(folder, [("year-hourly", "demo_hourly", "2023-01-01T00:00:00Z", "2023-12-31T23:00:00Z")])
+        self.backfillctl(folder, "store", "migrate")
+        calls: dict[str, Counter[tuple[str, str]]] = {}
+
+        def floor(_i: int) -> float:
+            wall, _, calls["floor"] = self.floor("dry_run", str(folder / "bodies.json"))
+            return wall
+
+        def ours(_i: int) -> float:
+            wall, calls["backfillctl"] = self.backfillctl(folder, "plan")
+            return wall
+
+        times = alternate(self.args.slow_rounds, {"floor": floor, "backfillctl": ours})
+        f, b = median(times["floor"]), median(times["backfillctl"])  # type: ignore[arg-type]
+        self.emit(
+            table(
+                f"plan, one year of an hourly DAG (8,760 runs), medians of {self.args.slow_rounds} rounds",
+                ["floor (1 auth + 1 dry run)", "backfillctl plan", "ratio"],
+                [
+                    [
+                        f"{secs(f)}, {sum(calls['floor'].values())} calls",
+                        f"{secs(b)}, {sum(calls['backfillctl'].values())} calls",
+                        ratio(b, f),
+                    ]
+                ],
+            )
+            + f"\nbackfillctl calls: {calls_text(calls['backfillctl'])}\n"
+        )
+
+    def large(self) -> None:
+        folder = self.folder("large")
+        start, end = "2022-01-01T00:00:00Z", "2022-12-31T23:00:00Z"
+        self.write_specs(folder, [("large-hourly", "demo_hourly", start, end)])
+        self.admin.cancel_active(("demo_hourly",))
+        started = time.perf_counter()
+        self.backfillctl(folder, "reconcile", "--once")
+        created = time.perf_counter() - started
+        calls: dict[str, Counter[tuple[str, str]]] = {}
+
+        def floor(_i: int) -> float:
+            wall, _, calls["floor"] = self.floor("count", "demo_hourly", start, end)
+            return wall
+
+        def ours(_i: int) -> float:
+            wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once")
+            return wall
+
+        try:
+            times = alternate(self.args.slow_rounds, {"floor": floor, "backfillctl": ours})
+        finally:
+            self.admin.cancel_active(("demo_hourly",))
+        f, b = median(times["floor"]), median(times["backfillctl"])  # type: ignore[arg-type]
+        self.emit(
+            table(
+                f"reconcile pass with one running 1-year hourly backfill, medians of {self.args.slow_rounds} rounds",
+                ["floor (auth + backfill + 4 counts)", "backfillctl reconcile --once", "ratio"],
+                [
+                    [
+                        f"{secs(f)}, {sum(calls['floor'].values())} calls",
+                        f"{secs(b)}, {sum(calls['backfillctl'].values())} calls",
+                        ratio(b, f),
+                    ]
+                ],
+            )
+            + f"\n(creating it took {created:.1f} s) backfillctl calls: {calls_text(calls['backfillctl'])}\n"
+        )
+
+    def pass_(self) -> None:
+        from controller.adapters.store import Store  # noqa: PLC0415
+        from controller.core.spec import digest  # noqa: PLC0415
+
+        finished, live = self.args.finished, self.args.live
+        folder = self.folder("pass")
+        old = [(f"done-{i:05d}", UTC_DAGS[i % 7], *self.windows.take(UTC_DAGS[i % 7], 1)) for i in range(finished)]
+        live_dags = DAGS[:live]
+        now = datetime.now(UTC)
+        fresh = [
+            (f"live-{i}", dag, iso(now - timedelta(days=200)), iso(now - timedelta(days=81)))
+            for i, dag in enumerate(live_dags)
+        ]
+        self.write_specs(folder, [*old, *fresh])
+        store = Store(f"sqlite:///{folder}/state.db")
+        for n, (name, dag, _s, _e) in enumerate(old):
+            raw = (folder / "specs" / f"{name}.yaml").read_bytes()
+            store.bind(
+                name,
+                {
+                    "airflow_url": self.proxy.url,
+                    "dag_id": dag,
+                    "backfill_id": 900000 + n,
+                    "spec_digest": digest(raw),
+                    "phase": "Succeeded",
+                    "run_counts": {"success": 1},
+                    "detail": {"reason": "all 1 runs succeeded"},
+                },
+            )
+        store.close()
+        self.admin.cancel_active(live_dags)
+        try:
+            self.backfillctl(folder, "reconcile", "--once")  # creates the live ones (not timed)
+            calls: dict[str, Counter[tuple[str, str]]] = {}
+
+            def ours(_i: int) -> float:
+                wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once")
+                return wall
+
+            def validate(_i: int) -> float:
+                return self.backfillctl(folder, "validate")[0]
+
+            actions = {"backfillctl": ours, "validate": validate}
+            if self.args.before:
+                actions["before"] = lambda _i: self.backfillctl(folder, "reconcile", "--once", before=True)[0]
+                actions["validate (before)"] = lambda _i: self.backfillctl(folder, "validate", before=True)[0]
+            times = alternate(self.args.rounds, actions)
+        finally:
+            self.admin.cancel_active(live_dags)
+        b, v = median(times["backfillctl"]), median(times["validate"])  # type: ignore[arg-type]
+        rows = [["—", "backfillctl", f"{secs(b)}, {sum(calls['backfillctl'].values())} calls", secs(v)]]
+        if self.args.before:
+            rows.append(
+                [
+                    "—",
+                    f"before ({self.args.before})",
+                    secs(median(times["before"])),
+                    secs(median(times["validate (before)"])),
+                ]
+            )  # type: ignore[arg-type]
+        self.emit(
+            table(
+                f"reconcile pass over {finished:,} finished + {live} live specs, medians of {self.args.rounds} rounds",
+                [
+                    "floor",
+                    "code",
+                    "backfillctl reconcile --once",
+                    "`validate` of the same tree (reading + validating every spec file)",
+                ],
+                rows,
+            )
+            + f"\nbackfillctl calls: {calls_text(calls['backfillctl'])}\n"
+        )
+
+    def lost(self) -> None:
+        """Two sizes, so the extrapolation to 1,000 uses the per-spec slope, not the fixed start-up cost."""
+        rows, results = [], []
+        for n in self.args.lost:
+            folder = self.folder(f"lost-{n}")
+            specs = [(f"lost-{n}-{i:04d}", UTC_DAGS[i % 7], *self.windows.take(UTC_DAGS[i % 7], 1)) for i in range(n)]
+            bodies = self.write_specs(folder, specs)
+            self.admin.cancel_active()
+            for body in bodies:  # real backfills, finished (cancelled: completed_at is set at once)
+                self.admin.create_and_cancel(body)
+            calls: dict[str, Counter[tuple[str, str]]] = {}
+
+            def ours(_i: int, folder: Path = folder, calls: dict[str, Counter[tuple[str, str]]] = calls) -> float:
+                (folder / "state.db").unlink(missing_ok=True)  # the lost store
+                wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once", ok=(0, 1, 5))
+                return wall
+
+            try:
+                times = alternate(self.args.slow_rounds, {"backfillctl": ours})
+            finally:
+                self.admin.cancel_active()
+            b, total = median(times["backfillctl"]), sum(calls["backfillctl"].values())  # type: ignore[arg-type]
+            creates = calls["backfillctl"].get(("POST", "/api/v2/backfills"), 0)
+            results.append((n, b, total))
+            rows.append(["—", f"{n} finished specs", f"{secs(b)}, {total} calls ({creates} creates)"])
+            last = calls["backfillctl"]
+        if len(results) >= 2:
+            (n0, t0, c0), (n1, t1, c1) = results[0], results[-1]
+            slope, calls_slope = (t1 - t0) / (n1 - n0), (c1 - c0) / (n1 - n0)
+            at = t1 + slope * (1000 - n1)
+            rows.append(
+                [
+                    "—",
+                    "1,000 (extrapolated)",
+                    f"{secs(at)}, {c1 + calls_slope * (1000 - n1):.0f} calls ({slope * 1000:.0f} ms/spec)",
+                ]
+            )
+        self.emit(
+            table(
+                f"first reconcile pass after a lost store, medians of {self.args.slow_rounds} rounds",
+                ["floor", "work", "backfillctl reconcile --once"],
+                rows,
+            )
+            + f"\nbackfillctl calls ({results[-1][0]} specs): {calls_text(last)}\n"
+        )
+
+    def close(self) -> None:
+        self.proxy.__exit__()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    parser.add_argument("rows", nargs="*", default=["create", "plan", "pass", "lost"])
+    parser.add_argument(
+        "--airflow-dir", type=Path, default=Path(os.environ.get("BACKFILLCTL_AIRFLOW_DIR", REPO / ".airflow-local"))
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", type=Path, help="pass row: also time this checkout's controller/ (PYTHONPATH)")
+    parser.add_argument("--slow-rounds", type=int, default=2)
+    parser.add_argument("--creates", type=int, default=8)
+    parser.add_argument("--plans", type=lambda s: [int(x) for x in s.split(",")], default=[10, 40])
+    parser.add_argument("--finished", type=int, default=1000)
+    parser.add_argument("--live", type=int, default=5)
+    parser.add_argument("--lost", type=lambda s: [int(x) for x in s.split(",")], default=[25, 100])
+    args = parser.parse_args()
+    bench = Bench(args)
+    print(f"Airflow {bench.env.url} via counting proxy {bench.proxy.url}; {load_note()}", flush=True)
+    try:
+        for row in args.rows:
+            getattr(bench, {"pass": "pass_"}.get(row, row))()
+    finally:
+        bench.close()
+    print(f"done; {load_note()}")
+
+
+if __name__ == "__main__":
+    main()

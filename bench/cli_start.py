@@ -1,0 +1,70 @@
+"""Benchmark: CLI start — `backfillctl --version`, `--help` and `validate` of one file, as whole processes.
+
+Run: .venv/bin/python bench/cli_start.py [--rounds 15]
+The floor is the interpreter alone (`python -c pass`, same virtualenv, same site-packages); the commands
+run in turn, round after round, and the table shows medians of wall time and of the child's CPU time
+(user+sys, less sensitive to other load on the machine). No Airflow needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import REPO, alternate, backfillctl, load_note, median, run, table
+
+SPEC = REPO / "tests" / "examples" / "valid" / "cancelled.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--before", type=Path, help="also time this checkout's controller/ (PYTHONPATH), e.g. main's")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / SPEC.name).write_bytes(SPEC.read_bytes())
+        env = {**os.environ, "BACKFILLCTL_SPECS_DIR": str(folder)}
+        env.pop("BACKFILLCTL_AIRFLOW_URL", None)  # validate must not reach out to an Airflow
+        commands = {
+            "python -c pass (floor)": [sys.executable, "-c", "pass"],
+            "backfillctl --version": [backfillctl(), "--version"],
+            "backfillctl --help": [backfillctl(), "--help"],
+            "backfillctl validate ONE.yaml": [backfillctl(), "validate", str(folder / SPEC.name)],
+        }
+        envs = dict.fromkeys(commands, env)
+        if args.before:
+            for name in [n for n in commands if n.startswith("backfillctl")]:
+                commands[f"{name} (before)"] = commands[name]
+                envs[f"{name} (before)"] = {**env, "PYTHONPATH": str(args.before.resolve())}
+        before = load_note()
+        runs = alternate(
+            args.rounds,
+            {
+                name: (lambda _i, c=command, e=envs[name]: run(c, cwd=folder, env=e))
+                for name, command in commands.items()
+            },
+        )
+    rows = []
+    for name, results in runs.items():
+        walls = [r.wall for r in results]  # type: ignore[union-attr]
+        cpus = [r.cpu for r in results]  # type: ignore[union-attr]
+        rss = max(r.rss_kb for r in results) / 1024  # type: ignore[union-attr]
+        rows.append([name, f"{median(walls):.3f} s", f"{median(cpus):.3f} s", f"{min(walls):.3f} s", f"{rss:.0f} MB"])
+    print(
+        table(
+            f"CLI start, medians of {args.rounds} alternating rounds",
+            ["command", "wall (median)", "CPU user+sys (median)", "wall (best)", "peak RSS"],
+            rows,
+        )
+    )
+    print(f"before: {before}; after: {load_note()}")
+
+
+if __name__ == "__main__":
+    main()
