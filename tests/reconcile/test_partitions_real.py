@@ -116,7 +116,7 @@ def test_partitioned_failures_reprocess_queue_report_and_idempotence(bench: Benc
         in report
     )
     assert (
-        f"outcome=CompletedWithFailures spec=parts-b-retry dag=demo_partitioned backfill={b['backfill_id']}" in report
+        f"outcome=CompletedWithFailures spec=parts-b-retry dag=demo_partitioned backfill={b.backfill_id}" in report
     )
     audit = run_cli(bench, "audit", "show", "--spec", "parts-a").stdout
     assert f"— {failed}\n" in audit
