@@ -354,6 +354,8 @@ class Bench:
 
     def pass_(self) -> None:
         from controller.adapters.store import Store  # noqa: PLC0415
+        from controller.core.binding import Binding  # noqa: PLC0415
+        from controller.core.model import Phase, RunSummary  # noqa: PLC0415
         from controller.core.spec import digest  # noqa: PLC0415
 
         finished, live = self.args.finished, self.args.live
@@ -369,17 +371,18 @@ class Bench:
         store = Store(f"sqlite:///{folder}/state.db")
         for n, (name, dag, _s, _e) in enumerate(old):
             raw = (folder / "specs" / f"{name}.yaml").read_bytes()
-            store.bind(
-                name,
-                {
-                    "airflow_url": self.proxy.url,
-                    "dag_id": dag,
-                    "backfill_id": 900000 + n,
-                    "spec_digest": digest(raw),
-                    "phase": "Succeeded",
-                    "run_counts": {"success": 1},
-                    "detail": {"reason": "all 1 runs succeeded"},
-                },
+            store.save_binding(
+                Binding(
+                    name,
+                    dag,
+                    900000 + n,
+                    Phase.SUCCEEDED,
+                    spec_digest=digest(raw),
+                    reason="1 run(s) succeeded",
+                    runs=RunSummary({"success": 1}),
+                    backfills=(900000 + n,),
+                    airflow_url=self.proxy.url,
+                )
             )
         store.close()
         self.admin.cancel_active(live_dags)
