@@ -115,9 +115,7 @@ def test_partitioned_failures_reprocess_queue_report_and_idempotence(bench: Benc
         "- **Intervals**: 0 complete, 2 failed (2023-03-01T00:00:00, 2023-03-03T00:00:00), 2 skipped of 4 in range\n"
         in report
     )
-    assert (
-        f"outcome=CompletedWithFailures spec=parts-b-retry dag=demo_partitioned backfill={b.backfill_id}" in report
-    )
+    assert f"outcome=CompletedWithFailures spec=parts-b-retry dag=demo_partitioned backfill={b.backfill_id}" in report
     audit = run_cli(bench, "audit", "show", "--spec", "parts-a").stdout
     assert f"— {failed}\n" in audit
     assert bench.store.verify().ok
