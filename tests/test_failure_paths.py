@@ -18,7 +18,7 @@ import httpx
 import pytest
 from rich.console import Console
 
-from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow import AirflowClient, backfill_from_json
 from controller.cli import _status_view
 from controller.commands.settings import Settings
 from controller.core import plan_render
@@ -397,3 +397,9 @@ def test_a_finding_is_audited_once_not_on_every_pass(bench: Bench) -> None:
         (e.entry.outcome, e.entry.dag_id, e.entry.backfill_id) for e in bench.events() if e.entry.action == "finding"
     ]
     assert findings == [("unmanaged", "demo_hourly", 1)]
+
+
+def test_an_airflow_answer_without_a_required_date_is_an_airflow_error_not_a_crash() -> None:
+    with pytest.raises(AirflowError) as caught:
+        backfill_from_json({"id": 1, "dag_id": "d", "from_date": None, "to_date": "2025-01-01T00:00:00Z"})
+    assert caught.value.message == "Airflow answered without a required date-time field"

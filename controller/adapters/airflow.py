@@ -74,9 +74,11 @@ def parse_time(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _required_time(value: str) -> datetime:
+def _required_time(value: str | None) -> datetime:
+    """A time Airflow must send; a missing one is Airflow's error to report, never an AssertionError."""
     parsed = parse_time(value)
-    assert parsed is not None
+    if parsed is None:
+        raise AirflowError("Airflow answered without a required date-time field", hint="is it Airflow 3.3 or newer?")
     return parsed
 
 
