@@ -24,6 +24,7 @@ import re
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -625,13 +626,26 @@ def _make_engine(url: str, read_only: bool) -> Engine:
         dbapi_conn.isolation_level = None
         dbapi_conn.execute("PRAGMA busy_timeout=60000")  # first: switching to WAL may wait for another opener
         if not read_only:
-            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            _wal(dbapi_conn)
 
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _wal(dbapi_conn: Any, attempts: int = 50) -> None:
+    """Switch to WAL. SQLite answers "database is locked" at once (no busy wait) while another process
+    holds the file in a write transaction during its first migration: wait for it, 5 s at most."""
+    for attempt in range(1, attempts + 1):
+        try:
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts:
+                raise
+            time.sleep(0.1)
 
 
 def _revision(conn: Connection) -> str | None:
