@@ -61,13 +61,14 @@ _STATUS_ERRORS: dict[int, type[AirflowError]] = {
 RUN_STATES = ("queued", "running", "success", "failed")  # a DAG run's states in Airflow 3
 
 
-def _range_params(from_date: datetime, to_date: datetime) -> dict[str, Any]:
-    return {
-        "run_type": "backfill",
-        "logical_date_gte": format_utc(from_date),
-        "logical_date_lte": format_utc(to_date),
-        "order_by": "logical_date",
-    }
+def _range_params(
+    from_date: datetime, to_date: datetime, *, partitioned: bool = False, backfill_only: bool = True
+) -> dict[str, Any]:
+    """The one DAG-runs range query: by logical date, or by partition date for a partitioned DAG (whose
+    runs have no logical date; a reprocessed partition has several runs, oldest first)."""
+    field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
+    params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
+    return {"run_type": "backfill", **params} if backfill_only else params
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -283,15 +284,8 @@ class AirflowClient:
     def dag_runs(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[DagRun]:
-        """Backfill runs in the range: by logical date, or by partition date for a partitioned DAG (whose
-        runs have no logical date; a reprocessed partition has several runs, oldest first)."""
-        field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
-        params = {
-            "run_type": "backfill",
-            f"{field}_gte": format_utc(from_date),
-            f"{field}_lte": format_utc(to_date),
-            "order_by": order,
-        }
+        """Backfill runs in the range (see `_range_params`)."""
+        params = _range_params(from_date, to_date, partitioned=partitioned)
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
 
@@ -325,8 +319,7 @@ class AirflowClient:
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[tuple[DagRun, str]]:
         """Every run in the range (any run type), with its run type: the report's heat map (issue 15)."""
-        field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
-        params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
+        params = _range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [(dag_run_from_json(item), str(item.get("run_type"))) for item in items]
 
