@@ -24,7 +24,6 @@ from controller.core.spec import BackfillSpec, DesiredState, canonical_json, for
 __all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
 PLAN_FORMAT_VERSION = 1
-INCOMPLETE = "observation-incomplete"  # the finding kind that makes a plan unusable for changes (FindingKind)
 UNOBSERVED = "observation incomplete"  # how the items of an unobserved DAG's specs begin their reason
 
 
@@ -37,6 +36,9 @@ class FindingKind(StrEnum):
     STILL_RUNNING = "still-running"  # cancelled: running runs finish
     COMPLETED_EARLY = "completed-early"  # Airflow set completed_at while runs are queued or running
     ORPHAN_SUSPECTED = "orphan-suspected"  # a backfill of ours completed with none of the runs its dry run listed
+
+
+INCOMPLETE = FindingKind.INCOMPLETE  # the finding kind that makes a plan unusable for changes
 
 
 class Kind(StrEnum):
