@@ -132,8 +132,10 @@ class Bench:
         self.admin = Airflow(self.env)
         self.proxy = CountingProxy(self.env.url).__enter__()
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-airflow-rows-"))
-        # a different year per invocation keeps reruns against the same Airflow apart
-        self.windows = Windows(datetime(2010 + int(time.time()) % 12, 1, 1, tzinfo=UTC))
+        # a different year per invocation keeps reruns against the same Airflow apart; the rows take up to
+        # ~3,000 days, so they start early enough never to reach the future (Airflow refuses future dates)
+        self.windows = Windows(datetime(1970 + int(time.time()) % 30, 1, 1, tzinfo=UTC))
+        self.seeded = Windows(datetime(1900, 1, 1, tzinfo=UTC))  # finished specs seeded in the store, never sent
         self.out: list[str] = []
 
     def proc_env(self, **extra: str) -> dict[str, str]:
@@ -360,7 +362,7 @@ class Bench:
 
         finished, live = self.args.finished, self.args.live
         folder = self.folder("pass")
-        old = [(f"done-{i:05d}", UTC_DAGS[i % 7], *self.windows.take(UTC_DAGS[i % 7], 1)) for i in range(finished)]
+        old = [(f"done-{i:05d}", UTC_DAGS[i % 7], *self.seeded.take(UTC_DAGS[i % 7], 1)) for i in range(finished)]
         live_dags = DAGS[:live]
         now = datetime.now(UTC)
         fresh = [

@@ -14,7 +14,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -135,6 +135,22 @@ def schedule_from_json(details: Mapping[str, Any]) -> Schedule:
         description=details.get("timetable_description"),
         allowed_run_types=None if allowed is None else tuple(str(t) for t in allowed),
         asset_triggered=bool(details.get("asset_expression")),
+    )
+
+
+def dag_info_from_json(dag_id: str, data: Mapping[str, Any], depends_on_past: bool | None = None) -> DagInfo:
+    """A DAG's info from its details or its entry in the DAG listing (the same fields but `params` and
+    `asset_expression`, which only the details carry)."""
+    return DagInfo(
+        dag_id=dag_id,
+        is_paused=bool(data["is_paused"]),
+        is_stale=bool(data.get("is_stale")),
+        has_import_errors=bool(data.get("has_import_errors")),
+        is_backfillable=bool(data.get("is_backfillable", data.get("timetable_periodic"))),
+        depends_on_past=depends_on_past,
+        params=data.get("params") or {},
+        partitioned=bool(data.get("timetable_partitioned")),
+        schedule=schedule_from_json(data),
     )
 
 
@@ -269,17 +285,28 @@ class AirflowClient:
         """DAG details; `with_tasks` adds a call to learn `depends_on_past` (None when not asked)."""
         details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
         tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks") if with_tasks else None
-        return DagInfo(
-            dag_id=dag_id,
-            is_paused=bool(details["is_paused"]),
-            is_stale=bool(details.get("is_stale")),
-            has_import_errors=bool(details.get("has_import_errors")),
-            is_backfillable=bool(details.get("is_backfillable", details.get("timetable_periodic"))),
-            depends_on_past=None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
-            params=details.get("params") or {},
-            partitioned=bool(details.get("timetable_partitioned")),
-            schedule=schedule_from_json(details),
-        )
+        depends_on_past = None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", []))
+        return dag_info_from_json(dag_id, details, depends_on_past)
+
+    def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
+        """Several DAGs' infos from the DAG listing (one call per 100 DAGs instead of one per DAG).
+
+        The listing reads pages while fewer pages remain than DAGs are missing; a DAG it does not hold
+        (stale, on a page not read) is left out, for `dag()` to look up; so is a DAG that is not periodic,
+        whose refusal names the reason only the details tell (asset-triggered or not)."""
+        wanted, found = set(dag_ids), dict[str, DagInfo]()
+        offset = 0
+        while wanted - found.keys():
+            data = self._json("GET", "/api/v2/dags", params={"limit": PAGE, "offset": offset, "order_by": "dag_id"})
+            items = data["dags"]
+            for item in items:
+                if item["dag_id"] in wanted and item.get("timetable_periodic"):
+                    found[item["dag_id"]] = dag_info_from_json(item["dag_id"], item)
+            offset += len(items)
+            pages_left = -(-(int(data["total_entries"]) - offset) // PAGE)
+            if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
+                break
+        return found
 
     def dag_runs(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
@@ -306,6 +333,11 @@ class AirflowClient:
             "GET", path, params={**params, "state": ["success", "failed"], "order_by": "-end_date", "limit": PAGE}
         )
         return summary_from_counts(counts, failed, [dag_run_from_json(i) for i in recent["dag_runs"]])
+
+    def count_runs(self, dag_id: str, from_date: datetime, to_date: datetime, states: Iterable[str]) -> int:
+        """How many runs of any type in the range are in these states (one call, whatever the range)."""
+        params = _range_params(from_date, to_date, backfill_only=False)
+        return self._count(f"/api/v2/dags/{dag_id}/dagRuns", {**params, "state": list(states)})
 
     def _count(self, path: str, params: dict[str, Any]) -> int:
         return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])

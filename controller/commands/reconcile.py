@@ -22,7 +22,7 @@ from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.binding import Binding
-from controller.core.model import Phase
+from controller.core.model import Backfill, Phase
 from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
@@ -156,7 +156,15 @@ class Reconciler:
         recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
-            after = make_plan(specs, policy, self._observe(specs, policy, recorder.bindings, with_dry_runs=False))
+            after_world = self.observer.after(
+                world,
+                specs,
+                recorder.bindings,
+                intents=self.store.pending_creates(),
+                now=self.clock(),
+                changed=changed_dags(applied),
+            )
+            after = make_plan(specs, policy, after_world)
             recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
         recorder.pass_done(plan, len(applied))
@@ -184,6 +192,16 @@ class Reconciler:
                 f"stale plan: checksum={checksum} does not match computed={plan.checksum()}",
                 hint="run `backfillctl plan` again, review it, and pass its checksum",
             )
+
+
+def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Backfill | None]]:
+    """DAG → the backfill each change on it created (None: created nothing, or no answer to trust). An
+    adoption changes nothing in Airflow, so its DAG needs no second look."""
+    changed: dict[str, list[Backfill | None]] = {}
+    for a in applied:
+        if a.item.kind is not Kind.ADOPT:
+            changed.setdefault(a.item.dag_id, []).append(a.created)
+    return changed
 
 
 def plan_errors(plan: Plan) -> list[str]:

@@ -1,0 +1,37 @@
+"""How the DAG listing is read (issue 12): pages only while that costs fewer calls than the details of the
+DAGs still missing; whatever it leaves out is looked up one by one by the observer."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from controller.adapters.airflow import AirflowClient
+from controller.core.secret import Secret
+from tests.fakes.airflow import Dag, FakeAirflow
+
+
+def listing(wanted: list[str], dags: int = 250) -> tuple[list[str], Counter[str]]:
+    fake = FakeAirflow(dags=[Dag(f"dag_{n:03d}") for n in range(dags)] + [Dag("zz_manual", schedule=None)])
+    with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
+        found = sorted(c.dag_infos(wanted))
+    offsets = Counter(p for m, p in fake.requests if p == "/api/v2/dags")
+    return found, offsets
+
+
+def test_one_page_when_every_dag_is_on_it() -> None:
+    assert listing(["dag_000", "dag_050", "dag_099"]) == (["dag_000", "dag_050", "dag_099"], {"/api/v2/dags": 1})
+
+
+def test_more_pages_only_while_fewer_than_the_dags_missing() -> None:
+    # 3 DAGs beyond page 1, 2 pages left: page 2 (1 call) beats 3 details calls; then 1 DAG is missing and
+    # 1 page is left, so the listing stops there (a details call costs the same and reads less)
+    assert listing(["dag_000", "dag_120", "dag_150", "dag_220"]) == (
+        ["dag_000", "dag_120", "dag_150"],
+        {"/api/v2/dags": 2},
+    )
+    # 1 DAG beyond page 1, 2 pages left: its details (1 call) are cheaper, so the listing stops
+    assert listing(["dag_000", "dag_220"]) == (["dag_000"], {"/api/v2/dags": 1})
+
+
+def test_a_dag_that_is_not_periodic_or_not_known_is_left_to_its_details() -> None:
+    assert listing(["dag_001", "zz_manual", "nope"], dags=10) == (["dag_001"], {"/api/v2/dags": 1})
