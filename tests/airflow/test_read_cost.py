@@ -1,11 +1,14 @@
-"""How the DAG listing is read (issue 12): pages only while that costs fewer calls than the details of the
-DAGs still missing; whatever it leaves out is looked up one by one by the observer."""
+"""What reads cost (issue 12). The DAG listing is read page by page only while that costs fewer calls than
+the details of the DAGs still missing (whatever it leaves out is looked up one by one by the observer); a
+backfill's runs by state cost the same few calls whatever its size."""
 
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 
 from controller.adapters.airflow import AirflowClient
+from controller.core.model import BackfillRequest, summarise
 from controller.core.secret import Secret
 from tests.fakes.airflow import Dag, FakeAirflow
 
@@ -35,3 +38,21 @@ def test_more_pages_only_while_fewer_than_the_dags_missing() -> None:
 
 def test_a_dag_that_is_not_periodic_or_not_known_is_left_to_its_details() -> None:
     assert listing(["dag_001", "zz_manual", "nope"], dags=10) == (["dag_001"], {"/api/v2/dags": 1})
+
+
+def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_with_listing_them() -> None:
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 7, tzinfo=UTC)  # 145 hourly runs
+    with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
+        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
+        fake.start_runs(backfill.id)
+        for state in ["success"] * 25 + ["failed"] * 10:
+            fake.finish_run(backfill.id, state)
+        listed = summarise(c.dag_runs("demo_hourly", start, end))
+        before = len(c.calls)
+        counted = c.run_summary("demo_hourly", start, end)
+        calls = c.calls[before:]
+    assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 105}
+    assert counted == listed
+    assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
