@@ -313,6 +313,18 @@ class AirflowClient:
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
 
+    def dag_runs_if_within(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool, pages: int
+    ) -> list[DagRun] | None:
+        """The backfill runs in the range if they fit in `pages` pages (the first call tells), else None."""
+        path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date, partitioned=partitioned)
+        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
+        total = int(first["total_entries"])
+        if -(-total // PAGE) > pages:
+            return None
+        rest = self._paginate(path, "dag_runs", params, offset=len(first["dag_runs"])) if total > PAGE else ()
+        return [dag_run_from_json(item) for item in [*first["dag_runs"], *rest]]
+
     def run_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> RunSummary:
         """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
 
@@ -366,8 +378,7 @@ class AirflowClient:
 
     # --- plumbing ------------------------------------------------------------------------------------
 
-    def _paginate(self, path: str, key: str, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:
-        offset = 0
+    def _paginate(self, path: str, key: str, params: dict[str, Any], *, offset: int = 0) -> Iterator[Mapping[str, Any]]:
         while True:
             data = self._json("GET", path, params={**params, "limit": PAGE, "offset": offset})
             items = data[key]

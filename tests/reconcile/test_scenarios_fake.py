@@ -567,3 +567,25 @@ def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Benc
         ("new", "Running", {"queued": 7}),
         ("steady", "Running", {"queued": 6}),
     ]
+
+
+def test_after_a_lost_store_a_dags_finished_backfills_are_read_as_one_range(bench: Bench, tmp_path: Path) -> None:
+    """Issue 12: adopting many finished specs reads each DAG's runs once over their whole range (1 call
+    here instead of 6), and every spec ends with the phase it had before the store was lost."""
+    for n in range(6):
+        bench.spec(f"m{n}", dag="demo_flaky", start=f"2025-02-{3 * n + 1:02d}", end=f"2025-02-{3 * n + 3:02d}")
+    for _ in range(40):
+        result = bench.run()
+        if all(phase in ("Succeeded", "CompletedWithFailures") for phase in bench.phases(result).values()):
+            break
+        fake(bench).tick()
+    before_loss = bench.phases(result)
+    assert len(before_loss) == 6
+    bench.store.close()
+    (tmp_path / "state.db").unlink()
+    bench.store = type(bench.store)(bench.store_url)
+    start = len(fake(bench).requests)
+    result = bench.run()
+    assert sorted((i.spec, o) for i, o in result.applied) == [(f"m{n}", "adopted") for n in range(6)]
+    assert bench.phases(result) == before_loss
+    assert count_calls(fake(bench).requests[start:])["GET /api/v2/dags/demo_flaky/dagRuns"] == 1
