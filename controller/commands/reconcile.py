@@ -8,7 +8,7 @@ crash recovery (`commands/apply.py`), and records phases, findings and the pass 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,8 +100,11 @@ class Reconciler:
 
     # --- the specs -----------------------------------------------------------------------------------------
 
-    def load(self) -> tuple[list[BackfillSpec], Policy]:
-        result = validate_paths([], self.settings.specs_dir, self.clock())
+    def load(self, bindings: Mapping[str, Binding] | None = None) -> tuple[list[BackfillSpec], Policy]:
+        """The specs in queue order and the policy; the files of finished specs (`bindings`), unchanged, are
+        only read, not validated again (issue 12: 1,000 finished specs must not slow every pass)."""
+        settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
+        result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)
         if not result.ok:
             first = result.errors[0]
             raise InvalidSpecs(
@@ -142,9 +145,12 @@ class Reconciler:
     # --- one pass -----------------------------------------------------------------------------------------
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
-        specs, policy = self.load()
+        bindings = self.store.bindings()
+        specs, policy = self.load(bindings)
         self.policy = policy
-        recorder = Recorder(self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy)
+        recorder = Recorder(
+            self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
+        )
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)

@@ -18,7 +18,7 @@ import pytest
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.core.audit import AuditEntry, AuditRecord
-from controller.errors import StalePlan, StoreError
+from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, mutating
 
@@ -589,3 +589,25 @@ def test_after_a_lost_store_a_dags_finished_backfills_are_read_as_one_range(benc
     assert sorted((i.spec, o) for i, o in result.applied) == [(f"m{n}", "adopted") for n in range(6)]
     assert bench.phases(result) == before_loss
     assert count_calls(fake(bench).requests[start:])["GET /api/v2/dags/demo_flaky/dagRuns"] == 1
+
+
+def test_an_unchanged_finished_spec_is_read_not_validated_again(bench: Bench) -> None:
+    """Issue 12: finished specs cost no validation per pass. So a policy tightened after a spec finished
+    does not stop reconciling the others (`validate` in CI still reports the old file)."""
+    bench.spec("old", mar=3)
+    for _ in range(20):
+        result = bench.run()
+        if bench.phases(result)["old"] == "Succeeded":
+            break
+        fake(bench).tick()
+    (bench.specs / "policy.yaml").write_text("version: 1\nmax_active_runs_limit: 1\n")
+    bench.spec("new", dag="demo_flaky", mar=1)
+    result = bench.run()
+    assert [(i.spec, o) for i, o in result.applied] == [("new", "created")]
+    (bench.specs / "old.yaml").write_text((bench.specs / "old.yaml").read_text() + "# edited\n")
+    with pytest.raises(InvalidSpecs) as caught:  # an edited file is validated again
+        bench.run()
+    assert caught.value.message.startswith("1 invalid spec error(s); first: ")
+    assert caught.value.message.endswith(
+        "old.yaml:7:18: $.max_active_runs: max_active_runs 3 is over the limit of 1 set by policy"
+    )
