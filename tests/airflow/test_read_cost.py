@@ -56,3 +56,24 @@ def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_w
     assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 105}
     assert counted == listed
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
+
+
+def test_beyond_a_hundred_failures_the_first_hundred_dates_are_shown_and_the_rest_counted() -> None:
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 7, tzinfo=UTC)  # 145 hourly runs
+    with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
+        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=140))
+        fake.start_runs(backfill.id)
+        for state in ["failed"] * 120 + ["success"] * 20:
+            fake.finish_run(backfill.id, state)
+        c.cancel(backfill.id)  # the 5 queued runs fail without starting
+        listed = summarise(c.dag_runs("demo_hourly", start, end))
+        before = len(c.calls)
+        counted = c.run_summary("demo_hourly", start, end)
+        calls = c.calls[before:]
+    assert (listed.counts, listed.never_started, len(listed.failed_dates)) == ({"failed": 125, "success": 20}, 5, 120)
+    assert (counted.counts, counted.never_started) == (listed.counts, 5)
+    assert counted.failed_dates == listed.failed_dates[:100]
+    assert (counted.failed_unlisted, listed.failed_unlisted) == (20, 0)
+    assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 6

@@ -369,11 +369,13 @@ class FakeAirflow:
         low = parse(query["logical_date_gte"]) if "logical_date_gte" in query else datetime.min.replace(tzinfo=UTC)
         high = parse(query["logical_date_lte"]) if "logical_date_lte" in query else datetime.max.replace(tzinfo=UTC)
         states = set(query["state"].split(",")) if "state" in query else None
+        shortest = float(query["duration_gte"]) if "duration_gte" in query else None
         runs = sorted(
             (
                 r
                 for (d, when), r in self.runs.items()
                 if d == dag_id and low <= when <= high and (states is None or r["state"] in states)
+                if shortest is None or (_duration(r) is not None and _duration(r) >= shortest)
             ),
             key=lambda r: r["logical_date"],
         )
@@ -474,6 +476,13 @@ class FakeAirflow:
         dag, now = self.dags[run["dag_id"]], self.now()
         odd = parse(run["logical_date"]).day % 2 == 1
         run.update(state="failed" if dag.fail_odd and odd else "success", start_date=iso(now), end_date=iso(now))
+
+
+def _duration(run: dict[str, Any]) -> float | None:
+    """Airflow's `duration`: end minus start, null unless both are set (its filter leaves nulls out)."""
+    if run["start_date"] is None or run.get("end_date") is None:
+        return None
+    return (parse(run["end_date"]) - parse(run["start_date"])).total_seconds()
 
 
 def _page(items: list[dict[str, Any]], query: dict[str, str], key: str) -> dict[str, Any]:
