@@ -191,6 +191,8 @@ class PassHooks:
             log.info("delivered %d notification(s)", len(stats.delivered))
 
     def _refresh(self, reconciler: Reconciler, result: PassResult) -> None:
+        if self.server is None:  # nothing serves the gauges: 1,000 specs' gauges cost 0.2 s a pass for nobody
+            return
         store = reconciler.store
         try:
             bindings = store.bindings()
