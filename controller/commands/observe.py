@@ -85,17 +85,18 @@ class Observer:
         created nothing or its answer was not a backfill). Only the DAGs the changes touched are read again,
         with the infos already read; a DAG whose every change was a create Airflow answered is not listed
         again (those answers are its new backfills), only their runs are read."""
-        observations = dict(before.observations)
-        for dag_id, created in changed.items():
-            prior = before.observations.get(dag_id)
+
+        def again(dag_id: str) -> DagObservation:
+            prior, created = before.observations.get(dag_id), changed[dag_id]
             if prior is None or prior.error is not None or prior.info is None:
-                observations[dag_id] = self._dag(dag_id, specs, bindings)
-            elif created and all(b is not None for b in created):
+                return self._dag(dag_id, specs, bindings)
+            if created and all(b is not None for b in created):
                 new = tuple(b for b in created if b is not None)
                 runs = {b.id: self._summary(b, partitioned=prior.info.partitioned) for b in new}
-                observations[dag_id] = DagObservation(dag_id, prior.info, prior.backfills + new, {**prior.runs, **runs})
-            else:
-                observations[dag_id] = self._dag(dag_id, specs, bindings, prior.info)
+                return DagObservation(dag_id, prior.info, prior.backfills + new, {**prior.runs, **runs})
+            return self._dag(dag_id, specs, bindings, prior.info)
+
+        observations = {**before.observations, **concurrently(sorted(changed), again)}
         return World(observations, dict(bindings), {}, intents, now=now)
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
