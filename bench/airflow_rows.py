@@ -480,7 +480,8 @@ class Bench:
             last = calls["backfillctl"]
         if len(results) >= 2:
             (n0, t0, c0), (n1, t1, c1) = results[0], results[-1]
-            slope, calls_slope = (t1 - t0) / (n1 - n0), (c1 - c0) / (n1 - n0)
+            # reads are batched per DAG, so the slope can be within noise of zero (or below): never extrapolate down
+            slope, calls_slope = max(0.0, (t1 - t0) / (n1 - n0)), max(0.0, (c1 - c0) / (n1 - n0))
             at = t1 + slope * (1000 - n1)
             rows.append(
                 [

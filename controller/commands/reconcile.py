@@ -7,10 +7,12 @@ crash recovery (`commands/apply.py`), and records phases, findings and the pass 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 
 from controller.adapters.airflow import AirflowClient
@@ -159,7 +161,8 @@ class Reconciler:
             return PassResult(plan, errors=plan_errors(plan), refused=refused)
         applied = self._apply(plan, specs, world, recorder)
         by_name = {s.name: s for s in specs}
-        recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
+        with self.store.batch("recording observed phases"):
+            recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
             after_world = self.observer.after(
@@ -171,7 +174,8 @@ class Reconciler:
                 changed=changed_dags(applied),
             )
             after = make_plan(specs, policy, after_world)
-            recorder.phases(after, by_name, skip=set())
+            with self.store.batch("recording observed phases"):
+                recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
         recorder.pass_done(plan, len(applied))
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
@@ -180,7 +184,12 @@ class Reconciler:
     def _apply(self, plan: Plan, specs: Sequence[BackfillSpec], world: World, recorder: Recorder) -> list[Applied]:
         applier = Applier(self.client, recorder, self.sleep)
         by_name = {s.name: s for s in specs}
-        return [applier.apply(item, by_name[item.spec], world) for item in iter_changes(plan)]
+        applied: list[Applied] = []
+        for adopting, items in groupby(iter_changes(plan), key=lambda i: i.kind is Kind.ADOPT):
+            # adoptions call nothing: a run of them is recorded in one transaction
+            with self.store.batch("recording adoptions") if adopting else contextlib.nullcontext():
+                applied += [applier.apply(item, by_name[item.spec], world) for item in items]
+        return applied
 
     @staticmethod
     def _check_reviewed(plan: Plan, checksum: str | None, recorder: Recorder) -> None:
