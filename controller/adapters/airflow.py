@@ -253,9 +253,19 @@ class AirflowClient:
         except (AirflowNotFound, AirflowInvalid, AirflowAuthError) as exc:
             raise _not_airflow(where, exc) from None
 
-    def list_backfills(self, dag_id: str) -> list[Backfill]:
-        items = self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "id"})
-        return [backfill_from_json(item) for item in items]
+    def list_backfills(self, dag_id: str, *, newest: frozenset[int] | None = None) -> list[Backfill]:
+        """The DAG's backfills, oldest first. With `newest`, only the newest ones down to the oldest of these
+        ids: a DAG's active backfill is always its newest (Airflow refuses a create while one is active), so
+        a pass whose specs are bound reads one page, not the DAG's whole backfill history."""
+        if newest is None:
+            items = self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "id"})
+            return [backfill_from_json(item) for item in items]
+        found: list[Backfill] = []
+        for item in self._paginate("/api/v2/backfills", "backfills", {"dag_id": dag_id, "order_by": "-id"}):
+            found.append(backfill_from_json(item))
+            if len(found) % PAGE == 0 and newest <= {b.id for b in found}:
+                break
+        return found[::-1]
 
     def get_backfill(self, backfill_id: int) -> Backfill:
         return backfill_from_json(self._json("GET", f"/api/v2/backfills/{backfill_id}"))

@@ -118,7 +118,7 @@ class Observer:
         info: DagInfo | None = None,
     ) -> DagObservation:
         try:
-            backfills = tuple(self.client.list_backfills(dag_id))
+            backfills = tuple(self.client.list_backfills(dag_id, newest=_bound_only(dag_id, specs, bindings)))
             if info is None:
                 try:
                     info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
@@ -168,6 +168,16 @@ class Observer:
 
 def _partitioned(observation: DagObservation | None) -> bool:
     return observation is not None and observation.info is not None and observation.info.partitioned
+
+
+def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> frozenset[int] | None:
+    """The backfills the DAG's live bindings own, when that is all the plan needs of its history; None when
+    a spec without a backfill may adopt one from any time (after a lost store, or a crash before the outcome)."""
+    if any(s.dag_id == dag_id and (s.name not in bindings or bindings[s.name].backfill_id is None) for s in specs):
+        return None
+    return frozenset(
+        b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal and b.backfill_id
+    )
 
 
 def _runs_wanted(

@@ -174,6 +174,8 @@ def test_create_conflict_pause_unpause_cancel(client: AirflowClient) -> None:
             action(created.id)
         assert done.value.detail == "Backfill is already completed."
     assert created.id in [b.id for b in client.list_backfills("demo_tz")]
+    # newest first, down to the given ids: the active backfill is always the newest (issue 12)
+    assert client.list_backfills("demo_tz", newest=frozenset({created.id}))[-1].id == created.id
 
 
 def test_unknown_backfill_is_not_found(client: AirflowClient) -> None:

@@ -5,7 +5,7 @@ backfill's runs by state cost the same few calls whatever its size."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from controller.adapters.airflow import AirflowClient
 from controller.core.model import BackfillRequest, summarise
@@ -77,3 +77,25 @@ def test_beyond_a_hundred_failures_the_first_hundred_dates_are_shown_and_the_res
     assert counted.failed_dates == listed.failed_dates[:100]
     assert (counted.failed_unlisted, listed.failed_unlisted) == (20, 0)
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 6
+
+
+def test_a_pass_whose_specs_are_bound_reads_only_the_newest_page_of_a_dags_backfills() -> None:
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
+        ids = []
+        for n in range(250):  # a long history: each backfill finished before the next began
+            day = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=n)
+            ids.append(c.create(BackfillRequest("demo_daily", day, day)).id)
+            if n < 249:
+                c.cancel(ids[-1])
+        costs = {}
+        for name, newest in [("all", None), ("latest", frozenset({ids[-1]})), ("old", frozenset({ids[10], ids[-1]}))]:
+            before = len(c.calls)
+            listed = [b.id for b in c.list_backfills("demo_daily", newest=newest)]
+            costs[name] = (len(c.calls) - before, listed[0], listed[-1], len(listed))
+    assert costs == {
+        "all": (3, ids[0], ids[-1], 250),
+        "latest": (1, ids[150], ids[-1], 100),  # one page: the newest hundred, oldest first
+        "old": (3, ids[0], ids[-1], 250),
+    }

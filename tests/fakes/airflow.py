@@ -183,6 +183,7 @@ class FakeAirflow:
             items = sorted(
                 (self._public(b) for b in self.backfills.values() if b["dag_id"] == query["dag_id"]),
                 key=lambda b: b["id"],
+                reverse=query.get("order_by") == "-id",
             )
             return 200, _page(items, query, "backfills")
         if method == "POST" and parts == ["dry_run"]:
