@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from types import MappingProxyType
@@ -32,11 +32,15 @@ class DesiredState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A spec or policy file as read by an adapter: display path, file stem and raw bytes."""
+    """A spec or policy file as read by an adapter: display path, file stem and raw bytes; `reread`, when the
+    adapter can read a file again by its path (None if it no longer can), lets a validator drop the bytes and the
+    document once the per-file checks are done and load them again only to place a later diagnostic (one function
+    for every file: nothing is kept per file)."""
 
     path: str
     stem: str
     raw: bytes
+    reread: Callable[[str], bytes | None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
