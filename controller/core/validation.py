@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
 from controller.core.policy import DEFAULT_POLICY, Policy, parse_policy
@@ -111,10 +112,10 @@ class SpecValidator:
         diagnostics: list[Diagnostic] = []
         policy = self._policy(policy_file, diagnostics)
         loaded: list[LoadedSpec] = []
-        count = 0
+        count, shared = 0, dict[Any, Any]()
         for source in files:  # one file at a time: its bytes and document are dropped once it is checked
             count += 1
-            item = self._spec(source, diagnostics, settled)
+            item = self._spec(source, diagnostics, settled, shared)
             if item is not None:
                 if item.spec.digest not in settled:
                     diagnostics.extend(check_spec(item, policy, now))
@@ -152,13 +153,17 @@ class SpecValidator:
         return policy
 
     def _spec(
-        self, source: SourceFile, diagnostics: list[Diagnostic], settled: frozenset[str] = frozenset()
+        self,
+        source: SourceFile,
+        diagnostics: list[Diagnostic],
+        settled: frozenset[str] = frozenset(),
+        shared: dict[Any, Any] | None = None,
     ) -> LoadedSpec | None:
         schema = None if settled and digest(source.raw) in settled else self._spec_schema
         doc = self._document(source, schema, diagnostics)
         if doc is None:
             return None
-        return LoadedSpec(parse_spec(doc, source), doc, source.stem, source.reread)
+        return LoadedSpec(parse_spec(doc, source, shared), doc, source.stem, source.reread)
 
     @staticmethod
     def _document(source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]) -> Document | None:
