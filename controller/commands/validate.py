@@ -62,7 +62,7 @@ def validate_paths(
     validator = validator or build_validator()
     tree = files.collect(paths or [specs_dir], specs_dir)
     result = validator.validate(
-        tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
+        tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
     )
     if paths:  # some files only (pre-commit): their names must still be unique across the whole tree
         result = _with(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))

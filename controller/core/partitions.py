@@ -154,5 +154,11 @@ def superseded_warnings(
     partitioned DAG; once its details are known, the partition rules above replace it."""
     if not isinstance(info, DagInfo) or not info.partitioned:
         return set()
+    path = item.spec.path  # the file's own warnings first: a validated spec's document is read again only if needed
+    mine = [
+        d for d in found if d.location.source == path and not d.is_error and "interval has already ended" in d.message
+    ]
+    if not mine:
+        return set()
     where = item.at("to_date")
-    return {d for d in found if d.location == where and not d.is_error and "interval has already ended" in d.message}
+    return {d for d in mine if d.location == where}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -32,11 +33,15 @@ class DesiredState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A spec or policy file as read by an adapter: display path, file stem and raw bytes."""
+    """A spec or policy file as read by an adapter: display path, file stem and raw bytes; `reread`, when the
+    adapter can read a file again by its path (None if it no longer can), lets a validator drop the bytes and the
+    document once the per-file checks are done and load them again only to place a later diagnostic (one function
+    for every file: nothing is kept per file)."""
 
     path: str
     stem: str
     raw: bytes
+    reread: Callable[[str], bytes | None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,21 +107,25 @@ def digest(raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
-def parse_spec(doc: Document, source: SourceFile) -> BackfillSpec:
-    """Build the value from a document that passed the schema (dates were format-checked there)."""
+def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None = None) -> BackfillSpec:
+    """Build the value from a document that passed the schema (dates were format-checked there).
+
+    `shared`, kept across the specs of one tree, makes equal values that specs often repeat (DAG, requester,
+    approvers, downstream, receivers, dates: all strings, tuples of strings or UTC datetimes) one object."""
     data: dict[str, Any] = doc.data
     conf = data.get("dag_run_conf")
+    one = _same if shared is None else partial(_one, shared)
     return BackfillSpec(
         name=data["name"],
-        dag_id=data["dag_id"],
-        from_date=parse_date(data["from_date"]),
-        to_date=parse_date(data["to_date"]),
+        dag_id=one(data["dag_id"]),
+        from_date=one(parse_date(data["from_date"])),
+        to_date=one(parse_date(data["to_date"])),
         reprocess_behavior=ReprocessBehavior(data["reprocess_behavior"]),
         max_active_runs=data["max_active_runs"],
         ticket=data["ticket"],
         reason=data["reason"],
-        requested_by=data["requested_by"],
-        approvers=tuple(data["approvers"]),
+        requested_by=one(data["requested_by"]),
+        approvers=one(tuple(data["approvers"])),
         path=source.path,
         digest=digest(source.raw),
         run_backwards=data.get("run_backwards", False),
@@ -124,9 +133,22 @@ def parse_spec(doc: Document, source: SourceFile) -> BackfillSpec:
         run_on_latest_version=data.get("run_on_latest_version"),
         state=DesiredState(data.get("state", "active")),
         expected_runs=data.get("expected_runs"),
-        downstream=tuple(data.get("downstream", ())),
-        notify=tuple(data.get("notify", ())),
+        downstream=one(tuple(data.get("downstream", ()))),
+        notify=one(tuple(data.get("notify", ()))),
     )
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _one(shared: dict[Any, Any], value: Any) -> Any:
+    """The first equal value seen, for strings, tuples of strings and datetimes (a settled spec skips the
+    schema: anything else, e.g. 1 and True, which are equal keys, stays as it is)."""
+    kind = type(value)
+    if kind is str or kind is datetime or (kind is tuple and all(type(item) is str for item in value)):
+        return shared.setdefault(value, value)
+    return value
 
 
 def _freeze(value: Any) -> Any:

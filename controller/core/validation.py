@@ -7,9 +7,10 @@ of located diagnostics.  `now` is a parameter.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
 from controller.core.policy import DEFAULT_POLICY, Policy, parse_policy
@@ -18,14 +19,51 @@ from controller.core.spec import BackfillSpec, ReprocessBehavior, SourceFile, di
 from controller.core.yamlsafe import Document, load_document
 
 
-@dataclass(frozen=True, slots=True)
 class LoadedSpec:
-    spec: BackfillSpec
-    doc: Document
-    stem: str
+    """A spec with its document, for placing diagnostics. A released one (`released`) keeps only the spec and
+    a way to read its file again: the document is loaded again, once, when a later check asks for a position
+    or a value (e.g. a duplicate name, the git or DAG checks); most valid specs never need it."""
+
+    __slots__ = ("_doc", "_reread", "spec", "stem")
+
+    def __init__(
+        self, spec: BackfillSpec, doc: Document | None, stem: str, reread: Callable[[str], bytes | None] | None = None
+    ) -> None:
+        self.spec, self.stem, self._doc, self._reread = spec, stem, doc, reread
+
+    @property
+    def doc(self) -> Document:
+        if self._doc is None:
+            self._doc = _reload(self.spec, self._reread)
+        return self._doc
+
+    def released(self) -> LoadedSpec:
+        """The same spec without its document when its file can be read again, else itself."""
+        if self._reread is None:
+            return self
+        stem = self.spec.name if self.stem == self.spec.name else self.stem  # one string, not two equal ones
+        return LoadedSpec(self.spec, None, stem, self._reread)
 
     def at(self, *path: PathPart) -> Location:
         return self.doc.locate(path)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoadedSpec):
+            return NotImplemented
+        return (self.spec, self.doc, self.stem) == (other.spec, other.doc, other.stem)
+
+    __hash__ = None  # type: ignore[assignment]  # like the dataclass it replaces (its document is mutable)
+
+    def __repr__(self) -> str:
+        return f"LoadedSpec(spec={self.spec!r}, stem={self.stem!r})"
+
+
+def _reload(spec: BackfillSpec, reread: Callable[[str], bytes | None] | None) -> Document:
+    """The document of a released spec, read again; a file changed or gone since places its diagnostics at its
+    first line (its values are then unknown)."""
+    raw = None if reread is None else reread(spec.path)
+    doc = None if raw is None or digest(raw) != spec.digest else load_document(spec.path, raw)[0]
+    return Document(spec.path, {}) if doc is None else doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +96,7 @@ class SpecValidator:
 
     def validate(
         self,
-        files: Sequence[SourceFile],
+        files: Iterable[SourceFile],
         *,
         now: datetime,
         policy_file: SourceFile | None = None,
@@ -67,15 +105,24 @@ class SpecValidator:
     ) -> ValidationResult:
         """`settled`: digests of spec files whose backfill has finished; such a file, unchanged, was valid
         when it was applied and nothing can be applied from it any more, so only its YAML is read (the
-        tree rules, such as unique names, still see it)."""
-        diagnostics: list[Diagnostic] = list(read_problems)
+        tree rules, such as unique names, still see it).
+
+        `files` may be a lazy reader: each file is checked as it comes, and `read_problems` (files that could
+        not be read) is looked at only after the last one, so the reader may add to it as it goes."""
+        diagnostics: list[Diagnostic] = []
         policy = self._policy(policy_file, diagnostics)
-        loaded = [item for source in files if (item := self._spec(source, diagnostics, settled)) is not None]
-        for item in loaded:
-            if item.spec.digest not in settled:
-                diagnostics.extend(check_spec(item, policy, now))
+        loaded: list[LoadedSpec] = []
+        count, shared = 0, dict[Any, Any]()
+        for source in files:  # one file at a time: its bytes and document are dropped once it is checked
+            count += 1
+            item = self._spec(source, diagnostics, settled, shared)
+            if item is not None:
+                if item.spec.digest not in settled:
+                    diagnostics.extend(check_spec(item, policy, now))
+                loaded.append(item.released())
         diagnostics.extend(check_unique_names(loaded))
-        counted = len(files) + (policy_file is not None) + len(read_problems)
+        diagnostics[:0] = read_problems
+        counted = count + (policy_file is not None) + len(read_problems)
         ordered = sorted(loaded, key=lambda item: (item.spec.name, item.spec.path))
         return ValidationResult(
             specs=tuple(item.spec for item in ordered),
@@ -106,13 +153,17 @@ class SpecValidator:
         return policy
 
     def _spec(
-        self, source: SourceFile, diagnostics: list[Diagnostic], settled: frozenset[str] = frozenset()
+        self,
+        source: SourceFile,
+        diagnostics: list[Diagnostic],
+        settled: frozenset[str] = frozenset(),
+        shared: dict[Any, Any] | None = None,
     ) -> LoadedSpec | None:
         schema = None if settled and digest(source.raw) in settled else self._spec_schema
         doc = self._document(source, schema, diagnostics)
         if doc is None:
             return None
-        return LoadedSpec(parse_spec(doc, source), doc, source.stem)
+        return LoadedSpec(parse_spec(doc, source, shared), doc, source.stem, source.reread)
 
     @staticmethod
     def _document(source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]) -> Document | None:
