@@ -15,6 +15,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from controller.core.guards import Window
 from controller.core.yamlsafe import Document
 
 
@@ -60,6 +61,7 @@ class BackfillSpec:
     expected_runs: int | None = None
     downstream: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
+    windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always` (issue 14)
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -126,7 +128,16 @@ def parse_spec(doc: Document, source: SourceFile) -> BackfillSpec:
         expected_runs=data.get("expected_runs"),
         downstream=tuple(data.get("downstream", ())),
         notify=tuple(data.get("notify", ())),
+        windows=_windows(data.get("windows")),
     )
+
+
+def _windows(raw: Any) -> tuple[Window, ...] | None:
+    if raw is None:
+        return None
+    if raw == "always":
+        return ()
+    return tuple(Window(tuple(w["days"]), w["start"], w["end"], w["timezone"]) for w in raw)
 
 
 def _freeze(value: Any) -> Any:
