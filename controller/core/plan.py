@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from controller.core.binding import Binding
+from controller.core.guards import Claim, SchedulerHealth, Stop, admit, guard_stop, resumed_text, scheduler_problem
 from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
@@ -84,7 +85,8 @@ class World:
     bindings: Mapping[str, Binding] = field(default_factory=dict)
     dry_runs: Mapping[str, DryRun] = field(default_factory=dict)
     intents: Mapping[str, datetime] = field(default_factory=dict)  # spec → time of a create intent without outcome
-    now: datetime | None = None  # for rules about the future (partitioned DAGs); None skips them
+    now: datetime | None = None  # for rules about the future (partitioned DAGs) and guards; None skips them
+    scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ class Item:
     runs: RunSummary | None = None  # the observed (or last recorded) runs of its backfill
     request: BackfillRequest | None = None  # what a create sends
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
+    guard: str | None = None  # the guard rule behind this item ("window", "freeze 'x'", "budget warehouse", …)
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -130,6 +133,7 @@ class Item:
             "first_date": _iso(self.first_date),
             "last_date": _iso(self.last_date),
             "error": self.error,
+            "guard": self.guard,
             "facts": self.facts,
         }
 
@@ -263,6 +267,8 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
+    items = _admit(items, specs, policy)
+    findings += _scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
     return Plan(tuple(items), ordered, tuple(needed))
 
@@ -398,7 +404,7 @@ class _DagPlanner:
             )
         if not backfill.active:
             return self._finished(spec, backfill, binding.applied_state)
-        return self._steer(spec, backfill, binding.applied_state)
+        return self._steer(spec, backfill, binding.applied_state, binding.guard)
 
     def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
@@ -463,7 +469,7 @@ class _DagPlanner:
         )
         return waiting
 
-    def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
+    def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str, guarded: str = "") -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
         base: dict[str, Any] = {"backfill_id": backfill.id, "runs": runs}
         if spec.state is DesiredState.CANCELLED:
@@ -473,6 +479,9 @@ class _DagPlanner:
         if spec.state is DesiredState.PAUSED:
             kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
             return _item(spec, kind, Phase.PAUSED, "spec says paused", **base)
+        guarded_item = self._guarded(spec, backfill, applied, guarded, base)
+        if guarded_item is not None:
+            return guarded_item
         if not backfill.is_paused:
             settling = runs.total and not runs.unfinished
             reason = "all runs finished; Airflow marks the backfill complete within 30 s" if settling else "in sync"
@@ -480,6 +489,22 @@ class _DagPlanner:
         if applied == DesiredState.PAUSED.value:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "spec says active again", **base)
         return self._drift(spec, backfill, base)
+
+    def _guarded(
+        self, spec: BackfillSpec, backfill: Backfill, applied: str, guarded: str, base: dict[str, Any]
+    ) -> Item | None:
+        """A guard pauses a running backfill and resumes the one it paused; None: guards change nothing."""
+        stop, unknown = guard_now(spec, self.policy, self.world)
+        if unknown is not None and (guarded or not backfill.is_paused):  # neither pause nor resume on a guess
+            phase = Phase.PAUSED if backfill.is_paused else Phase.RUNNING
+            return _item(spec, Kind.NOOP, phase, f"{UNOBSERVED}: {unknown}", guard=guarded or None, **base)
+        if stop is not None and not backfill.is_paused:
+            return _item(spec, Kind.PAUSE, Phase.PAUSED, stop.paused, guard=stop.rule, **base)
+        if stop is not None and (guarded or applied == DesiredState.PAUSED.value):
+            return _item(spec, Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule, **base)
+        if stop is None and guarded and backfill.is_paused:
+            return _item(spec, Kind.UNPAUSE, Phase.RUNNING, resumed_text(guarded), guard=guarded, **base)
+        return None  # a hand pause stays drift, whatever the guards say
 
     def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any]) -> Item:
         healing = self.policy.drift is DriftMode.HEAL
@@ -550,6 +575,11 @@ class _DagPlanner:
         limit = _limit(spec, self.policy, count)
         if limit is not None:
             return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
+        stop, unknown = guard_now(spec, self.policy, self.world)
+        if unknown is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{UNOBSERVED}: {unknown}", error=True, **dates)
+        if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
+            return _item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, guard=stop.rule, **dates)
         self.occupant = (spec.name, 0)
         return _item(spec, Kind.CREATE, Phase.PENDING, "", request=BackfillRequest.from_spec(spec), **dates)
 
@@ -576,6 +606,71 @@ class _DagPlanner:
                     f"DAG {self.dag_id} is paused: its backfill runs stay queued until it is unpaused",
                 )
             )
+
+
+# --- guards ---------------------------------------------------------------------------------------------
+
+
+def guard_now(spec: BackfillSpec, policy: Policy, world: World) -> tuple[Stop | None, str | None]:
+    """The guard holding the spec back now, and why that cannot be known (scheduler health unread)."""
+    if world.now is None:
+        return None, None
+    windows = policy.windows if spec.windows is None else spec.windows
+    problem, unknown = None, None
+    if policy.scheduler_guard.pause_when_unhealthy:
+        health = world.scheduler
+        if health is None or health.error is not None:
+            unknown = f"scheduler health: {health.error if health else 'not observed'}"
+        else:
+            problem = scheduler_problem(health, policy.scheduler_guard, world.now)
+    stop = guard_stop(windows, policy.freezes, world.now, problem)
+    if stop is not None and stop.rule.startswith("freeze"):
+        return stop, None  # a freeze holds, whatever the scheduler says
+    return (None, unknown) if unknown is not None else (stop, None)
+
+
+def _scheduler_findings(policy: Policy, world: World) -> list[Finding]:
+    health = world.scheduler
+    if world.now is None or not policy.scheduler_guard.pause_when_unhealthy:
+        return []
+    if health is None or health.error is not None:
+        cause = health.error if health and health.error else "not observed"
+        message = f"scheduler health was not observed: {cause}; nothing is created, paused or resumed by the guards"
+        return [Finding(FindingKind.INCOMPLETE, "", message, cause=cause)]
+    return []
+
+
+def _holds_budget(item: Item) -> bool:
+    """An active managed backfill holds its share, paused or not (a guard's pause ends by itself)."""
+    if item.backfill_id is None or item.source is None:
+        return False
+    return item.kind is Kind.CANCEL or item.phase in (Phase.RUNNING, Phase.PAUSED)
+
+
+def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> list[Item]:
+    """Creates that do not fit a downstream budget wait, in queue order (the specs' order)."""
+    budgets = policy.budgets
+    if not budgets:
+        return items
+    by_name = {i.spec: i for i in items}
+    claim = {s.name: Claim(s.name, s.downstream, s.max_active_runs) for s in specs}
+    holding = [claim[i.spec] for i in items if i.spec in claim and _holds_budget(i)]
+    asking = [claim[s.name] for s in specs if s.name in by_name and by_name[s.name].kind is Kind.CREATE]
+    result = admit(budgets, holding, asking)
+    waiting = {name: a for name, a in result.items() if not a.admitted}
+    return [
+        replace(
+            i,
+            kind=Kind.WAIT,
+            phase=Phase.QUEUED,
+            reason=waiting[i.spec].reason,
+            request=None,
+            guard=f"budget {waiting[i.spec].budget}",
+        )
+        if i.spec in waiting
+        else i
+        for i in items
+    ]
 
 
 def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:

@@ -143,6 +143,7 @@ def test_item_facts_and_json() -> None:
         "first_date": "2025-01-01T00:00:00Z",
         "last_date": "2025-01-02T00:00:00Z",
         "error": False,
+        "guard": None,
         "facts": {
             "from_date": "2025-01-01T00:00:00Z",
             "to_date": "2025-01-07T00:00:00Z",

@@ -1,0 +1,163 @@
+"""Guards in the planner (pure): windows, freezes and the scheduler pause and resume; budgets queue creates."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from controller.core.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
+from controller.core.model import DagInfo, Phase
+from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan
+from controller.core.policy import Policy
+from controller.core.spec import DesiredState
+from tests.core.test_plan import backfill, dates, spec
+
+CLOSED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, 13:00 in Berlin
+OPEN = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)  # 21:00 in Berlin
+NIGHTS = Window(("mon", "tue", "wed", "thu", "fri"), "20:00", "06:00", "Europe/Berlin")
+WINDOWED = Policy(windows=(NIGHTS,))
+FROZEN = Freeze(datetime(2026, 11, 30, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC), "year-end close")
+OK = DagInfo("d", False, False, False, True, False)
+
+
+def world_at(now: datetime, *backfills: object, dag: str = "d", **kw: object) -> World:
+    obs = DagObservation(dag, OK, tuple(backfills))  # type: ignore[arg-type]
+    return World({dag: obs}, now=now, **kw)  # type: ignore[arg-type]
+
+
+def rows(plan: Plan) -> list[tuple[str, str, str, str, str | None]]:
+    return [(i.spec, i.kind.value, i.phase.value, i.reason, i.guard) for i in plan.items]
+
+
+def bound(name: str = "s", bf: int = 7, guard: str = "", applied: str = "active") -> dict[str, Binding]:
+    return {name: Binding(name, "d", bf, Phase.RUNNING, DesiredState(applied), guard=guard)}
+
+
+def test_no_create_outside_a_window() -> None:
+    plan = make_plan([spec()], WINDOWED, world_at(CLOSED, dry_runs={"s": dates(7)}))
+    assert rows(plan) == [("s", "wait", "Queued", "queued by window until 20:00 Europe/Berlin", "window")]
+    assert plan.items[0].runs_to_create == 7  # the load is still shown before anyone approves
+
+
+def test_create_inside_a_window_and_always_overrides_the_policy() -> None:
+    assert make_plan([spec()], WINDOWED, world_at(OPEN, dry_runs={"s": dates(7)})).items[0].kind is Kind.CREATE
+    always = spec(windows=())
+    assert make_plan([always], WINDOWED, world_at(CLOSED, dry_runs={"s": dates(7)})).items[0].kind is Kind.CREATE
+
+
+def test_a_window_closing_pauses_and_opening_resumes() -> None:
+    s, running = spec(), backfill(7)
+    paused = backfill(7, paused=True)
+    plan = make_plan([s], WINDOWED, world_at(CLOSED, running, bindings=bound()))
+    assert rows(plan) == [("s", "pause", "Paused", "paused by window until 20:00 Europe/Berlin", "window")]
+    held = make_plan([s], WINDOWED, world_at(CLOSED, paused, bindings=bound(guard="window")))
+    assert rows(held) == [("s", "noop", "Paused", "paused by window until 20:00 Europe/Berlin", "window")]
+    assert held.findings == ()  # a guard's pause is not drift
+    resumed = make_plan([s], WINDOWED, world_at(OPEN, paused, bindings=bound(guard="window")))
+    assert rows(resumed) == [("s", "unpause", "Running", "resumed: window no longer applies", "window")]
+
+
+def test_a_hand_pause_stays_drift_and_state_paused_wins() -> None:
+    paused = backfill(7, paused=True)
+    plan = make_plan([spec()], WINDOWED, world_at(OPEN, paused, bindings=bound()))
+    assert rows(plan) == [("s", "noop", "Paused", "drift: paused by hand (policy drift: report)", None)]
+    assert [f.kind for f in plan.findings] == [FindingKind.DRIFT]
+    by_spec = make_plan([spec(state=DesiredState.PAUSED)], WINDOWED, world_at(CLOSED, backfill(7), bindings=bound()))
+    assert rows(by_spec) == [("s", "pause", "Paused", "spec says paused", None)]
+    # spec paused, then active again while the window is closed: stays paused, by the window now
+    again = make_plan([spec()], WINDOWED, world_at(CLOSED, paused, bindings=bound(applied="paused")))
+    assert rows(again) == [("s", "noop", "Paused", "paused by window until 20:00 Europe/Berlin", "window")]
+
+
+def test_freeze_pauses_even_inside_a_window_and_its_end_resumes() -> None:
+    policy = replace(WINDOWED, freezes=(FROZEN,))
+    plan = make_plan([spec()], policy, world_at(OPEN, backfill(7), bindings=bound()))
+    rule = "freeze 'year-end close'"
+    assert rows(plan) == [("s", "pause", "Paused", f"paused by {rule} until 2026-12-02T00:00:00Z", rule)]
+    after = datetime(2026, 12, 2, 20, 0, tzinfo=UTC)
+    resumed = make_plan([spec()], policy, world_at(after, backfill(7, paused=True), bindings=bound(guard=rule)))
+    assert rows(resumed) == [("s", "unpause", "Running", f"resumed: {rule} no longer applies", rule)]
+
+
+BRAKE = Policy(scheduler_guard=SchedulerGuard(True))
+
+
+def test_scheduler_brake() -> None:
+    sick = SchedulerHealth("unhealthy", CLOSED)
+    plan = make_plan([spec()], BRAKE, world_at(CLOSED, backfill(7), bindings=bound(), scheduler=sick))
+    reason = "paused by scheduler guard (scheduler status 'unhealthy')"
+    assert rows(plan) == [("s", "pause", "Paused", reason, "scheduler guard")]
+    well = SchedulerHealth("healthy", CLOSED)
+    resumed = make_plan(
+        [spec()],
+        BRAKE,
+        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="scheduler guard"), scheduler=well),
+    )
+    assert rows(resumed) == [
+        ("s", "unpause", "Running", "resumed: scheduler guard no longer applies", "scheduler guard")
+    ]
+    created = make_plan([spec()], BRAKE, world_at(CLOSED, dry_runs={"s": dates(7)}, scheduler=sick))
+    assert rows(created) == [
+        ("s", "wait", "Queued", "queued by " + reason.removeprefix("paused by "), "scheduler guard")
+    ]
+
+
+def test_unreadable_scheduler_health_is_an_incomplete_observation_not_healthy() -> None:
+    unread = SchedulerHealth(error="GET /api/v2/monitor/health -> 503")
+    held = make_plan(
+        [spec()],
+        BRAKE,
+        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="scheduler guard"), scheduler=unread),
+    )
+    why = "observation incomplete: scheduler health: GET /api/v2/monitor/health -> 503"
+    assert rows(held) == [("s", "noop", "Paused", why, "scheduler guard")]
+    assert not held.complete
+    assert [(f.kind, f.message) for f in held.findings] == [
+        (
+            FindingKind.INCOMPLETE,
+            "scheduler health was not observed: GET /api/v2/monitor/health -> 503; "
+            "nothing is created, paused or resumed by the guards",
+        )
+    ]
+    running = make_plan([spec()], BRAKE, world_at(CLOSED, backfill(7), bindings=bound(), scheduler=unread))
+    assert rows(running) == [("s", "noop", "Running", why, None)]
+    fresh = make_plan([spec()], BRAKE, world_at(CLOSED, dry_runs={"s": dates(7)}))  # never observed
+    assert rows(fresh) == [("s", "blocked", "Blocked", "observation incomplete: scheduler health: not observed", None)]
+
+
+def _three(now: datetime, budget: int = 4) -> tuple[list[object], Policy, World]:
+    specs = [spec(n, dag=f"d{n}", downstream=("warehouse",)) for n in "abc"]
+    policy = Policy(downstream=(Budget("warehouse", budget),))
+    obs = {f"d{n}": DagObservation(f"d{n}", OK) for n in "abc"}
+    return specs, policy, World(obs, dry_runs={n: dates(7) for n in "abc"}, now=now)
+
+
+def test_budget_admits_in_queue_order_across_dags() -> None:
+    specs, policy, world = _three(CLOSED)
+    plan = make_plan(specs, policy, world)  # type: ignore[arg-type]
+    assert rows(plan) == [
+        ("a", "create", "Pending", "", None),
+        ("b", "create", "Pending", "", None),
+        ("c", "wait", "Queued", "waiting for warehouse budget (4 of 4 in use by a, b)", "budget warehouse"),
+    ]
+    assert plan.items[2].as_json()["guard"] == "budget warehouse"
+    assert plan.count(Kind.WAIT) == 1
+
+
+def test_a_running_backfill_holds_its_share_and_an_earlier_spec_is_never_starved() -> None:
+    big = spec("a", dag="da", downstream=("warehouse",), max_active_runs=3)
+    waiting = spec("b", dag="db", downstream=("warehouse",), max_active_runs=2)
+    small = spec("c", dag="dc", downstream=("warehouse",), max_active_runs=1)
+    policy = Policy(downstream=(Budget("warehouse", 4),))
+    obs = {
+        "da": DagObservation("da", OK, (backfill(7, big),)),
+        "db": DagObservation("db", OK),
+        "dc": DagObservation("dc", OK),
+    }
+    bindings = {"a": Binding("a", "da", 7, Phase.RUNNING)}
+    plan = make_plan([big, waiting, small], policy, World(obs, bindings, {n: dates(7) for n in "bc"}, now=CLOSED))
+    assert rows(plan) == [
+        ("a", "noop", "Running", "in sync", None),
+        ("b", "wait", "Queued", "waiting for warehouse budget (3 of 4 in use by a)", "budget warehouse"),
+        ("c", "wait", "Queued", "waiting for warehouse budget (3 of 4 in use by a; b waits first)", "budget warehouse"),
+    ]
