@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from controller.core.guards import SchedulerHealth
 from controller.core.model import (
     Backfill,
     BackfillRequest,
@@ -314,6 +315,18 @@ class AirflowClient:
         """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
         data = self._json("GET", "/api/v2/monitor/health")
         return data if isinstance(data, dict) else {}
+
+    def scheduler_health(self) -> SchedulerHealth:
+        """The scheduler's status and heartbeat (the load guards' brake); an unreadable answer says why."""
+        try:
+            data = self.health()
+            scheduler = data.get("scheduler")
+            if not isinstance(scheduler, dict) or "status" not in scheduler:
+                return SchedulerHealth(error="GET /api/v2/monitor/health: the answer has no scheduler status")
+            beat = scheduler.get("latest_scheduler_heartbeat")
+            return SchedulerHealth(scheduler["status"], parse_time(beat) if isinstance(beat, str) else None)
+        except (AirflowError, ValueError) as exc:  # ValueError: a heartbeat that is not a time
+            return SchedulerHealth(error=exc.message if isinstance(exc, AirflowError) else f"bad heartbeat: {exc}")
 
     def runs_with_types(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False

@@ -51,8 +51,9 @@ class Observer:
         observations = self.dags(specs, bindings)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
+        scheduler = self.client.scheduler_health() if policy.scheduler_guard.pause_when_unhealthy else None
         while True:  # a head with nothing to reprocess is settled at once, so the next spec becomes head
-            world = World(observations, bindings, dict(dry_runs), intents, now=now)
+            world = World(observations, bindings, dict(dry_runs), intents, now=now, scheduler=scheduler)
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world

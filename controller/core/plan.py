@@ -25,6 +25,7 @@ from controller.core.spec import BackfillSpec, DesiredState, canonical_json, for
 __all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
 PLAN_FORMAT_VERSION = 1
+AWAITING_DRY_RUN = "awaiting dry run"  # a queue head that would be created once its run count is known
 UNOBSERVED = "observation incomplete"  # how the items of an unobserved DAG's specs begin their reason
 
 
@@ -555,7 +556,7 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
         if dry is None:
             self.dry_runs_needed.append(spec.name)
-            return _item(spec, Kind.WAIT, Phase.PENDING, "awaiting dry run")
+            return _item(spec, Kind.WAIT, Phase.PENDING, AWAITING_DRY_RUN)
         if dry.error is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"Airflow refuses it: {dry.error}", error=True)
         return self._create_or_refuse(spec, dry)
@@ -647,6 +648,11 @@ def _holds_budget(item: Item) -> bool:
     return item.kind is Kind.CANCEL or item.phase in (Phase.RUNNING, Phase.PAUSED)
 
 
+def _would_create(item: Item) -> bool:
+    """A create, or a head that becomes one after its dry run (so a pass's re-observation agrees)."""
+    return item.kind is Kind.CREATE or (item.kind is Kind.WAIT and item.reason == AWAITING_DRY_RUN)
+
+
 def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> list[Item]:
     """Creates that do not fit a downstream budget wait, in queue order (the specs' order)."""
     budgets = policy.budgets
@@ -655,7 +661,7 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
     by_name = {i.spec: i for i in items}
     claim = {s.name: Claim(s.name, s.downstream, s.max_active_runs) for s in specs}
     holding = [claim[i.spec] for i in items if i.spec in claim and _holds_budget(i)]
-    asking = [claim[s.name] for s in specs if s.name in by_name and by_name[s.name].kind is Kind.CREATE]
+    asking = [claim[s.name] for s in specs if s.name in by_name and _would_create(by_name[s.name])]
     result = admit(budgets, holding, asking)
     waiting = {name: a for name, a in result.items() if not a.admitted}
     return [

@@ -161,3 +161,13 @@ def test_a_running_backfill_holds_its_share_and_an_earlier_spec_is_never_starved
         ("b", "wait", "Queued", "waiting for warehouse budget (3 of 4 in use by a)", "budget warehouse"),
         ("c", "wait", "Queued", "waiting for warehouse budget (3 of 4 in use by a; b waits first)", "budget warehouse"),
     ]
+
+
+def test_a_head_awaiting_its_dry_run_queues_for_the_budget_too() -> None:
+    specs, policy, world = _three(CLOSED)
+    plan = make_plan(specs, policy, replace(world, dry_runs={}))  # type: ignore[arg-type]
+    assert rows(plan) == [
+        ("a", "wait", "Pending", "awaiting dry run", None),
+        ("b", "wait", "Pending", "awaiting dry run", None),
+        ("c", "wait", "Queued", "waiting for warehouse budget (4 of 4 in use by a, b)", "budget warehouse"),
+    ]
