@@ -280,6 +280,9 @@ class AirflowClient:
             params=details.get("params") or {},
             partitioned=bool(details.get("timetable_partitioned")),
             schedule=schedule_from_json(details),
+            max_active_tasks=details.get("max_active_tasks")
+            if isinstance(details.get("max_active_tasks"), int)
+            else None,
         )
 
     def dag_runs(
@@ -315,6 +318,15 @@ class AirflowClient:
         """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
         data = self._json("GET", "/api/v2/monitor/health")
         return data if isinstance(data, dict) else {}
+
+    def in_flight(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[DagRun]:
+        """Queued or running runs of any type in the range: Airflow skips their dates (one state-filtered query)."""
+        params = {**_range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)}
+        params["state"] = ["queued", "running"]
+        items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
+        return [run for run in map(dag_run_from_json, items) if run.state in ("queued", "running")]
 
     def scheduler_health(self) -> SchedulerHealth:
         """The scheduler's status and heartbeat (the load guards' brake); an unreadable answer says why."""

@@ -15,7 +15,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.core.binding import Binding
 from controller.core.model import Backfill, BackfillRequest, RunSummary, summarise
 from controller.core.partitions import partition_range, runs_of
-from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches
+from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches, run_label
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import AirflowError, AirflowNotFound
@@ -98,7 +98,17 @@ class Observer:
             )
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
-        return DryRun(tuple(p.date for p in planned), len(everything), partitions=partition_range(planned))
+        partitions = partition_range(planned)
+        flying = self.in_flight(spec, partitioned=partitions is not None)
+        return DryRun(tuple(p.date for p in planned), len(everything), partitions=partitions, in_flight=flying)
+
+    def in_flight(self, spec: BackfillSpec, *, partitioned: bool) -> tuple[tuple[str, str], ...] | None:
+        """Queued or running runs in the spec's range (Airflow will skip their dates); None when unreadable."""
+        try:
+            runs = self.client.in_flight(spec.dag_id, spec.from_date, spec.to_date, partitioned=partitioned)
+        except AirflowError:
+            return None
+        return tuple(sorted((run_label(r), r.state) for r in runs))
 
 
 def _runs_wanted(

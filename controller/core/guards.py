@@ -256,6 +256,31 @@ def _budgeted(claim: Claim, budgets: Mapping[str, Budget]) -> list[str]:
     return [name for name in claim.downstream if name in budgets]
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetLoad:
+    """A budgeted system in the plan: its budget and the unfinished specs that list it."""
+
+    name: str
+    limit: int
+    specs: tuple[tuple[str, int], ...]  # (spec, max_active_runs) in queue order
+
+    @property
+    def requested(self) -> int:
+        return sum(n for _, n in self.specs)
+
+    def text(self) -> str:
+        listed = ", ".join(f"{s} {n}" for s, n in self.specs) or "no unfinished spec"
+        return f"{self.name} budget {self.limit}: {listed} ({self.requested} requested; at most {self.limit} at once)"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "max_active_runs": self.limit,
+            "requested": self.requested,
+            "specs": [{"spec": s, "max_active_runs": n} for s, n in self.specs],
+        }
+
+
 def budget_load(budgets: Mapping[str, Budget], claims: Sequence[Claim]) -> dict[str, int]:
     """Per budgeted system, the sum of max_active_runs of the claims that list it (the plan's load line)."""
     return {name: sum(c.max_active_runs for c in claims if name in c.downstream) for name in sorted(budgets)}

@@ -16,8 +16,17 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.binding import Binding
-from controller.core.guards import Claim, SchedulerHealth, Stop, admit, guard_stop, resumed_text, scheduler_problem
-from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
+from controller.core.guards import (
+    BudgetLoad,
+    Claim,
+    SchedulerHealth,
+    Stop,
+    admit,
+    guard_stop,
+    resumed_text,
+    scheduler_problem,
+)
+from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, Phase, RunSummary
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
@@ -78,6 +87,7 @@ class DryRun:
     in_range: int | None = None
     error: str | None = None
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
+    in_flight: tuple[tuple[str, str], ...] | None = ()  # (date or partition, state) Airflow will skip; None: unread
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +118,8 @@ class Item:
     request: BackfillRequest | None = None  # what a create sends
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
     guard: str | None = None  # the guard rule behind this item ("window", "freeze 'x'", "budget warehouse", …)
+    task_ceiling: int | None = None  # max_active_runs × the DAG's max_active_tasks (None: not known)
+    in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -119,6 +131,12 @@ class Item:
             facts["request"] = self.request.body()
         if self.partitions is not None:
             facts["first_partition"], facts["last_partition"] = self.partitions
+        if self.task_ceiling is not None:
+            facts["task_ceiling"] = self.task_ceiling
+        if self.in_flight is None or self.in_flight:
+            facts["in_flight"] = (
+                None if self.in_flight is None else [{"date": d, "state": s} for d, s in self.in_flight]
+            )
         return facts
 
     def as_json(self) -> dict[str, Any]:
@@ -163,6 +181,7 @@ class Plan:
     items: tuple[Item, ...]
     findings: tuple[Finding, ...] = ()
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
+    budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
 
     def checksum(self) -> str:
         """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
@@ -193,6 +212,7 @@ class Plan:
             "items": [i.as_json() for i in self.items],
             "findings": [f.as_json() for f in self.findings],
             "summary": summary_counts(self),
+            "budgets": [b.as_json() for b in self.budgets],
         }
 
 
@@ -268,10 +288,10 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
-    items = _admit(items, specs, policy)
+    items = [_load(i, world) for i in _admit(items, specs, policy)]
     findings += _scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
-    return Plan(tuple(items), ordered, tuple(needed))
+    return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy))
 
 
 def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
@@ -646,6 +666,50 @@ def _holds_budget(item: Item) -> bool:
     if item.backfill_id is None or item.source is None:
         return False
     return item.kind is Kind.CANCEL or item.phase in (Phase.RUNNING, Phase.PAUSED)
+
+
+def _load(item: Item, world: World) -> Item:
+    """The item with its load: the concurrent task ceiling and, for a spec still to be created, its in-flight runs."""
+    spec, obs = item.source, world.observations.get(item.dag_id)
+    if spec is None or item.phase.terminal:
+        return item
+    tasks = obs.info.max_active_tasks if obs is not None and obs.info is not None else None
+    dry = world.dry_runs.get(item.spec) if item.backfill_id is None else None
+    return replace(
+        item,
+        task_ceiling=None if tasks is None else spec.max_active_runs * tasks,
+        in_flight=dry.in_flight if dry is not None and dry.error is None else (),
+    )
+
+
+def run_label(run: DagRun) -> str:
+    """A run as the in-flight line names it: its logical date, or its partition key."""
+    if run.logical_date is not None:
+        return run.logical_date.date().isoformat()
+    return run.partition_key or run.run_id
+
+
+def in_flight_text(item: Item) -> str | None:
+    """`in flight: 2025-01-03 (running), … — these dates will be skipped` for a spec still to be created."""
+    if item.in_flight is None:
+        return "in flight: not known (the query for queued and running runs failed)"
+    if not item.in_flight:
+        return None
+    runs = ", ".join(f"{d} ({s})" for d, s in item.in_flight)
+    return f"in flight: {runs} — these dates will be skipped"
+
+
+def budget_loads(specs: Sequence[BackfillSpec], items: Sequence[Item], policy: Policy) -> tuple[BudgetLoad, ...]:
+    """Per budgeted system, the unfinished specs that list it and their max_active_runs."""
+    live = {i.spec for i in items if not i.phase.terminal}
+    return tuple(
+        BudgetLoad(
+            b.name,
+            b.max_active_runs,
+            tuple((s.name, s.max_active_runs) for s in specs if s.name in live and b.name in s.downstream),
+        )
+        for b in policy.downstream
+    )
 
 
 def _would_create(item: Item) -> bool:

@@ -654,7 +654,7 @@ def test_summary_counts_changes_and_order_of_changes() -> None:
         "in_sync": 0,
     }
     document = plan.as_json()
-    assert list(document) == ["format_version", "checksum", "complete", "items", "findings", "summary"]
+    assert list(document) == ["format_version", "checksum", "complete", "items", "findings", "summary", "budgets"]
     assert (document["format_version"], document["checksum"]) == (1, plan.checksum())
     assert [i["spec"] for i in document["items"]] == ["a", "q", "p"]
     assert json.loads(json.dumps(document)) == document

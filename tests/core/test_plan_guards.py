@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from controller.core.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
 from controller.core.model import DagInfo, Phase
 from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan
+from controller.core.plan_render import plan_markdown, plan_text
 from controller.core.policy import Policy
 from controller.core.spec import DesiredState
 from tests.core.test_plan import backfill, dates, spec
@@ -171,3 +172,39 @@ def test_a_head_awaiting_its_dry_run_queues_for_the_budget_too() -> None:
         ("b", "wait", "Pending", "awaiting dry run", None),
         ("c", "wait", "Queued", "waiting for warehouse budget (4 of 4 in use by a, b)", "budget warehouse"),
     ]
+
+
+def test_the_plan_shows_the_load_before_anyone_approves() -> None:
+    wide = DagInfo("d", False, False, False, True, False, max_active_tasks=16)
+    a = spec("a", downstream=("warehouse",), max_active_runs=3)
+    b = spec("b", dag="e", downstream=("warehouse",), max_active_runs=2)
+    flying = (("2025-01-03", "running"), ("2025-01-04", "queued"))
+    obs = {"d": DagObservation("d", wide), "e": DagObservation("e", OK)}
+    world = World(
+        obs, dry_runs={"a": replace(dates(5), in_flight=flying), "b": replace(dates(7), in_flight=None)}, now=OPEN
+    )
+    plan = make_plan([a, b], Policy(downstream=(Budget("warehouse", 8),)), world)
+    first, second = plan.items
+    assert (first.task_ceiling, second.task_ceiling) == (48, None)  # 3 × 16; e's max_active_tasks is not known
+    assert first.facts["task_ceiling"] == 48
+    assert first.facts["in_flight"] == [
+        {"date": "2025-01-03", "state": "running"},
+        {"date": "2025-01-04", "state": "queued"},
+    ]
+    assert second.facts["in_flight"] is None
+    assert plan.as_json()["budgets"] == [
+        {
+            "name": "warehouse",
+            "max_active_runs": 8,
+            "requested": 5,
+            "specs": [{"spec": "a", "max_active_runs": 3}, {"spec": "b", "max_active_runs": 2}],
+        }
+    ]
+    text = plan_text(plan).splitlines()
+    assert "up to 48 tasks at once" in text[0]
+    assert text[1] == "    in flight: 2025-01-03 (running), 2025-01-04 (queued) — these dates will be skipped"
+    assert text[3] == "    in flight: not known (the query for queued and running runs failed)"
+    assert text[4] == "Load: warehouse budget 8: a 3, b 2 (5 requested; at most 8 at once)"
+    markdown = plan_markdown(plan)
+    assert "- in flight: 2025-01-03 (running), 2025-01-04 (queued) — these dates will be skipped" in markdown
+    assert "- warehouse budget 8: a 3, b 2 (5 requested; at most 8 at once)" in markdown
