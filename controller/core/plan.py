@@ -122,6 +122,11 @@ class Item:
     in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
 
     @property
+    def held_by_guard(self) -> bool:
+        """Paused or queued by a guard: it moves on by itself when the guard lifts (never settled)."""
+        return self.guard is not None and self.phase in (Phase.PAUSED, Phase.QUEUED)
+
+    @property
     def facts(self) -> dict[str, Any]:
         """The item's facts as JSON (the plan's `--format json` and the PR comment read these)."""
         facts = spec_facts(self.source) if self.source is not None else {}
@@ -525,14 +530,19 @@ class _DagPlanner:
             return _item(spec, Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule, **base)
         if stop is None and guarded and backfill.is_paused:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, resumed_text(guarded), guard=guarded, **base)
-        return None  # a hand pause stays drift, whatever the guards say
+        if stop is not None and backfill.is_paused:  # a hand pause stays drift, but is not healed into a guard
+            return self._drift(spec, backfill, base, held=stop)
+        return None
 
-    def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any]) -> Item:
-        healing = self.policy.drift is DriftMode.HEAL
+    def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any], held: Stop | None = None) -> Item:
+        healing = self.policy.drift is DriftMode.HEAL and held is None
         message = f"backfill #{backfill.id} was paused outside backfillctl" + ("; healing: unpause" if healing else "")
         self.findings.append(Finding(FindingKind.DRIFT, self.dag_id, message, spec.name, backfill.id))
         if healing:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "drift: paused by hand; policy heals", **base)
+        if held is not None:
+            reason = f"drift: paused by hand; not unpaused while the {held.rule} holds it {held.detail}"
+            return _item(spec, Kind.NOOP, Phase.PAUSED, reason, **base)
         return _item(spec, Kind.NOOP, Phase.PAUSED, "drift: paused by hand (policy drift: report)", **base)
 
     def _adopt(self, spec: BackfillSpec, backfill: Backfill) -> Item:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from controller.commands.reconcile import PassResult
 from controller.core.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
 from controller.core.model import DagInfo, Phase
 from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan
 from controller.core.plan_render import plan_markdown, plan_text
-from controller.core.policy import Policy
+from controller.core.policy import DriftMode, Policy
 from controller.core.spec import DesiredState
+from controller.core.status import status_rows
 from tests.core.test_plan import backfill, dates, spec
 
 CLOSED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, 13:00 in Berlin
@@ -208,3 +210,23 @@ def test_the_plan_shows_the_load_before_anyone_approves() -> None:
     markdown = plan_markdown(plan)
     assert "- in flight: 2025-01-03 (running), 2025-01-04 (queued) — these dates will be skipped" in markdown
     assert "- warehouse budget 8: a 3, b 2 (5 requested; at most 8 at once)" in markdown
+
+
+def test_a_hand_pause_while_a_guard_holds_is_drift_and_not_healed() -> None:
+    healing = replace(WINDOWED, drift=DriftMode.HEAL)
+    paused = backfill(7, paused=True)
+    plan = make_plan([spec()], healing, world_at(CLOSED, paused, bindings=bound()))
+    why = "drift: paused by hand; not unpaused while the window holds it until 20:00 Europe/Berlin"
+    assert rows(plan) == [("s", "noop", "Paused", why, None)]
+    assert [f.message for f in plan.findings] == ["backfill #7 was paused outside backfillctl"]
+    healed = make_plan([spec()], healing, world_at(OPEN, paused, bindings=bound()))
+    assert rows(healed) == [("s", "unpause", "Running", "drift: paused by hand; policy heals", None)]
+
+
+def test_a_guard_pause_is_not_settled_and_status_says_which_guard() -> None:
+    plan = make_plan([spec()], WINDOWED, world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="window")))
+    assert not PassResult(plan).settled  # --until-complete waits for the window instead of stopping
+    (row,) = status_rows(plan, {})
+    assert (row.phase, row.note) == ("Paused", "paused by window until 20:00 Europe/Berlin")
+    by_hand = make_plan([spec()], WINDOWED, world_at(OPEN, backfill(7, paused=True), bindings=bound()))
+    assert PassResult(by_hand).settled
