@@ -123,8 +123,8 @@ class Item:
 
     @property
     def held_by_guard(self) -> bool:
-        """Paused or queued by a guard: it moves on by itself when the guard lifts (never settled)."""
-        return self.guard is not None and self.phase in (Phase.PAUSED, Phase.QUEUED)
+        """Paused by a guard: it moves on by itself when the guard lifts (never settled)."""
+        return self.guard is not None and self.phase is Phase.PAUSED
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -711,7 +711,7 @@ def in_flight_text(item: Item) -> str | None:
 
 def budget_loads(specs: Sequence[BackfillSpec], items: Sequence[Item], policy: Policy) -> tuple[BudgetLoad, ...]:
     """Per budgeted system, the unfinished specs that list it and their max_active_runs."""
-    live = {i.spec for i in items if not i.phase.terminal}
+    live = {i.spec for i in items if not i.phase.terminal or i.kind is Kind.CANCEL}  # a cancel still holds runs
     return tuple(
         BudgetLoad(
             b.name,

@@ -194,6 +194,7 @@ def test_owners_of_a_downstream_system_must_approve() -> None:
 
     policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall", "wh-lead")), Budget("api", 2)))
     body = text(approvers="dave") + "downstream: [api, warehouse]\n"
+    unbudgeted = text(approvers="dave") + "downstream: [lake]\n"  # validate refuses it; the gate has nobody to ask
     approved_by_dave = decisions(raw("dave", "APPROVED", "2026-01-01T00:00:00Z"))
     found = [(d.text(), d.hint) for d in check_approvals(loaded(body), approved_by_dave, "bob", HEAD, policy)]
     assert found == [
@@ -212,3 +213,4 @@ def test_owners_of_a_downstream_system_must_approve() -> None:
     )
     assert len(check_approvals(loaded(body), own_pr, "wh-lead", HEAD, policy)) == 1  # nobody approves their own PR
     assert check_approvals(loaded(body), own_pr, "bob", HEAD, policy) == []
+    assert check_approvals(loaded(unbudgeted), approved_by_dave, "bob", HEAD, policy) == []

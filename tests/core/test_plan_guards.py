@@ -230,3 +230,58 @@ def test_a_guard_pause_is_not_settled_and_status_says_which_guard() -> None:
     assert (row.phase, row.note) == ("Paused", "paused by window until 20:00 Europe/Berlin")
     by_hand = make_plan([spec()], WINDOWED, world_at(OPEN, backfill(7, paused=True), bindings=bound()))
     assert PassResult(by_hand).settled
+
+
+def test_without_a_clock_no_guard_applies() -> None:
+    policy = Policy(windows=(NIGHTS,), freezes=(FROZEN,), scheduler_guard=SchedulerGuard(True))
+    plan = make_plan([spec()], policy, World({"d": DagObservation("d", OK)}, dry_runs={"s": dates(7)}))
+    assert rows(plan) == [("s", "create", "Pending", "", None)]
+    assert plan.findings == ()
+
+
+def test_a_freeze_holds_even_when_the_scheduler_health_is_unknown() -> None:
+    policy = Policy(freezes=(FROZEN,), scheduler_guard=SchedulerGuard(True))
+    unread = SchedulerHealth(error="down")
+    plan = make_plan([spec()], policy, world_at(CLOSED, backfill(7), bindings=bound(), scheduler=unread))
+    rule = "freeze 'year-end close'"
+    assert rows(plan) == [("s", "pause", "Paused", f"paused by {rule} until 2026-12-02T00:00:00Z", rule)]
+    fresh = make_plan(
+        [spec()],
+        Policy(scheduler_guard=SchedulerGuard(True)),
+        world_at(CLOSED, dry_runs={"s": dates(7)}, scheduler=unread),
+    )
+    (item,) = fresh.items
+    assert (item.kind, item.error, item.reason) == (
+        Kind.BLOCKED,
+        True,
+        "observation incomplete: scheduler health: down",
+    )
+
+
+def test_paused_and_cancelling_backfills_hold_their_share_and_finished_specs_leave_the_load() -> None:
+    held = spec("a", dag="da", downstream=("warehouse",), max_active_runs=2, state=DesiredState.PAUSED)
+    cancelling = spec("b", dag="db", downstream=("warehouse",), max_active_runs=1, state=DesiredState.CANCELLED)
+    done = spec("c", dag="dc", downstream=("warehouse",), max_active_runs=3)
+    asking = spec("d", dag="dd", downstream=("warehouse",), max_active_runs=2)
+    policy = Policy(downstream=(Budget("warehouse", 4),))
+    wide = DagInfo("da", False, False, False, True, False, max_active_tasks=8)
+    obs = {
+        "da": DagObservation("da", wide, (backfill(7, held, paused=True),)),
+        "db": DagObservation("db", OK, (backfill(8, cancelling),)),
+        "dc": DagObservation("dc", OK),
+        "dd": DagObservation("dd", OK),
+    }
+    bindings = {
+        "a": Binding("a", "da", 7, Phase.PAUSED, DesiredState.PAUSED),
+        "b": Binding("b", "db", 8, Phase.RUNNING),
+        "c": Binding("c", "dc", 9, Phase.SUCCEEDED),
+    }
+    plan = make_plan([held, cancelling, done, asking], policy, World(obs, bindings, {"d": dates(7)}, now=OPEN))
+    assert rows(plan) == [
+        ("a", "noop", "Paused", "spec says paused", None),
+        ("b", "cancel", "Cancelled", "spec says cancelled", None),
+        ("c", "noop", "Succeeded", "finished", None),
+        ("d", "wait", "Queued", "waiting for warehouse budget (3 of 4 in use by a, b)", "budget warehouse"),
+    ]
+    assert [i.task_ceiling for i in plan.items] == [16, None, None, None]  # a finished spec shows no load
+    assert [b.text() for b in plan.budgets] == ["warehouse budget 4: a 2, b 1, d 2 (5 requested; at most 4 at once)"]
