@@ -83,7 +83,7 @@ class Stop:
 def valid_timezone(name: str) -> bool:
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name the file system refuses
         return False
     return True
 
@@ -117,11 +117,11 @@ def in_windows(windows: Iterable[Window], now: datetime) -> bool:
 
 
 def next_opening(windows: Sequence[Window], now: datetime) -> tuple[datetime, Window] | None:
-    """The earliest opening after `now` within the next eight days, and its window."""
+    """The earliest opening after `now` (within a week: every window opens weekly), and its window."""
     found: list[tuple[datetime, int]] = []
     for index, window in enumerate(windows):
         today = _local_day(now, window.timezone)
-        for offset in range(-1, 9):
+        for offset in range(8):  # today's opening may have passed: the same weekday comes again in 7 days
             span = window.opening(today + timedelta(days=offset))
             if span is not None and span[0] > now:
                 found.append((span[0], index))
@@ -243,15 +243,6 @@ def admit(budgets: Mapping[str, Budget], holding: Sequence[Claim], asking: Seque
     return result
 
 
-def _short(
-    names: list[str], claim: Claim, used: Mapping[str, int], budgets: Mapping[str, Budget], waiting: Mapping[str, str]
-) -> str | None:
-    """The first budget the claim cannot take now: someone earlier waits for it, or it has no room."""
-    return next(
-        (n for n in names if n in waiting or used[n] + claim.max_active_runs > budgets[n].max_active_runs), None
-    )
-
-
 def _budgeted(claim: Claim, budgets: Mapping[str, Budget]) -> list[str]:
     return [name for name in claim.downstream if name in budgets]
 
@@ -279,8 +270,3 @@ class BudgetLoad:
             "requested": self.requested,
             "specs": [{"spec": s, "max_active_runs": n} for s, n in self.specs],
         }
-
-
-def budget_load(budgets: Mapping[str, Budget], claims: Sequence[Claim]) -> dict[str, int]:
-    """Per budgeted system, the sum of max_active_runs of the claims that list it (the plan's load line)."""
-    return {name: sum(c.max_active_runs for c in claims if name in c.downstream) for name in sorted(budgets)}

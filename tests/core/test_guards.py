@@ -8,6 +8,7 @@ import pytest
 
 from controller.core.guards import (
     Budget,
+    BudgetLoad,
     Claim,
     Freeze,
     SchedulerGuard,
@@ -16,7 +17,6 @@ from controller.core.guards import (
     Window,
     active_freeze,
     admit,
-    budget_load,
     guard_stop,
     in_windows,
     next_opening,
@@ -185,6 +185,51 @@ def test_a_waiting_spec_blocks_every_budget_it_lists() -> None:
     assert result["c"].reason == "waiting for api budget (0 of 4 in use; b waits first)"
 
 
-def test_budget_load() -> None:
-    claims = [Claim("a", ("warehouse",), 3), Claim("b", ("warehouse", "api"), 2)]
-    assert budget_load(WAREHOUSE, claims) == {"api": 2, "warehouse": 5}
+def test_a_weekly_window_whose_opening_passed_today_opens_next_week() -> None:
+    tuesdays = Window(("tue",), "09:00", "10:00", "UTC")
+    now = at("2026-12-01T11:00+00:00")  # a Tuesday, after today's opening
+    assert next_opening([tuesdays], now) == (at("2026-12-08T09:00+00:00"), tuesdays)
+    assert guard_stop([tuesdays], [], now) == Stop("window", "until Tue 09:00 UTC")
+
+
+def test_a_window_that_ends_where_it_starts_lasts_a_day() -> None:
+    daily = Window(("tue",), "12:00", "12:00", "UTC")
+    assert in_windows([daily], at("2026-12-02T11:59+00:00"))  # Wednesday before noon: still Tuesday's window
+    assert not in_windows([daily], at("2026-12-02T12:00+00:00"))
+
+
+def test_a_window_without_days_never_opens() -> None:
+    never = Window((), "00:00", "24:00", "UTC")
+    assert guard_stop([never], [], NOW) == Stop("window", "(no window opens within a week)")
+
+
+def test_a_heartbeat_exactly_at_the_limit_is_healthy() -> None:
+    beat = SchedulerHealth("healthy", datetime(2026, 12, 1, 11, 59, tzinfo=UTC))
+    assert scheduler_problem(beat, SchedulerGuard(True, 60), NOW) is None
+
+
+def test_every_later_waiter_names_the_first_one() -> None:
+    budgets = {"w": Budget("w", 2)}
+    result = admit(
+        budgets, [Claim("a", ("w",), 2)], [Claim("b", ("w",), 1), Claim("c", ("w",), 1), Claim("d", ("w",), 1)]
+    )
+    assert [result[n].reason for n in "bcd"] == [
+        "waiting for w budget (2 of 2 in use by a)",
+        "waiting for w budget (2 of 2 in use by a; b waits first)",
+        "waiting for w budget (2 of 2 in use by a; b waits first)",
+    ]
+
+
+def test_budget_load_lines() -> None:
+    assert BudgetLoad("w", 4, ()).text() == "w budget 4: no unfinished spec (0 requested; at most 4 at once)"
+    assert BudgetLoad("w", 4, (("a", 3), ("b", 2))).as_json() == {
+        "name": "w",
+        "max_active_runs": 4,
+        "requested": 5,
+        "specs": [{"spec": "a", "max_active_runs": 3}, {"spec": "b", "max_active_runs": 2}],
+    }
+
+
+def test_the_next_opening_at_an_opening_instant_is_the_one_after() -> None:
+    opens = at("2026-12-01T20:00+01:00")
+    assert next_opening([WEEKNIGHTS], opens) == (at("2026-12-02T20:00+01:00"), WEEKNIGHTS)

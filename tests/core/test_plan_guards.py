@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from controller.commands.reconcile import PassResult
 from controller.core.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
-from controller.core.model import DagInfo, Phase
-from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan
+from controller.core.model import DagInfo, DagRun, Phase
+from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
 from controller.core.plan_render import plan_markdown, plan_text
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import DesiredState
@@ -268,7 +268,7 @@ def test_paused_and_cancelling_backfills_hold_their_share_and_finished_specs_lea
     obs = {
         "da": DagObservation("da", wide, (backfill(7, held, paused=True),)),
         "db": DagObservation("db", OK, (backfill(8, cancelling),)),
-        "dc": DagObservation("dc", OK),
+        "dc": DagObservation("dc", replace(wide, dag_id="dc")),
         "dd": DagObservation("dd", OK),
     }
     bindings = {
@@ -285,3 +285,42 @@ def test_paused_and_cancelling_backfills_hold_their_share_and_finished_specs_lea
     ]
     assert [i.task_ceiling for i in plan.items] == [16, None, None, None]  # a finished spec shows no load
     assert [b.text() for b in plan.budgets] == ["warehouse budget 4: a 2, b 1, d 2 (5 requested; at most 4 at once)"]
+
+
+def test_corners_of_budget_and_brake_bookkeeping() -> None:
+    # a spec queued behind another on its DAG does not ask for budget; a budget wait sends nothing
+    first = spec("a", downstream=("warehouse",), max_active_runs=2)
+    behind = spec("b", downstream=("warehouse",), max_active_runs=2)
+    other = spec("c", dag="e", downstream=("warehouse",), max_active_runs=2)
+    policy = Policy(downstream=(Budget("warehouse", 3),))
+    obs = {"d": DagObservation("d", OK), "e": DagObservation("e", OK)}
+    plan = make_plan([first, behind, other], policy, World(obs, dry_runs={n: dates(7) for n in "ac"}, now=OPEN))
+    assert rows(plan) == [
+        ("a", "create", "Pending", "", None),
+        ("b", "wait", "Queued", "queued behind a", None),
+        ("c", "wait", "Queued", "waiting for warehouse budget (2 of 3 in use by a)", "budget warehouse"),
+    ]
+    assert plan.items[2].request is None
+    # the heartbeat's age is measured at the plan's now
+    stale = Policy(scheduler_guard=SchedulerGuard(True, 60))
+    beat = SchedulerHealth("healthy", datetime(2026, 12, 1, 11, 58, tzinfo=UTC))
+    braked = make_plan([spec()], stale, world_at(CLOSED, backfill(7), bindings=bound(), scheduler=beat))
+    assert rows(braked)[0][3] == "paused by scheduler guard (scheduler heartbeat 120 s old (limit 60 s))"
+    # a scheduler never observed is one finding, for no DAG
+    unseen = make_plan(
+        [spec()], Policy(scheduler_guard=SchedulerGuard(True)), world_at(CLOSED, dry_runs={"s": dates(7)})
+    )
+    assert [(f.dag_id, f.cause, f.message) for f in unseen.findings] == [
+        (
+            "",
+            "not observed",
+            "scheduler health was not observed: not observed; nothing is created, paused or resumed by the guards",
+        )
+    ]
+
+
+def test_run_labels() -> None:
+    day = DagRun("r1", datetime(2025, 1, 3, tzinfo=UTC), "running", None, None)
+    part = DagRun("r2", None, "queued", None, None, partition_key="2025-01-04T00:00:00")
+    bare = DagRun("r3", None, "queued", None, None)
+    assert [run_label(r) for r in (day, part, bare)] == ["2025-01-03", "2025-01-04T00:00:00", "r3"]
