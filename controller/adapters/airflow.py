@@ -14,7 +14,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -49,6 +49,9 @@ from controller.errors import (
 
 log = logging.getLogger(__name__)
 PAGE = 100  # the server clamps larger limits to 100 silently
+# runs that started and ended: Airflow's start/end date filters let nulls through and it ignores a bound of 0
+# (it tests the bound's truth), so a microsecond it is
+FINISHED_AFTER_START = {"duration_gte": "0.000001"}
 _STATUS_ERRORS: dict[int, type[AirflowError]] = {
     400: AirflowInvalid,
     401: AirflowAuthError,
@@ -57,9 +60,6 @@ _STATUS_ERRORS: dict[int, type[AirflowError]] = {
     409: AirflowConflict,
     422: AirflowInvalid,
 }
-
-
-RUN_STATES = ("queued", "running", "success", "failed")  # a DAG run's states in Airflow 3
 
 
 def _range_params(
@@ -136,6 +136,23 @@ def schedule_from_json(details: Mapping[str, Any]) -> Schedule:
         description=details.get("timetable_description"),
         allowed_run_types=None if allowed is None else tuple(str(t) for t in allowed),
         asset_triggered=bool(details.get("asset_expression")),
+    )
+
+
+def dag_info_from_json(dag_id: str, data: Mapping[str, Any], depends_on_past: bool | None = None) -> DagInfo:
+    """A DAG's info from its details or its entry in the DAG listing (the same fields but `params` and
+    `asset_expression`, which only the details carry)."""
+    return DagInfo(
+        dag_id=dag_id,
+        is_paused=bool(data["is_paused"]),
+        is_stale=bool(data.get("is_stale")),
+        has_import_errors=bool(data.get("has_import_errors")),
+        is_backfillable=bool(data.get("is_backfillable", data.get("timetable_periodic"))),
+        depends_on_past=depends_on_past,
+        params=data.get("params") or {},
+        partitioned=bool(data.get("timetable_partitioned")),
+        schedule=schedule_from_json(data),
+        max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
     )
 
 
@@ -270,20 +287,28 @@ class AirflowClient:
         """DAG details; `with_tasks` adds a call to learn `depends_on_past` (None when not asked)."""
         details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
         tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks") if with_tasks else None
-        return DagInfo(
-            dag_id=dag_id,
-            is_paused=bool(details["is_paused"]),
-            is_stale=bool(details.get("is_stale")),
-            has_import_errors=bool(details.get("has_import_errors")),
-            is_backfillable=bool(details.get("is_backfillable", details.get("timetable_periodic"))),
-            depends_on_past=None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", [])),
-            params=details.get("params") or {},
-            partitioned=bool(details.get("timetable_partitioned")),
-            schedule=schedule_from_json(details),
-            max_active_tasks=details.get("max_active_tasks")
-            if isinstance(details.get("max_active_tasks"), int)
-            else None,
-        )
+        depends_on_past = None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", []))
+        return dag_info_from_json(dag_id, details, depends_on_past)
+
+    def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
+        """Several DAGs' infos from the DAG listing (one call per 100 DAGs instead of one per DAG).
+
+        The listing reads pages while fewer pages remain than DAGs are missing; a DAG it does not hold
+        (stale, on a page not read) is left out, for `dag()` to look up; so is a DAG that is not periodic,
+        whose refusal names the reason only the details tell (asset-triggered or not)."""
+        wanted, found = set(dag_ids), dict[str, DagInfo]()
+        offset = 0
+        while wanted - found.keys():
+            data = self._json("GET", "/api/v2/dags", params={"limit": PAGE, "offset": offset, "order_by": "dag_id"})
+            items = data["dags"]
+            for item in items:
+                if item["dag_id"] in wanted and item.get("timetable_periodic"):
+                    found[item["dag_id"]] = dag_info_from_json(item["dag_id"], item)
+            offset += len(items)
+            pages_left = -(-(int(data["total_entries"]) - offset) // PAGE)
+            if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
+                break
+        return found
 
     def dag_runs(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
@@ -293,23 +318,67 @@ class AirflowClient:
         items = self._paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
         return [dag_run_from_json(item) for item in items]
 
+    def dag_runs_if_within(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool, pages: int
+    ) -> list[DagRun] | None:
+        """The backfill runs in the range if they fit in `pages` pages (the first call tells), else None."""
+        path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date, partitioned=partitioned)
+        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
+        total = int(first["total_entries"])
+        if -(-total // PAGE) > pages:
+            return None
+        rest = self._paginate(path, "dag_runs", params, offset=len(first["dag_runs"])) if total > PAGE else ()
+        return [dag_run_from_json(item) for item in [*first["dag_runs"], *rest]]
+
     def run_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> RunSummary:
         """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
 
-        Up to one page of runs: that page (1 call). More: counts by state from `total_entries` of
-        state-filtered queries (`limit=1`), the failed runs (paginated over failures only) and the latest
-        finished page for the mean duration — 7 calls for a year of hourly runs instead of 88 pages.
+        Up to one page of runs: that page (1 call). More: the queued and running counts from `total_entries`
+        of state-filtered queries (`limit=1`), the failed runs (paginated over failures only), the latest
+        finished page for the mean duration, and success as what is left of the first page's total — 5
+        calls for a year of hourly runs instead of 88 pages (6 when over a hundred runs failed: the failed
+        dates shown are then the first hundred).
         """
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
         first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
-        if int(first["total_entries"]) <= len(first["dag_runs"]):
+        total = int(first["total_entries"])
+        if total <= len(first["dag_runs"]):
             return summarise([dag_run_from_json(item) for item in first["dag_runs"]])
-        counts = {state: self._count(path, {**params, "state": state}) for state in RUN_STATES}
-        failed = [dag_run_from_json(i) for i in self._paginate(path, "dag_runs", {**params, "state": "failed"})]
-        recent = self._json(
-            "GET", path, params={**params, "state": ["success", "failed"], "order_by": "-end_date", "limit": PAGE}
-        )
-        return summary_from_counts(counts, failed, [dag_run_from_json(i) for i in recent["dag_runs"]])
+        counts = {state: self._count(path, {**params, "state": state}) for state in ("queued", "running")}
+        failed, failures, never_started = self._failures(path, params)
+        # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first)
+        recent_params = {**params, "state": ["success", "failed"], **FINISHED_AFTER_START, "order_by": "-end_date"}
+        recent = self._json("GET", path, params={**recent_params, "limit": PAGE})
+        # a run that changed state between these calls is counted once, never below zero
+        counts |= {"failed": failures, "success": max(0, total - sum(counts.values()) - failures)}
+        recent_runs = [dag_run_from_json(i) for i in recent["dag_runs"]]
+        return summary_from_counts(counts, failed, recent_runs, never_started=never_started)
+
+    def _failures(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int, int | None]:
+        """The failed runs to show (at most a page of them), how many failed, and how many of those never
+        started (None: count them in the runs shown). Beyond a page, the started failures are counted and
+        their first page shown, so thousands of failures cost two calls, not one per hundred."""
+        first = self._json("GET", path, params={**params, "state": "failed", "limit": PAGE})
+        failures = int(first["total_entries"])
+        if failures <= len(first["dag_runs"]):
+            return [dag_run_from_json(i) for i in first["dag_runs"]], failures, None
+        started_params = {**params, "state": "failed", **FINISHED_AFTER_START, "limit": PAGE}
+        started = self._json("GET", path, params=started_params)
+        shown = [dag_run_from_json(i) for i in started["dag_runs"]]
+        return shown, failures, max(0, failures - int(started["total_entries"]))
+
+    def queued_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> tuple[int, datetime | None]:
+        """How many backfill runs in the range are queued, and the oldest queue time among the first page of
+        them by id (a backfill queues its runs together): one call, whatever the range."""
+        path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
+        data = self._json("GET", path, params={**params, "state": "queued", "order_by": "id", "limit": PAGE})
+        times = [t for t in (parse_time(i.get("queued_at")) for i in data["dag_runs"]) if t is not None]
+        return int(data["total_entries"]), min(times, default=None)
+
+    def count_runs(self, dag_id: str, from_date: datetime, to_date: datetime, states: Iterable[str]) -> int:
+        """How many runs of any type in the range are in these states (one call, whatever the range)."""
+        params = _range_params(from_date, to_date, backfill_only=False)
+        return self._count(f"/api/v2/dags/{dag_id}/dagRuns", {**params, "state": list(states)})
 
     def _count(self, path: str, params: dict[str, Any]) -> int:
         return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])
@@ -350,8 +419,7 @@ class AirflowClient:
 
     # --- plumbing ------------------------------------------------------------------------------------
 
-    def _paginate(self, path: str, key: str, params: dict[str, Any]) -> Iterator[Mapping[str, Any]]:
-        offset = 0
+    def _paginate(self, path: str, key: str, params: dict[str, Any], *, offset: int = 0) -> Iterator[Mapping[str, Any]]:
         while True:
             data = self._json("GET", path, params={**params, "limit": PAGE, "offset": offset})
             items = data[key]

@@ -18,7 +18,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
 from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
-from controller.core.model import BackfillRequest, Phase
+from controller.core.model import Backfill, BackfillRequest, Phase
 from controller.core.plan import Item, Kind, World, matches
 from controller.core.retrying import Backoff
 from controller.core.spec import BackfillSpec, DesiredState
@@ -34,6 +34,7 @@ class Applied:
     item: Item
     outcome: str  # created | adopted | recovered-after-ambiguous | done | already-completed | conflict | …
     error: str | None = None  # what went wrong, for the pass's error lines
+    created: Backfill | None = None  # Airflow's answer to a create: the new backfill, as it was observed
 
 
 class Applier:
@@ -155,7 +156,7 @@ class Applier:
             "create", AuditPhase.OUTCOME, spec, outcome="created", backfill_id=created.id, response=response
         )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created")
-        return Applied(item, "created")
+        return Applied(item, "created", created=created)
 
     def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: str) -> Applied | None:
         found = [b for b in self.client.list_backfills(spec.dag_id) if matches(spec, b) and b.created_at >= since]

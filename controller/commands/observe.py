@@ -6,6 +6,7 @@ create would start are part of the observation, so the plan is made once from a 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -13,14 +14,18 @@ from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
 from controller.core.binding import Binding
-from controller.core.model import Backfill, BackfillRequest, RunSummary, summarise
-from controller.core.partitions import partition_range, runs_of
+from controller.core.model import Backfill, BackfillRequest, DagInfo, RunSummary, summarise
+from controller.core.partitions import partition_range, runs_of, runs_within
 from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches, run_label
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import AirflowError, AirflowNotFound
 
+log = logging.getLogger(__name__)
+BATCH_FROM = 2  # more backfills than this on one DAG: try one read of their whole range first
 POOL = 4  # Airflow calls in flight at once: enough to overlap latency, small enough for a shared server
+# the finished runs a reprocess rule leaves alone (in flight ones are skipped by every rule)
+KEPT = {ReprocessBehavior.NONE: ("success", "failed"), ReprocessBehavior.FAILED: ("success",)}
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -57,27 +62,84 @@ class Observer:
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
-            dry_runs.update(concurrently(needed, lambda name: self.dry_run(by_name[name])))
+            dry_runs.update(concurrently(needed, lambda name: self.dry_run(by_name[name], observations)))
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
         """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""
         names = {s.name for s in specs}
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
-        return concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings))
+        listed = self._listed(live)
+        return concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings, listed.get(dag_id)))
 
-    def _dag(self, dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> DagObservation:
+    def after(
+        self,
+        before: World,
+        specs: Sequence[BackfillSpec],
+        bindings: Mapping[str, Binding],
+        *,
+        intents: Mapping[str, datetime],
+        now: datetime,
+        changed: Mapping[str, Sequence[Backfill | None]],
+    ) -> World:
+        """The world after this pass's changes (`changed`: DAG → what each change created, None when it
+        created nothing or its answer was not a backfill). Only the DAGs the changes touched are read again,
+        with the infos already read; a DAG whose every change was a create Airflow answered is not listed
+        again (those answers are its new backfills), only their runs are read."""
+
+        def again(dag_id: str) -> DagObservation:
+            prior, created = before.observations.get(dag_id), changed[dag_id]
+            if prior is None or prior.error is not None or prior.info is None:
+                return self._dag(dag_id, specs, bindings)
+            if created and all(b is not None for b in created):
+                new = tuple(b for b in created if b is not None)
+                runs = {b.id: self._summary(b, partitioned=prior.info.partitioned) for b in new}
+                return DagObservation(dag_id, prior.info, prior.backfills + new, {**prior.runs, **runs})
+            return self._dag(dag_id, specs, bindings, prior.info)
+
+        observations = {**before.observations, **concurrently(sorted(changed), again)}
+        return World(observations, dict(bindings), {}, intents, now=now, scheduler=before.scheduler)
+
+    def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
+        """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details."""
+        wanted = list(dag_ids)
+        if len(wanted) <= 1:
+            return {}
+        try:
+            return self.client.dag_infos(wanted)
+        except AirflowError as exc:
+            log.info("DAG listing unavailable (%s); reading each DAG's details", exc.message)
+            return {}
+
+    def _dag(
+        self,
+        dag_id: str,
+        specs: Sequence[BackfillSpec],
+        bindings: Mapping[str, Binding],
+        info: DagInfo | None = None,
+    ) -> DagObservation:
         try:
             backfills = tuple(self.client.list_backfills(dag_id))
-            try:
-                info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
-            except AirflowNotFound:
-                info = None
+            if info is None:
+                try:
+                    info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
+                except AirflowNotFound:
+                    info = None
             wanted = _runs_wanted(dag_id, backfills, specs, bindings)
-            runs = {b.id: self._summary(b, partitioned=info is not None and info.partitioned) for b in wanted}
+            runs = self._summaries(dag_id, wanted, partitioned=info is not None and info.partitioned)
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
         return DagObservation(dag_id, info, backfills, runs)
+
+    def _summaries(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> dict[int, RunSummary]:
+        """Each backfill's runs by state. Several backfills on a DAG (specs adopted after a lost store) are
+        read as one range when that takes fewer pages than one read each, and told apart in memory."""
+        if len(backfills) > BATCH_FROM:
+            low, high = min(b.from_date for b in backfills), max(b.to_date for b in backfills)
+            runs = self.client.dag_runs_if_within(dag_id, low, high, partitioned=partitioned, pages=len(backfills))
+            if runs is not None:
+                return {b.id: summarise(runs_within(b, runs, partitioned=partitioned)) for b in backfills}
+        return {b.id: self._summary(b, partitioned=partitioned) for b in backfills}
 
     def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
         """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
@@ -87,20 +149,24 @@ class Observer:
         runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=True)
         return summarise(runs_of(backfill, runs))
 
-    def dry_run(self, spec: BackfillSpec) -> DryRun:
-        """Runs the create would make, and runs in range (a second dry run with reprocess `completed`)."""
+    def dry_run(self, spec: BackfillSpec, observations: Mapping[str, DagObservation]) -> DryRun:
+        """Runs the create would make, and runs in range: for a logical-date DAG, those plus the finished runs
+        the reprocess rule keeps (one counting call, where a second dry run took as long as the first);
+        a partitioned DAG's partitions can hold several runs each, so a dry run with `completed` counts them."""
         try:
             planned = self.client.planned_runs(BackfillRequest.from_spec(spec))
-            everything = (
-                planned
-                if spec.reprocess_behavior is ReprocessBehavior.COMPLETED
-                else self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed"))
-            )
+            if spec.reprocess_behavior is ReprocessBehavior.COMPLETED:
+                in_range = len(planned)
+            elif _partitioned(observations.get(spec.dag_id)):
+                in_range = len(self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed")))
+            else:
+                kept = KEPT[spec.reprocess_behavior]
+                in_range = len(planned) + self.client.count_runs(spec.dag_id, spec.from_date, spec.to_date, kept)
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
         partitions = partition_range(planned)
         flying = self.in_flight(spec, partitioned=partitions is not None)
-        return DryRun(tuple(p.date for p in planned), len(everything), partitions=partitions, in_flight=flying)
+        return DryRun(tuple(p.date for p in planned), in_range, partitions=partitions, in_flight=flying)
 
     def in_flight(self, spec: BackfillSpec, *, partitioned: bool) -> tuple[tuple[str, str], ...] | None:
         """Queued or running runs in the spec's range (Airflow will skip their dates); None when unreadable."""
@@ -109,6 +175,10 @@ class Observer:
         except AirflowError:
             return None
         return tuple(sorted((run_label(r), r.state) for r in runs))
+
+
+def _partitioned(observation: DagObservation | None) -> bool:
+    return observation is not None and observation.info is not None and observation.info.partitioned
 
 
 def _runs_wanted(

@@ -7,10 +7,12 @@ crash recovery (`commands/apply.py`), and records phases, findings and the pass 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 
 from controller.adapters.airflow import AirflowClient
@@ -22,7 +24,7 @@ from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.binding import Binding
-from controller.core.model import Phase
+from controller.core.model import Backfill, Phase
 from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
@@ -100,8 +102,11 @@ class Reconciler:
 
     # --- the specs -----------------------------------------------------------------------------------------
 
-    def load(self) -> tuple[list[BackfillSpec], Policy]:
-        result = validate_paths([], self.settings.specs_dir, self.clock())
+    def load(self, bindings: Mapping[str, Binding] | None = None) -> tuple[list[BackfillSpec], Policy]:
+        """The specs in queue order and the policy; the files of finished specs (`bindings`), unchanged, are
+        only read, not validated again (issue 12: 1,000 finished specs must not slow every pass)."""
+        settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
+        result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)
         if not result.ok:
             first = result.errors[0]
             raise InvalidSpecs(
@@ -142,9 +147,12 @@ class Reconciler:
     # --- one pass -----------------------------------------------------------------------------------------
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
-        specs, policy = self.load()
+        bindings = self.store.bindings()
+        specs, policy = self.load(bindings)
         self.policy = policy
-        recorder = Recorder(self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy)
+        recorder = Recorder(
+            self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
+        )
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
@@ -153,11 +161,21 @@ class Reconciler:
             return PassResult(plan, errors=plan_errors(plan), refused=refused)
         applied = self._apply(plan, specs, world, recorder)
         by_name = {s.name: s for s in specs}
-        recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
+        with self.store.batch("recording observed phases"):
+            recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
-            after = make_plan(specs, policy, self._observe(specs, policy, recorder.bindings, with_dry_runs=False))
-            recorder.phases(after, by_name, skip=set())
+            after_world = self.observer.after(
+                world,
+                specs,
+                recorder.bindings,
+                intents=self.store.pending_creates(),
+                now=self.clock(),
+                changed=changed_dags(applied),
+            )
+            after = make_plan(specs, policy, after_world)
+            with self.store.batch("recording observed phases"):
+                recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
         recorder.pass_done(plan, len(applied))
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
@@ -166,7 +184,12 @@ class Reconciler:
     def _apply(self, plan: Plan, specs: Sequence[BackfillSpec], world: World, recorder: Recorder) -> list[Applied]:
         applier = Applier(self.client, recorder, self.sleep)
         by_name = {s.name: s for s in specs}
-        return [applier.apply(item, by_name[item.spec], world) for item in iter_changes(plan)]
+        applied: list[Applied] = []
+        for adopting, items in groupby(iter_changes(plan), key=lambda i: i.kind is Kind.ADOPT):
+            # adoptions call nothing: a run of them is recorded in one transaction
+            with self.store.batch("recording adoptions") if adopting else contextlib.nullcontext():
+                applied += [applier.apply(item, by_name[item.spec], world) for item in items]
+        return applied
 
     @staticmethod
     def _check_reviewed(plan: Plan, checksum: str | None, recorder: Recorder) -> None:
@@ -184,6 +207,16 @@ class Reconciler:
                 f"stale plan: checksum={checksum} does not match computed={plan.checksum()}",
                 hint="run `backfillctl plan` again, review it, and pass its checksum",
             )
+
+
+def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Backfill | None]]:
+    """DAG → the backfill each change on it created (None: created nothing, or no answer to trust). An
+    adoption changes nothing in Airflow, so its DAG needs no second look."""
+    changed: dict[str, list[Backfill | None]] = {}
+    for a in applied:
+        if a.item.kind is not Kind.ADOPT:
+            changed.setdefault(a.item.dag_id, []).append(a.created)
+    return changed
 
 
 def plan_errors(plan: Plan) -> list[str]:

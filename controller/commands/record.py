@@ -31,10 +31,11 @@ class Recorder:
         airflow_url: str,
         *,
         policy: Policy = DEFAULT_POLICY,  # its `notify` decides the outbox rows of each record
+        bindings: Mapping[str, Binding] | None = None,  # already read this pass (read once, kept in memory)
     ) -> None:
         self.settings, self.store, self.commit, self.provenance = settings, store, commit, provenance
         self.airflow_url, self.policy = airflow_url, policy
-        self.bindings: dict[str, Binding] = store.bindings()
+        self.bindings: dict[str, Binding] = dict(bindings) if bindings is not None else store.bindings()
 
     # --- audit --------------------------------------------------------------------------------------------
 

@@ -52,13 +52,18 @@ def validate_paths(
     paths: Sequence[Path],
     specs_dir: Path,
     now: datetime,
+    *,
     validator: SpecValidator | None = None,
     checks: GitChecks | None = None,
+    settled: frozenset[str] = frozenset(),
 ) -> ValidationResult:
-    """Validate every spec under `paths` (default: the specs folder) with the tree's policy."""
+    """Validate every spec under `paths` (default: the specs folder) with the tree's policy (`settled`: see
+    `SpecValidator.validate`)."""
     validator = validator or build_validator()
     tree = files.collect(paths or [specs_dir], specs_dir)
-    result = validator.validate(tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems)
+    result = validator.validate(
+        tree.specs, now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
+    )
     if paths:  # some files only (pre-commit): their names must still be unique across the whole tree
         result = _with(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))
     if checks is None or (checks.base is None and checks.reviews is None):

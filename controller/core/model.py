@@ -173,6 +173,12 @@ class RunSummary:
         return self.counts.get(state, 0)
 
     @property
+    def failed_unlisted(self) -> int:
+        """Failed runs that started but are not in `failed_dates` (a large backfill lists the first ones)."""
+        listed = len(self.failed_dates) + len(self.failed_partitions)
+        return max(0, self.count("failed") - self.never_started - listed)
+
+    @property
     def unfinished(self) -> int:
         return self.count("queued") + self.count("running")
 
@@ -201,16 +207,21 @@ def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
 
 
 def summary_from_counts(
-    counts: Mapping[str, int], failed: Sequence[DagRun], recent_finished: Sequence[DagRun]
+    counts: Mapping[str, int],
+    failed: Sequence[DagRun],
+    recent_finished: Sequence[DagRun],
+    *,
+    never_started: int | None = None,
 ) -> RunSummary:
-    """A summary from state counts, the failed runs, and a sample of the latest finished runs (for the mean
-    duration): what `summarise` computes from every run, for backfills too large to list."""
+    """A summary from state counts, the failed runs (all, or the first ones with `never_started` counted
+    apart), and a sample of the latest finished runs (for the mean duration): what `summarise` computes
+    from every run, for backfills too large to list."""
     sample = summarise(recent_finished)
     started = [r for r in failed if r.start_date is not None]
     return RunSummary(
         {state: n for state, n in counts.items() if n},
         tuple(r.logical_date for r in started if r.logical_date is not None),
-        len(failed) - len(started),
+        len(failed) - len(started) if never_started is None else never_started,
         sample.mean_duration,
     )
 

@@ -89,6 +89,14 @@ def runs_of(backfill: Backfill, runs: Sequence[DagRun]) -> list[DagRun]:
     ]
 
 
+def runs_within(backfill: Backfill, runs: Sequence[DagRun], *, partitioned: bool) -> list[DagRun]:
+    """The backfill's runs among a DAG's runs over a wider range (what a query over its own range returns)."""
+    low, high = backfill.from_date, backfill.to_date
+    if not partitioned:
+        return [r for r in runs if r.logical_date is not None and low <= r.logical_date <= high]
+    return runs_of(backfill, [r for r in runs if r.partition_date is not None and low <= r.partition_date <= high])
+
+
 def partition_range(planned: Sequence[PlannedRun]) -> tuple[str, str] | None:
     """First and last partition key by partition date, or None when the dry run listed no partitions."""
     keyed = sorted((p.date, p.partition_key) for p in planned if p.partition_key is not None)

@@ -785,7 +785,11 @@ def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
     if phase is Phase.COMPLETED_WITH_FAILURES and runs.failed_partitions:
         return failed_partitions_text(runs.failed_partitions)
     if phase is Phase.COMPLETED_WITH_FAILURES:
-        return "failed: " + ", ".join(d.date().isoformat() for d in runs.failed_dates)
+        listed = ", ".join(d.date().isoformat() for d in runs.failed_dates)
+        more = runs.failed_unlisted
+        if more and not listed:
+            return f"failed: {more} run(s)"
+        return "failed: " + listed + (f" and {more} more" if more else "")
     if phase is Phase.CANCELLED:
         return f"cancelled; {runs.never_started} queued run(s) never started"
     return f"{runs.count('success')} run(s) succeeded"

@@ -7,12 +7,12 @@ the oldest queue time from `RunSummary` instead of reading the queued runs again
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from controller.core.model import DagRun, Phase
+from controller.core.model import Phase
 from controller.core.plan import Item, Plan
 from controller.core.spec import format_utc
 
@@ -56,22 +56,25 @@ class Stuck:
         )
 
 
+def overdue(queued: int, oldest: datetime | None, now: datetime, threshold_minutes: int) -> bool:
+    """Runs queued for at least the threshold (the cheap test, before the cause is looked up)."""
+    return bool(queued) and oldest is not None and now - oldest >= timedelta(minutes=threshold_minutes)
+
+
 def find_stuck(
     item: Item,
-    runs: Sequence[DagRun],
+    queued: int,
+    oldest: datetime | None,
     plan: Plan,
     *,
     health: SchedulerHealth,
     now: datetime,
     threshold_minutes: int,
 ) -> Stuck | None:
-    queued = [r.queued_at for r in runs if r.state == "queued" and r.queued_at is not None]
-    if not queued or any(r.state == "running" for r in runs) or item.backfill_id is None:
+    """`queued` runs, the oldest queued at `oldest`, of a candidate (nothing of it runs: see `candidates`)."""
+    if item.backfill_id is None or oldest is None or not overdue(queued, oldest, now, threshold_minutes):
         return None
-    oldest = min(queued)
-    if now - oldest < timedelta(minutes=threshold_minutes):
-        return None
-    return Stuck(item.spec, item.dag_id, item.backfill_id, len(queued), oldest, likely_cause(item.dag_id, plan, health))
+    return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, likely_cause(item.dag_id, plan, health))
 
 
 def likely_cause(dag_id: str, plan: Plan, health: SchedulerHealth) -> str:

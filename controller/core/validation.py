@@ -15,7 +15,7 @@ from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
 from controller.core.guard_checks import check_policy_guards, check_spec_guards
 from controller.core.policy import DEFAULT_POLICY, Policy, parse_policy
 from controller.core.schema import Schema, SchemaValidator
-from controller.core.spec import BackfillSpec, ReprocessBehavior, SourceFile, format_utc, parse_spec
+from controller.core.spec import BackfillSpec, ReprocessBehavior, SourceFile, digest, format_utc, parse_spec
 from controller.core.yamlsafe import Document, load_document
 
 
@@ -64,12 +64,17 @@ class SpecValidator:
         now: datetime,
         policy_file: SourceFile | None = None,
         read_problems: Sequence[Diagnostic] = (),
+        settled: frozenset[str] = frozenset(),
     ) -> ValidationResult:
+        """`settled`: digests of spec files whose backfill has finished; such a file, unchanged, was valid
+        when it was applied and nothing can be applied from it any more, so only its YAML is read (the
+        tree rules, such as unique names, still see it)."""
         diagnostics: list[Diagnostic] = list(read_problems)
         policy = self._policy(policy_file, diagnostics)
-        loaded = [item for source in files if (item := self._spec(source, diagnostics)) is not None]
+        loaded = [item for source in files if (item := self._spec(source, diagnostics, settled)) is not None]
         for item in loaded:
-            diagnostics.extend(check_spec(item, policy, now))
+            if item.spec.digest not in settled:
+                diagnostics.extend(check_spec(item, policy, now))
         diagnostics.extend(check_unique_names(loaded))
         counted = len(files) + (policy_file is not None) + len(read_problems)
         ordered = sorted(loaded, key=lambda item: (item.spec.name, item.spec.path))
@@ -102,18 +107,21 @@ class SpecValidator:
         diagnostics.extend(check_policy_guards(policy, doc))
         return policy
 
-    def _spec(self, source: SourceFile, diagnostics: list[Diagnostic]) -> LoadedSpec | None:
-        doc = self._document(source, self._spec_schema, diagnostics)
+    def _spec(
+        self, source: SourceFile, diagnostics: list[Diagnostic], settled: frozenset[str] = frozenset()
+    ) -> LoadedSpec | None:
+        schema = None if settled and digest(source.raw) in settled else self._spec_schema
+        doc = self._document(source, schema, diagnostics)
         if doc is None:
             return None
         return LoadedSpec(parse_spec(doc, source), doc, source.stem)
 
     @staticmethod
-    def _document(source: SourceFile, schema: SchemaValidator, diagnostics: list[Diagnostic]) -> Document | None:
+    def _document(source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]) -> Document | None:
         doc, problems = load_document(source.path, source.raw)
         diagnostics.extend(problems)
-        if doc is None:
-            return None
+        if doc is None or schema is None:
+            return doc
         problems = schema.validate(doc)
         diagnostics.extend(problems)
         return None if problems else doc

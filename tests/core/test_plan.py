@@ -534,6 +534,13 @@ def test_all_runs_finished_but_not_yet_completed_says_so() -> None:
             "CompletedWithFailures",
             "failed: 2025-01-01",
         ),
+        (  # a large backfill lists its first failures (issue 12) and counts the rest
+            RunSummary({"success": 1, "failed": 9}, failed_dates=(JAN1, JAN1 + timedelta(days=1)), never_started=3),
+            "active",
+            False,
+            "CompletedWithFailures",
+            "failed: 2025-01-01, 2025-01-02 and 4 more",
+        ),
         (RunSummary({"success": 2}), "cancelled", False, "Cancelled", "cancelled; 0 queued run(s) never started"),
         (RunSummary({}), "active", False, "Succeeded", "0 run(s) succeeded"),
     ],

@@ -64,7 +64,7 @@ def test_completed_backfill_with_queued_runs_is_running_and_a_loud_finding(bound
     ("counts", "phase", "reason"),
     [
         ({"success": 4}, Phase.SUCCEEDED, "4 run(s) succeeded"),
-        ({"success": 2, "failed": 2}, Phase.COMPLETED_WITH_FAILURES, "failed: "),
+        ({"success": 2, "failed": 2}, Phase.COMPLETED_WITH_FAILURES, "failed: 2 run(s)"),  # no dates listed
     ],
 )
 def test_completed_backfill_with_all_runs_finished_is_terminal(

@@ -143,7 +143,7 @@ class FakeAirflow:
 
     def _route(self, request: httpx.Request) -> tuple[int, Any]:
         method, path = request.method, request.url.path
-        query = {k: v[-1] for k, v in parse_qs(request.url.query.decode()).items()}
+        query = {k: ",".join(v) if k == "state" else v[-1] for k, v in parse_qs(request.url.query.decode()).items()}
         if path == "/api/v2/version":
             return 200, {"version": "3.3.2", "git_version": "fake"}
         if path == "/auth/token" and method == "POST":
@@ -155,6 +155,8 @@ class FakeAirflow:
         parts = path.removeprefix("/api/v2/").split("/")
         if parts[0] == "backfills":
             return self._backfills(method, parts[1:], query, body)
+        if parts == ["dags"]:
+            return 200, _page([self._dag_entry(d) for _, d in sorted(self.dags.items())], query, "dags")
         if parts[0] == "dags" and len(parts) >= 3:
             return self._dags(parts[1], parts[2], query)
         raise Reply(404, "Not Found")
@@ -347,20 +349,24 @@ class FakeAirflow:
             params = {
                 k: {"value": v, "schema": s, "description": None, "source": None} for k, (v, s) in dag.params.items()
             }
-            return 200, {
-                "dag_id": dag_id,
-                "is_paused": dag.is_paused,
-                "is_stale": False,
-                "has_import_errors": False,
-                "timetable_periodic": dag.schedule is not None,
-                "is_backfillable": dag.schedule is not None,
-                "params": params,
-            }
+            return 200, {**self._dag_entry(dag), "params": params}
         if what == "tasks":
             return 200, {"tasks": [{"task_id": "work", "depends_on_past": dag.depends_on_past}], "total_entries": 1}
         if what == "dagRuns":
             return 200, self._dag_runs(dag_id, query)
         raise Reply(404, "Not Found")
+
+    @staticmethod
+    def _dag_entry(dag: Dag) -> dict[str, Any]:
+        """What the DAG listing says of a DAG (the details add `params`)."""
+        return {
+            "dag_id": dag.dag_id,
+            "is_paused": dag.is_paused,
+            "is_stale": False,
+            "has_import_errors": False,
+            "timetable_periodic": dag.schedule is not None,
+            "is_backfillable": dag.schedule is not None,
+        }
 
     def _dag_runs(self, dag_id: str, query: dict[str, str]) -> dict[str, Any]:
         if query.get("run_type") not in (None, "backfill"):
@@ -371,8 +377,15 @@ class FakeAirflow:
             )
         low = parse(query["logical_date_gte"]) if "logical_date_gte" in query else datetime.min.replace(tzinfo=UTC)
         high = parse(query["logical_date_lte"]) if "logical_date_lte" in query else datetime.max.replace(tzinfo=UTC)
+        states = set(query["state"].split(",")) if "state" in query else None
+        shortest = float(query["duration_gte"]) if "duration_gte" in query else None
         runs = sorted(
-            (r for (d, when), r in self.runs.items() if d == dag_id and low <= when <= high),
+            (
+                r
+                for (d, when), r in self.runs.items()
+                if d == dag_id and low <= when <= high and (states is None or r["state"] in states)
+                if shortest is None or (_duration(r) is not None and _duration(r) >= shortest)
+            ),
             key=lambda r: r["logical_date"],
         )
         page = _page(runs, query, "dag_runs")
@@ -472,6 +485,13 @@ class FakeAirflow:
         dag, now = self.dags[run["dag_id"]], self.now()
         odd = parse(run["logical_date"]).day % 2 == 1
         run.update(state="failed" if dag.fail_odd and odd else "success", start_date=iso(now), end_date=iso(now))
+
+
+def _duration(run: dict[str, Any]) -> float | None:
+    """Airflow's `duration`: end minus start, null unless both are set (its filter leaves nulls out)."""
+    if run["start_date"] is None or run.get("end_date") is None:
+        return None
+    return (parse(run["end_date"]) - parse(run["start_date"])).total_seconds()
 
 
 def _page(items: list[dict[str, Any]], query: dict[str, str], key: str) -> dict[str, Any]:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.core.model import DagRun, Phase, RunSummary
+from controller.core.model import Phase, RunSummary
 from controller.core.plan import Finding, Item, Kind, Plan
-from controller.core.stuck import SchedulerHealth, candidates, find_stuck, scheduler_health
+from controller.core.stuck import SchedulerHealth, candidates, find_stuck, overdue, scheduler_health
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 ITEM = Item("s", "orders_daily", Kind.NOOP, Phase.RUNNING, "in sync", 7, runs=RunSummary({"queued": 2}))
 HEALTHY = SchedulerHealth("healthy", "2025-06-01T11:59:50Z")
 
 
-def queued(minutes_ago: int, state: str = "queued") -> DagRun:
-    return DagRun(f"r{minutes_ago}", NOW, state, None, None, queued_at=NOW - timedelta(minutes=minutes_ago))
+def ago(minutes: int) -> datetime:
+    return NOW - timedelta(minutes=minutes)
 
 
 def plan(*findings: Finding) -> Plan:
@@ -27,26 +27,29 @@ def test_candidates_are_running_specs_with_queued_runs_and_none_running() -> Non
     assert candidates(Plan((ITEM, busy, paused), ())) == [ITEM]
 
 
-def test_not_stuck_under_the_threshold_or_while_something_runs() -> None:
-    assert find_stuck(ITEM, [queued(29)], plan(), health=HEALTHY, now=NOW, threshold_minutes=30) is None
-    runs = [queued(45), queued(1, "running")]
-    assert find_stuck(ITEM, runs, plan(), health=HEALTHY, now=NOW, threshold_minutes=30) is None
+def test_not_stuck_under_the_threshold_or_without_queued_runs() -> None:
+    assert find_stuck(ITEM, 1, ago(29), plan(), health=HEALTHY, now=NOW, threshold_minutes=30) is None
+    assert find_stuck(ITEM, 0, ago(45), plan(), health=HEALTHY, now=NOW, threshold_minutes=30) is None
+    assert find_stuck(ITEM, 2, None, plan(), health=HEALTHY, now=NOW, threshold_minutes=30) is None
+    found = find_stuck(ITEM, 1, ago(30), plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
+    assert found is not None
+    assert (found.queued, found.since) == (1, ago(30))
+    assert [overdue(1, ago(m), NOW, 30) for m in (29, 30, 31)] == [False, True, True]
 
 
 def test_causes_in_order_dag_paused_scheduler_then_slots() -> None:
-    runs = [queued(45), queued(31)]
     paused = Finding("dag-paused", "orders_daily", "DAG orders_daily is paused")
-    found = find_stuck(ITEM, runs, plan(paused), health=HEALTHY, now=NOW, threshold_minutes=30)
+    found = find_stuck(ITEM, 2, ago(45), plan(paused), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.message(30) == (
         "2 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none runs; likely cause: "
         "the DAG orders_daily is paused in Airflow (backfill runs wait for it): unpause the DAG"
     )
     down = scheduler_health({"scheduler": {"status": "unhealthy", "latest_scheduler_heartbeat": "2025-06-01T10:00Z"}})
-    found = find_stuck(ITEM, runs, plan(), health=down, now=NOW, threshold_minutes=30)
+    found = find_stuck(ITEM, 2, ago(45), plan(), health=down, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.cause == "the scheduler is unhealthy, latest heartbeat 2025-06-01T10:00Z: check the scheduler process"
-    found = find_stuck(ITEM, runs, plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
+    found = find_stuck(ITEM, 2, ago(45), plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.cause.startswith("no free slot: the scheduler is healthy and the DAG unpaused")
     assert scheduler_health({}) == SchedulerHealth(None, None)

@@ -18,7 +18,7 @@ import pytest
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.core.audit import AuditEntry, AuditRecord
-from controller.errors import StalePlan, StoreError
+from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, mutating
 
@@ -265,13 +265,12 @@ def test_503_twice_then_created_once(bench: Bench, caplog: pytest.LogCaptureFixt
         if p.startswith("/api/v2/backfills") and p != "/api/v2/backfills/dry_run"
     ]
     first_post = calls.index(("POST", "/api/v2/backfills"))
-    assert calls[first_post : first_post + 6] == [
+    assert calls[first_post:] == [
         ("POST", "/api/v2/backfills"),
         ("GET", "/api/v2/backfills"),
         ("POST", "/api/v2/backfills"),
         ("GET", "/api/v2/backfills"),
-        ("POST", "/api/v2/backfills"),
-        ("GET", "/api/v2/backfills"),  # the re-observation after the pass's changes
+        ("POST", "/api/v2/backfills"),  # answered: the answer is the new backfill, the DAG is not listed again
     ]
     detail = "POST /api/v2/backfills -> 503: Database is locked. Backfill creation is not supported on SQLite"
     assert [r.getMessage() for r in caplog.records if "attempt" in r.getMessage()] == [
@@ -390,9 +389,10 @@ def test_steady_state_calls_for_50_specs_over_10_dags(tmp_path: Path) -> None:
         result = bench.run()
         calls = count_calls(fake(bench).requests[before:])
         assert result.applied == []
-        per_dag = {f"GET /api/v2/dags/dag_{d}/{what}": 1 for d in range(10) for what in ("details", "dagRuns")}
-        assert calls == {"POST /auth/token": 1, "GET /api/v2/backfills": 10, **per_dag}
-        assert sum(calls.values()) == 31
+        per_dag = {f"GET /api/v2/dags/dag_{d}/dagRuns": 1 for d in range(10)}
+        # the 10 DAGs' infos come from one page of the DAG listing, not from 10 details calls
+        assert calls == {"POST /auth/token": 1, "GET /api/v2/dags": 1, "GET /api/v2/backfills": 10, **per_dag}
+        assert sum(calls.values()) == 22
     finally:
         bench.close()
 
@@ -540,3 +540,74 @@ def test_every_finding_is_audited(bench: Bench) -> None:
     ]
     messages = [e.entry.message for e in bench.events()]
     assert [f.message for f in result.plan.findings if f.message not in messages] == []
+
+
+def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Bench) -> None:
+    """Issue 12: the re-observation after a pass's changes reads only the changed DAGs, with the infos already
+    read; a create Airflow answered needs no second listing, only its new runs."""
+    bench.spec("steady", dag="demo_hourly", start="2025-01-01T00:00:00Z", end="2025-01-01T05:00:00Z")
+    fake(bench).scheduler_running = False
+    bench.run()
+    bench.spec("new", dag="demo_flaky")
+    before = len(fake(bench).requests)
+    result = bench.run()
+    assert [(i.spec, o) for i, o in result.applied] == [("new", "created")]
+    assert count_calls(fake(bench).requests[before:]) == {
+        "POST /auth/token": 1,
+        "GET /api/v2/dags": 1,  # both DAGs' infos, once for the pass
+        "GET /api/v2/backfills": 2,  # each DAG listed once: before the changes
+        "GET /api/v2/dags/demo_hourly/dagRuns": 1,  # the unchanged DAG is not read again
+        "POST /api/v2/backfills/dry_run": 1,  # runs to create
+        "POST /api/v2/backfills": 1,
+        # runs in range (counted: no second dry run), then the new backfill's runs after the create
+        "GET /api/v2/dags/demo_flaky/dagRuns": 2,
+    }
+    assert result.after is not None
+    assert [(i.spec, i.phase.value, i.runs.counts if i.runs else None) for i in result.after.items] == [
+        ("new", "Running", {"queued": 7}),
+        ("steady", "Running", {"queued": 6}),
+    ]
+
+
+def test_after_a_lost_store_a_dags_finished_backfills_are_read_as_one_range(bench: Bench, tmp_path: Path) -> None:
+    """Issue 12: adopting many finished specs reads each DAG's runs once over their whole range (1 call
+    here instead of 6), and every spec ends with the phase it had before the store was lost."""
+    for n in range(6):
+        bench.spec(f"m{n}", dag="demo_flaky", start=f"2025-02-{3 * n + 1:02d}", end=f"2025-02-{3 * n + 3:02d}")
+    for _ in range(40):
+        result = bench.run()
+        if all(phase in ("Succeeded", "CompletedWithFailures") for phase in bench.phases(result).values()):
+            break
+        fake(bench).tick()
+    before_loss = bench.phases(result)
+    assert len(before_loss) == 6
+    bench.store.close()
+    (tmp_path / "state.db").unlink()
+    bench.store = type(bench.store)(bench.store_url)
+    start = len(fake(bench).requests)
+    result = bench.run()
+    assert sorted((i.spec, o) for i, o in result.applied) == [(f"m{n}", "adopted") for n in range(6)]
+    assert bench.phases(result) == before_loss
+    assert count_calls(fake(bench).requests[start:])["GET /api/v2/dags/demo_flaky/dagRuns"] == 1
+
+
+def test_an_unchanged_finished_spec_is_read_not_validated_again(bench: Bench) -> None:
+    """Issue 12: finished specs cost no validation per pass. So a policy tightened after a spec finished
+    does not stop reconciling the others (`validate` in CI still reports the old file)."""
+    bench.spec("old", mar=3)
+    for _ in range(20):
+        result = bench.run()
+        if bench.phases(result)["old"] == "Succeeded":
+            break
+        fake(bench).tick()
+    (bench.specs / "policy.yaml").write_text("version: 1\nmax_active_runs_limit: 1\n")
+    bench.spec("new", dag="demo_flaky", mar=1)
+    result = bench.run()
+    assert [(i.spec, o) for i, o in result.applied] == [("new", "created")]
+    (bench.specs / "old.yaml").write_text((bench.specs / "old.yaml").read_text() + "# edited\n")
+    with pytest.raises(InvalidSpecs) as caught:  # an edited file is validated again
+        bench.run()
+    assert caught.value.message.startswith("1 invalid spec error(s); first: ")
+    assert caught.value.message.endswith(
+        "old.yaml:7:18: $.max_active_runs: max_active_runs 3 is over the limit of 1 set by policy"
+    )

@@ -110,6 +110,7 @@ class Store:
         self._clock = clock
         self._keeper: _LeaseKeeper | None = None
         self._fence: str | None = None  # the lease id every intent append checks
+        self._batch = threading.local()  # this thread's open batch connection (see `batch`), if any
         path = _sqlite_path(self.url)
         sqlite = make_url(self.url).get_backend_name() == "sqlite"
         if read_only and sqlite and (path is None or not path.is_file()):
@@ -169,11 +170,34 @@ class Store:
 
     @contextlib.contextmanager
     def _tx(self, what: str, hint: str | None = None) -> Iterator[Connection]:
+        joined: Connection | None = getattr(self._batch, "conn", None)
         try:
+            if joined is not None:
+                yield joined
+                return
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
             raise self._failed(what, exc, hint) from None
+
+    @contextlib.contextmanager
+    def batch(self, what: str) -> Iterator[None]:
+        """One transaction for this thread's writes until the block ends: all of them or none. For records
+        of observations only (adoptions, phases), which change nothing outside the store; never around an
+        intent, which must be committed before its call. A batch saves a durable commit (an fsync on
+        SQLite, ~3 ms) per write: 1,000 adoptions after a lost store take 1 commit instead of 2,000."""
+        if getattr(self._batch, "conn", None) is not None:
+            yield
+            return
+        try:
+            with self.engine.begin() as conn:
+                self._batch.conn = conn
+                try:
+                    yield
+                finally:
+                    self._batch.conn = None
+        except SQLAlchemyError as exc:
+            raise self._failed(what, exc) from None
 
     # --- schema ---------------------------------------------------------------------------------------
 
@@ -465,6 +489,7 @@ class NoStore(Store):
         self.read_only = True
         self._keeper = None
         self._fence = None
+        self._batch = threading.local()
 
     @property
     def safe_url(self) -> str:
