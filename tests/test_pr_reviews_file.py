@@ -113,3 +113,22 @@ def test_unreadable_reviews_are_located_errors(
     tree: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
 ) -> None:
     assert gate(capsys, text) == (1, expected + HINT + "1 error, 0 warnings in 1 file.\n")
+
+
+def test_validate_says_whose_approval_a_downstream_budget_still_needs(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tree / "specs" / "policy.yaml").write_text(
+        "version: 1\ndownstream:\n  warehouse: {max_active_runs: 8, owners: [wh-oncall]}\n"
+    )
+    (tree / "specs" / "walk.yaml").write_text(SPEC + "downstream: [warehouse]\n")
+    code, out = gate(capsys, json.dumps([review("bob", "APPROVED", 2)]))
+    assert out == (
+        "specs/walk.yaml:12:14: $.downstream[0]: walk: the warehouse budget's owners (wh-oncall) have not approved "
+        "the pull request\n"
+        "  hint: ask one of wh-oncall to approve it in code review: the backfill loads warehouse\n"
+        "1 error, 0 warnings in 2 files including the policy specs/policy.yaml.\n"
+    )
+    assert code == 1
+    code, out = gate(capsys, json.dumps([review("bob", "APPROVED", 2), review("wh-oncall", "APPROVED", 3)]))
+    assert code == 0, out

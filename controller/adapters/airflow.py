@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from controller.core.guards import SchedulerHealth
 from controller.core.model import (
     Backfill,
     BackfillRequest,
@@ -48,6 +49,7 @@ from controller.errors import (
 
 log = logging.getLogger(__name__)
 PAGE = 100  # the server clamps larger limits to 100 silently
+IN_FLIGHT = ("queued", "running")  # a run in these states makes Airflow skip its date in a new backfill
 # runs that started and ended: Airflow's start/end date filters let nulls through and it ignores a bound of 0
 # (it tests the bound's truth), so a microsecond it is
 FINISHED_AFTER_START = {"duration_gte": "0.000001"}
@@ -151,6 +153,7 @@ def dag_info_from_json(dag_id: str, data: Mapping[str, Any], depends_on_past: bo
         params=data.get("params") or {},
         partitioned=bool(data.get("timetable_partitioned")),
         schedule=schedule_from_json(data),
+        max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
     )
 
 
@@ -383,11 +386,6 @@ class AirflowClient:
         times = [t for t in (parse_time(i.get("queued_at")) for i in data["dag_runs"]) if t is not None]
         return int(data["total_entries"]), min(times, default=None)
 
-    def count_runs(self, dag_id: str, from_date: datetime, to_date: datetime, states: Iterable[str]) -> int:
-        """How many runs of any type in the range are in these states (one call, whatever the range)."""
-        params = _range_params(from_date, to_date, backfill_only=False)
-        return self._count(f"/api/v2/dags/{dag_id}/dagRuns", {**params, "state": list(states)})
-
     def _count(self, path: str, params: dict[str, Any]) -> int:
         return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])
 
@@ -395,6 +393,36 @@ class AirflowClient:
         """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
         data = self._json("GET", "/api/v2/monitor/health")
         return data if isinstance(data, dict) else {}
+
+    def range_runs(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
+    ) -> tuple[int, list[DagRun], int]:
+        """Runs of any type in the range, for a spec still to be created: how many are in the `kept` states (the
+        finished runs its reprocess rule leaves alone), the queued or running ones Airflow will skip (the first
+        page of them) and how many those are. One call up to a page of runs, else three."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns"
+        params = _range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)
+        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
+        if int(first["total_entries"]) <= len(first["dag_runs"]):
+            runs = [dag_run_from_json(item) for item in first["dag_runs"]]
+            flying = [r for r in runs if r.state in IN_FLIGHT]
+            return sum(1 for r in runs if r.state in kept), flying, len(flying)
+        counted = self._count(path, {**params, "state": list(kept)}) if kept else 0
+        page = self._json("GET", path, params={**params, "state": list(IN_FLIGHT), "limit": PAGE})
+        flying = [r for r in map(dag_run_from_json, page["dag_runs"]) if r.state in IN_FLIGHT]
+        return counted, flying, int(page["total_entries"])
+
+    def scheduler_health(self) -> SchedulerHealth:
+        """The scheduler's status and heartbeat (the load guards' brake); an unreadable answer says why."""
+        try:
+            data = self.health()
+            scheduler = data.get("scheduler")
+            if not isinstance(scheduler, dict) or "status" not in scheduler:
+                return SchedulerHealth(error="GET /api/v2/monitor/health: the answer has no scheduler status")
+            beat = scheduler.get("latest_scheduler_heartbeat")
+            return SchedulerHealth(scheduler["status"], parse_time(beat) if isinstance(beat, str) else None)
+        except (AirflowError, ValueError) as exc:  # ValueError: a heartbeat that is not a time
+            return SchedulerHealth(error=exc.message if isinstance(exc, AirflowError) else f"bad heartbeat: {exc}")
 
     def runs_with_types(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False

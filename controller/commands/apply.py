@@ -96,7 +96,9 @@ class Applier:
         phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
         # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
         applied = APPLIED[item.kind] if outcome == "done" else None
-        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=applied)
+        guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
+        applied = None if guard else applied
+        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=applied, guard=guard)
         return Applied(item, outcome)
 
     # --- create, with crash and ambiguity handling ---------------------------------------------------------

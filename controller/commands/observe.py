@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
 from controller.core.binding import Binding
-from controller.core.model import Backfill, BackfillRequest, DagInfo, RunSummary, summarise
+from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
 from controller.core.partitions import partition_range, runs_of, runs_within
-from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches
+from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches, run_label
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import AirflowError, AirflowNotFound
@@ -56,8 +56,9 @@ class Observer:
         observations = self.dags(specs, bindings)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
+        scheduler = self.client.scheduler_health() if policy.scheduler_guard.pause_when_unhealthy else None
         while True:  # a head with nothing to reprocess is settled at once, so the next spec becomes head
-            world = World(observations, bindings, dict(dry_runs), intents, now=now)
+            world = World(observations, bindings, dict(dry_runs), intents, now=now, scheduler=scheduler)
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
@@ -97,7 +98,7 @@ class Observer:
             return self._dag(dag_id, specs, bindings, prior.info)
 
         observations = {**before.observations, **concurrently(sorted(changed), again)}
-        return World(observations, dict(bindings), {}, intents, now=now)
+        return World(observations, dict(bindings), {}, intents, now=now, scheduler=before.scheduler)
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details."""
@@ -149,21 +150,45 @@ class Observer:
         return summarise(runs_of(backfill, runs))
 
     def dry_run(self, spec: BackfillSpec, observations: Mapping[str, DagObservation]) -> DryRun:
-        """Runs the create would make, and runs in range: for a logical-date DAG, those plus the finished runs
-        the reprocess rule keeps (one counting call, where a second dry run took as long as the first);
-        a partitioned DAG's partitions can hold several runs each, so a dry run with `completed` counts them."""
+        """Runs the create would make; runs in range; and the queued or running runs Airflow will skip.
+
+        Beside the dry run, one read of the range (three past a page of runs) counts the finished runs the
+        reprocess rule keeps, so runs in range need no second dry run, and lists the runs in flight. A
+        partitioned DAG's partitions can hold several runs each: a dry run with `completed` counts them."""
+        partitioned = _partitioned(observations.get(spec.dag_id))
+        completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
+        kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
         try:
             planned = self.client.planned_runs(BackfillRequest.from_spec(spec))
-            if spec.reprocess_behavior is ReprocessBehavior.COMPLETED:
-                in_range = len(planned)
-            elif _partitioned(observations.get(spec.dag_id)):
+            if partitioned and not completed:
                 in_range = len(self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed")))
             else:
-                kept = KEPT[spec.reprocess_behavior]
-                in_range = len(planned) + self.client.count_runs(spec.dag_id, spec.from_date, spec.to_date, kept)
+                in_range = len(planned)
+            read = self._range(spec, kept, partitioned=partitioned)
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
-        return DryRun(tuple(p.date for p in planned), in_range, partitions=partition_range(planned))
+        if read is None:
+            return DryRun(tuple(p.date for p in planned), in_range, partitions=partition_range(planned), in_flight=None)
+        counted, flying, total = read
+        return DryRun(
+            tuple(p.date for p in planned),
+            in_range + counted,
+            partitions=partition_range(planned),
+            in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
+            in_flight_more=total - len(flying),
+        )
+
+    def _range(
+        self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool
+    ) -> tuple[int, list[DagRun], int] | None:
+        """The range read; None when it fails and only the in-flight line needed it (the plan says it is not
+        known); a failure that leaves runs in range uncounted is the dry run's error."""
+        try:
+            return self.client.range_runs(spec.dag_id, spec.from_date, spec.to_date, kept=kept, partitioned=partitioned)
+        except AirflowError:
+            if kept:
+                raise
+            return None
 
 
 def _partitioned(observation: DagObservation | None) -> bool:

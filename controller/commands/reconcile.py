@@ -48,7 +48,7 @@ class PassResult:
     def settled(self) -> bool:
         """Nothing more will happen without a human: finished, orphaned, paused or blocked."""
         waiting = (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)
-        return all(i.phase not in waiting for i in self.current.items)
+        return all(i.phase not in waiting and not i.held_by_guard for i in self.current.items)
 
 
 def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:

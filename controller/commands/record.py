@@ -103,6 +103,7 @@ class Recorder:
         runs: RunSummary | None = None,
         applied_state: DesiredState | None = None,
         created: CreateFacts | None = None,
+        guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -119,6 +120,7 @@ class Recorder:
             backfills=before.owning(backfill_id) if before else (() if backfill_id is None else (backfill_id,)),
             git_commit=self.commit,
             airflow_url=self.airflow_url,
+            guard=guard if guard is not None else (before.guard if before else ""),
         )
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding

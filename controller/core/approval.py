@@ -82,6 +82,7 @@ def check_approvals(
             approved += 1
         else:
             found.append(Diagnostic(item.doc.locate(("approvers", index)), f"{spec.name}: {problem[0]}", problem[1]))
+    found += _owner_approvals(item, decisions, pr_author, head_sha, policy)
     needed = _needed(item, policy)
     if approved < needed:
         found.append(
@@ -89,6 +90,26 @@ def check_approvals(
                 item.doc.locate(("approvers",)),
                 f"{spec.name}: {approved} of the {needed} approvals this spec needs are present",
                 "every listed approver must approve the pull request in code review",
+            )
+        )
+    return found
+
+
+def _owner_approvals(
+    item: LoadedSpec, decisions: Mapping[str, Review], pr_author: str | None, head_sha: str | None, policy: Policy
+) -> list[Diagnostic]:
+    """Each downstream system with owners needs a valid approval from one of them (issue 14)."""
+    found, budgets = [], policy.budgets
+    for index, name in enumerate(item.spec.downstream):
+        owners = budgets[name].owners if name in budgets else ()
+        if not owners or any(_approval_problem(o, decisions.get(o), pr_author, head_sha) is None for o in owners):
+            continue
+        who = ", ".join(owners)
+        found.append(
+            Diagnostic(
+                item.doc.locate(("downstream", index)),
+                f"{item.spec.name}: the {name} budget's owners ({who}) have not approved the pull request",
+                f"ask one of {who} to approve it in code review: the backfill loads {name}",
             )
         )
     return found

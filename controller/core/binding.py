@@ -68,6 +68,7 @@ class Binding:
     git_commit: str | None = None
     airflow_url: str = ""
     updated_at: str | None = None  # when the store last saved it (set by the store)
+    guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

@@ -104,6 +104,7 @@ class DagInfo:
     params: Mapping[str, Any] = field(default_factory=dict)
     partitioned: bool = False  # timetable_partitioned: runs have a partition key instead of a logical date
     schedule: Schedule | None = None  # the timetable as the details endpoint describes it (None: not known)
+    max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
 
 
 @dataclass(frozen=True, slots=True)

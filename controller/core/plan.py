@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from controller.core.binding import Binding
-from controller.core.model import Backfill, BackfillRequest, DagInfo, Phase, RunSummary
+from controller.core.guards import (
+    BudgetLoad,
+    Claim,
+    SchedulerHealth,
+    Stop,
+    admit,
+    guard_stop,
+    resumed_text,
+    scheduler_problem,
+)
+from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, Phase, RunSummary
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
@@ -24,6 +34,7 @@ from controller.core.spec import BackfillSpec, DesiredState, canonical_json, for
 __all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
 PLAN_FORMAT_VERSION = 1
+AWAITING_DRY_RUN = "awaiting dry run"  # a queue head that would be created once its run count is known
 UNOBSERVED = "observation incomplete"  # how the items of an unobserved DAG's specs begin their reason
 
 
@@ -76,6 +87,8 @@ class DryRun:
     in_range: int | None = None
     error: str | None = None
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
+    in_flight: tuple[tuple[str, str], ...] | None = ()  # (date or partition, state) Airflow will skip; None: unread
+    in_flight_more: int = 0  # in flight beyond those listed (a page of them is read)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +97,8 @@ class World:
     bindings: Mapping[str, Binding] = field(default_factory=dict)
     dry_runs: Mapping[str, DryRun] = field(default_factory=dict)
     intents: Mapping[str, datetime] = field(default_factory=dict)  # spec → time of a create intent without outcome
-    now: datetime | None = None  # for rules about the future (partitioned DAGs); None skips them
+    now: datetime | None = None  # for rules about the future (partitioned DAGs) and guards; None skips them
+    scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +118,15 @@ class Item:
     runs: RunSummary | None = None  # the observed (or last recorded) runs of its backfill
     request: BackfillRequest | None = None  # what a create sends
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
+    guard: str | None = None  # the guard rule behind this item ("window", "freeze 'x'", "budget warehouse", …)
+    task_ceiling: int | None = None  # max_active_runs × the DAG's max_active_tasks (None: not known)
+    in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
+    in_flight_more: int = 0  # in flight beyond those listed
+
+    @property
+    def held_by_guard(self) -> bool:
+        """Paused by a guard: it moves on by itself when the guard lifts (never settled)."""
+        return self.guard is not None and self.phase is Phase.PAUSED
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -115,6 +138,14 @@ class Item:
             facts["request"] = self.request.body()
         if self.partitions is not None:
             facts["first_partition"], facts["last_partition"] = self.partitions
+        if self.task_ceiling is not None:
+            facts["task_ceiling"] = self.task_ceiling
+        if self.in_flight is None or self.in_flight:
+            facts["in_flight"] = (
+                None if self.in_flight is None else [{"date": d, "state": s} for d, s in self.in_flight]
+            )
+        if self.in_flight_more:
+            facts["in_flight_more"] = self.in_flight_more
         return facts
 
     def as_json(self) -> dict[str, Any]:
@@ -130,6 +161,7 @@ class Item:
             "first_date": _iso(self.first_date),
             "last_date": _iso(self.last_date),
             "error": self.error,
+            "guard": self.guard,
             "facts": self.facts,
         }
 
@@ -158,6 +190,7 @@ class Plan:
     items: tuple[Item, ...]
     findings: tuple[Finding, ...] = ()
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
+    budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
 
     def checksum(self) -> str:
         """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
@@ -188,6 +221,7 @@ class Plan:
             "items": [i.as_json() for i in self.items],
             "findings": [f.as_json() for f in self.findings],
             "summary": summary_counts(self),
+            "budgets": [b.as_json() for b in self.budgets],
         }
 
 
@@ -263,8 +297,10 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
+    items = [_load(i, world) for i in _admit(items, specs, policy)]
+    findings += _scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
-    return Plan(tuple(items), ordered, tuple(needed))
+    return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy))
 
 
 def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
@@ -398,7 +434,7 @@ class _DagPlanner:
             )
         if not backfill.active:
             return self._finished(spec, backfill, binding.applied_state)
-        return self._steer(spec, backfill, binding.applied_state)
+        return self._steer(spec, backfill, binding.applied_state, binding.guard)
 
     def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
@@ -463,7 +499,7 @@ class _DagPlanner:
         )
         return waiting
 
-    def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
+    def _steer(self, spec: BackfillSpec, backfill: Backfill, applied: str, guarded: str = "") -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
         base: dict[str, Any] = {"backfill_id": backfill.id, "runs": runs}
         if spec.state is DesiredState.CANCELLED:
@@ -473,6 +509,9 @@ class _DagPlanner:
         if spec.state is DesiredState.PAUSED:
             kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
             return _item(spec, kind, Phase.PAUSED, "spec says paused", **base)
+        guarded_item = self._guarded(spec, backfill, applied, guarded, base)
+        if guarded_item is not None:
+            return guarded_item
         if not backfill.is_paused:
             settling = runs.total and not runs.unfinished
             reason = "all runs finished; Airflow marks the backfill complete within 30 s" if settling else "in sync"
@@ -481,12 +520,33 @@ class _DagPlanner:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "spec says active again", **base)
         return self._drift(spec, backfill, base)
 
-    def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any]) -> Item:
-        healing = self.policy.drift is DriftMode.HEAL
+    def _guarded(
+        self, spec: BackfillSpec, backfill: Backfill, applied: str, guarded: str, base: dict[str, Any]
+    ) -> Item | None:
+        """A guard pauses a running backfill and resumes the one it paused; None: guards change nothing."""
+        stop, unknown = guard_now(spec, self.policy, self.world)
+        if unknown is not None and (guarded or not backfill.is_paused):  # neither pause nor resume on a guess
+            phase = Phase.PAUSED if backfill.is_paused else Phase.RUNNING
+            return _item(spec, Kind.NOOP, phase, f"{UNOBSERVED}: {unknown}", guard=guarded or None, **base)
+        if stop is not None and not backfill.is_paused:
+            return _item(spec, Kind.PAUSE, Phase.PAUSED, stop.paused, guard=stop.rule, **base)
+        if stop is not None and (guarded or applied == DesiredState.PAUSED.value):
+            return _item(spec, Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule, **base)
+        if stop is None and guarded and backfill.is_paused:
+            return _item(spec, Kind.UNPAUSE, Phase.RUNNING, resumed_text(guarded), guard=guarded, **base)
+        if stop is not None and backfill.is_paused:  # a hand pause stays drift, but is not healed into a guard
+            return self._drift(spec, backfill, base, held=stop)
+        return None
+
+    def _drift(self, spec: BackfillSpec, backfill: Backfill, base: dict[str, Any], held: Stop | None = None) -> Item:
+        healing = self.policy.drift is DriftMode.HEAL and held is None
         message = f"backfill #{backfill.id} was paused outside backfillctl" + ("; healing: unpause" if healing else "")
         self.findings.append(Finding(FindingKind.DRIFT, self.dag_id, message, spec.name, backfill.id))
         if healing:
             return _item(spec, Kind.UNPAUSE, Phase.RUNNING, "drift: paused by hand; policy heals", **base)
+        if held is not None:
+            reason = f"drift: paused by hand; not unpaused while the {held.rule} holds it {held.detail}"
+            return _item(spec, Kind.NOOP, Phase.PAUSED, reason, **base)
         return _item(spec, Kind.NOOP, Phase.PAUSED, "drift: paused by hand (policy drift: report)", **base)
 
     def _adopt(self, spec: BackfillSpec, backfill: Backfill) -> Item:
@@ -530,7 +590,7 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
         if dry is None:
             self.dry_runs_needed.append(spec.name)
-            return _item(spec, Kind.WAIT, Phase.PENDING, "awaiting dry run")
+            return _item(spec, Kind.WAIT, Phase.PENDING, AWAITING_DRY_RUN)
         if dry.error is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"Airflow refuses it: {dry.error}", error=True)
         return self._create_or_refuse(spec, dry)
@@ -550,6 +610,11 @@ class _DagPlanner:
         limit = _limit(spec, self.policy, count)
         if limit is not None:
             return _item(spec, Kind.REFUSE, Phase.BLOCKED, limit, **dates)
+        stop, unknown = guard_now(spec, self.policy, self.world)
+        if unknown is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{UNOBSERVED}: {unknown}", error=True, **dates)
+        if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
+            return _item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, guard=stop.rule, **dates)
         self.occupant = (spec.name, 0)
         return _item(spec, Kind.CREATE, Phase.PENDING, "", request=BackfillRequest.from_spec(spec), **dates)
 
@@ -576,6 +641,122 @@ class _DagPlanner:
                     f"DAG {self.dag_id} is paused: its backfill runs stay queued until it is unpaused",
                 )
             )
+
+
+# --- guards ---------------------------------------------------------------------------------------------
+
+
+def guard_now(spec: BackfillSpec, policy: Policy, world: World) -> tuple[Stop | None, str | None]:
+    """The guard holding the spec back now, and why that cannot be known (scheduler health unread)."""
+    if world.now is None:
+        return None, None
+    windows = policy.windows if spec.windows is None else spec.windows
+    problem, unknown = None, None
+    if policy.scheduler_guard.pause_when_unhealthy:
+        health = world.scheduler
+        if health is None or health.error is not None:
+            unknown = f"scheduler health: {health.error if health else 'not observed'}"
+        else:
+            problem = scheduler_problem(health, policy.scheduler_guard, world.now)
+    stop = guard_stop(windows, policy.freezes, world.now, problem)
+    if stop is not None and stop.rule.startswith("freeze"):
+        return stop, None  # a freeze holds, whatever the scheduler says
+    return (None, unknown) if unknown is not None else (stop, None)
+
+
+def _scheduler_findings(policy: Policy, world: World) -> list[Finding]:
+    health = world.scheduler
+    if world.now is None or not policy.scheduler_guard.pause_when_unhealthy:
+        return []
+    if health is None or health.error is not None:
+        cause = health.error if health and health.error else "not observed"
+        message = f"scheduler health was not observed: {cause}; nothing is created, paused or resumed by the guards"
+        return [Finding(FindingKind.INCOMPLETE, "", message, cause=cause)]
+    return []
+
+
+def _holds_budget(item: Item) -> bool:
+    """An active managed backfill holds its share, paused or not (a guard's pause ends by itself)."""
+    if item.backfill_id is None or item.source is None:
+        return False
+    return item.kind is Kind.CANCEL or item.phase in (Phase.RUNNING, Phase.PAUSED)
+
+
+def _load(item: Item, world: World) -> Item:
+    """The item with its load: the concurrent task ceiling and, for a spec still to be created, its in-flight runs."""
+    spec, obs = item.source, world.observations.get(item.dag_id)
+    if spec is None or item.phase.terminal:
+        return item
+    tasks = obs.info.max_active_tasks if obs is not None and obs.info is not None else None
+    dry = world.dry_runs.get(item.spec) if item.backfill_id is None else None
+    return replace(
+        item,
+        task_ceiling=None if tasks is None else spec.max_active_runs * tasks,
+        in_flight=dry.in_flight if dry is not None and dry.error is None else (),
+        in_flight_more=dry.in_flight_more if dry is not None and dry.error is None else 0,
+    )
+
+
+def run_label(run: DagRun) -> str:
+    """A run as the in-flight line names it: its logical date, or its partition key."""
+    if run.logical_date is not None:
+        return run.logical_date.date().isoformat()
+    return run.partition_key or run.run_id
+
+
+def in_flight_text(item: Item) -> str | None:
+    """`in flight: 2025-01-03 (running), … — these dates will be skipped` for a spec still to be created."""
+    if item.in_flight is None:
+        return "in flight: not known (the query for queued and running runs failed)"
+    if not item.in_flight:
+        return None
+    runs = ", ".join(f"{d} ({s})" for d, s in item.in_flight)
+    more = f" and {item.in_flight_more} more" if item.in_flight_more else ""
+    return f"in flight: {runs}{more} — these dates will be skipped"
+
+
+def budget_loads(specs: Sequence[BackfillSpec], items: Sequence[Item], policy: Policy) -> tuple[BudgetLoad, ...]:
+    """Per budgeted system, the unfinished specs that list it and their max_active_runs."""
+    live = {i.spec for i in items if not i.phase.terminal or i.kind is Kind.CANCEL}  # a cancel still holds runs
+    return tuple(
+        BudgetLoad(
+            b.name,
+            b.max_active_runs,
+            tuple((s.name, s.max_active_runs) for s in specs if s.name in live and b.name in s.downstream),
+        )
+        for b in policy.downstream
+    )
+
+
+def _would_create(item: Item) -> bool:
+    """A create, or a head that becomes one after its dry run (so a pass's re-observation agrees)."""
+    return item.kind is Kind.CREATE or (item.kind is Kind.WAIT and item.reason == AWAITING_DRY_RUN)
+
+
+def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> list[Item]:
+    """Creates that do not fit a downstream budget wait, in queue order (the specs' order)."""
+    budgets = policy.budgets
+    if not budgets:
+        return items
+    by_name = {i.spec: i for i in items}
+    claim = {s.name: Claim(s.name, s.downstream, s.max_active_runs) for s in specs}
+    holding = [claim[i.spec] for i in items if i.spec in claim and _holds_budget(i)]
+    asking = [claim[s.name] for s in specs if s.name in by_name and _would_create(by_name[s.name])]
+    result = admit(budgets, holding, asking)
+    waiting = {name: a for name, a in result.items() if not a.admitted}
+    return [
+        replace(
+            i,
+            kind=Kind.WAIT,
+            phase=Phase.QUEUED,
+            reason=waiting[i.spec].reason,
+            request=None,
+            guard=f"budget {waiting[i.spec].budget}",
+        )
+        if i.spec in waiting
+        else i
+        for i in items
+    ]
 
 
 def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, summary_counts
+from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
 
@@ -42,6 +42,8 @@ def facts(item: Item) -> str:
     if item.runs_to_create is not None:
         in_range = f" of {item.runs_in_range} in range" if item.runs_in_range is not None else ""
         parts.append(f"runs {item.runs_to_create}{in_range}" + partitions_text(item, ", "))
+    if item.task_ceiling is not None:
+        parts.append(f"up to {item.task_ceiling} tasks at once")
     parts += [f"approvers {', '.join(spec.approvers)}", f"ticket {spec.ticket}"]
     if item.backfill_id:
         parts.insert(0, f"backfill #{item.backfill_id}")
@@ -87,11 +89,13 @@ def findings(plan: Plan) -> Iterator[tuple[str, str]]:
 
 def plan_text(plan: Plan) -> str:
     width = max((len(i.spec) for i in plan.items), default=0)
-    lines = [
-        f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{width}}  {i.dag_id}  {facts(i)}  [{i.phase.value}]"
-        for i in plan.items
-    ]
+    lines = []
+    for i in plan.items:
+        lines.append(f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{width}}  {i.dag_id}  {facts(i)}  [{i.phase.value}]")
+        flying = in_flight_text(i)
+        lines += [f"    {flying}"] if flying else []
     lines += [f"! {kind}: {message}" for kind, message in findings(plan)]
+    lines += [f"Load: {b.text()}" for b in plan.budgets]
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return "\n".join(lines) + "\n"
 
@@ -133,12 +137,13 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
         "",
         *details,
         *(["**Findings**", "", *notes, ""] if notes else []),
+        *(["**Load**", "", *[f"- {md(b.text())}" for b in plan.budgets], ""] if plan.budgets else []),
         f"**{summary_line(plan)}** Checksum: {checksum}",
     ]
     return "\n".join(parts) + "\n"
 
 
-_NOT_LISTED = ("request", "runs", "first_partition", "last_partition")
+_NOT_LISTED = ("request", "runs", "first_partition", "last_partition", "in_flight", "in_flight_more")
 
 
 def _details(item: Item) -> str:
@@ -150,6 +155,9 @@ def _details(item: Item) -> str:
         lines.append(f"- partitions to run: {md(item.partitions[0])} … {md(item.partitions[1])}")
     elif item.first_date is not None and item.last_date is not None:
         lines.append(f"- first and last dates to run: {format_utc(item.first_date)} … {format_utc(item.last_date)}")
+    flying = in_flight_text(item)
+    if flying:
+        lines.append(f"- {md(flying)}")
     if item.reason:
         lines.append(f"- {md(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])

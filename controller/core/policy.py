@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
+from controller.core.guards import Budget, Freeze, SchedulerGuard, Window
 from controller.core.notify import NO_NOTIFY, NotifyPolicy, parse_notify
+
+NO_SCHEDULER_GUARD = SchedulerGuard()
 
 
 class DriftMode(StrEnum):
@@ -40,6 +44,14 @@ class Policy:
     path: str | None = None
     allow_future_partitions: bool = False  # a partitioned DAG's range may reach past now (Airflow runs those)
     notify: NotifyPolicy = NO_NOTIFY  # webhook receivers and events (issue 15)
+    downstream: tuple[Budget, ...] = ()  # capacity budgets of shared systems (issue 14)
+    freezes: tuple[Freeze, ...] = ()
+    windows: tuple[Window, ...] = ()  # default run windows; empty: always
+    scheduler_guard: SchedulerGuard = NO_SCHEDULER_GUARD
+
+    @property
+    def budgets(self) -> dict[str, Budget]:
+        return {b.name: b for b in self.downstream}
 
     def rule_for(self, dag_id: str) -> Rule | None:
         """The first rule whose globs match `dag_id`."""
@@ -64,7 +76,29 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         path=path,
         allow_future_partitions=data.get("allow_future_partitions", False),
         notify=parse_notify(data.get("notify")),
+        downstream=tuple(
+            Budget(name, raw["max_active_runs"], tuple(raw.get("owners", ())))
+            for name, raw in data.get("downstream", {}).items()
+        ),
+        freezes=tuple(
+            Freeze(parse_instant(raw["from"]), parse_instant(raw["to"]), raw["reason"])
+            for raw in data.get("freeze", [])
+        ),
+        windows=parse_windows(data.get("windows", [])),
+        scheduler_guard=SchedulerGuard(
+            bool(data.get("scheduler_guard", {}).get("pause_when_unhealthy", False)),
+            data.get("scheduler_guard", {}).get("max_heartbeat_age_s"),
+        ),
     )
+
+
+def parse_windows(raw: list[dict[str, Any]]) -> tuple[Window, ...]:
+    return tuple(Window(tuple(w["days"]), w["start"], w["end"], w["timezone"]) for w in raw)
+
+
+def parse_instant(text: str) -> datetime:
+    """An RFC 3339 date-time with offset (the schema checked it) as a UTC instant."""
+    return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
 
 
 def _rule(raw: dict[str, Any], index: int) -> Rule:

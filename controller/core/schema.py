@@ -165,6 +165,17 @@ def _date(error: ValidationError, _p: Mapping[str, Any], _path: tuple[PathPart, 
     return message, hint
 
 
+def _any_of(error: ValidationError, p: Mapping[str, Any], path: tuple[PathPart, ...]) -> tuple[str, str | None]:
+    """The schema's two alternatives: a spec's `windows` (always or a list) and dates."""
+    if path and path[-1] == "windows":
+        return (
+            f"{error.instance!r} is neither `always` nor a list of windows",
+            'write `windows: always`, or a list like `- {days: [sat, sun], start: "00:00", end: "24:00", '
+            "timezone: Europe/Berlin}`",
+        )
+    return _date(error, p, path)
+
+
 def _const(error: ValidationError, _p: Mapping[str, Any], _path: tuple[PathPart, ...]) -> tuple[str, str | None]:
     return f"must be {error.validator_value!r}, got {error.instance!r}", "this tool reads format version 1"
 
@@ -221,7 +232,7 @@ _HANDLERS = {
     "required": _required,
     "enum": _enum,
     "type": _type,
-    "anyOf": _date,
+    "anyOf": _any_of,
     "const": _const,
     "minLength": _min_length,
     "pattern": _pattern,

@@ -16,6 +16,7 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any
 
+from controller.core.guards import Window
 from controller.core.yamlsafe import Document
 
 
@@ -65,6 +66,7 @@ class BackfillSpec:
     expected_runs: int | None = None
     downstream: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
+    windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always` (issue 14)
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -135,6 +137,7 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         expected_runs=data.get("expected_runs"),
         downstream=one(tuple(data.get("downstream", ()))),
         notify=one(tuple(data.get("notify", ()))),
+        windows=_windows(data.get("windows")),
     )
 
 
@@ -149,6 +152,14 @@ def _one(shared: dict[Any, Any], value: Any) -> Any:
     if kind is str or kind is datetime or (kind is tuple and all(type(item) is str for item in value)):
         return shared.setdefault(value, value)
     return value
+
+
+def _windows(raw: Any) -> tuple[Window, ...] | None:
+    if raw is None:
+        return None
+    if raw == "always":
+        return ()
+    return tuple(Window(tuple(w["days"]), w["start"], w["end"], w["timezone"]) for w in raw)
 
 
 def _freeze(value: Any) -> Any:

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
+from controller.core.guard_checks import check_policy_guards, check_spec_guards
 from controller.core.policy import DEFAULT_POLICY, Policy, parse_policy
 from controller.core.schema import Schema, SchemaValidator
 from controller.core.spec import BackfillSpec, ReprocessBehavior, SourceFile, digest, format_utc, parse_spec
@@ -150,6 +151,7 @@ class SpecValidator:
             return DEFAULT_POLICY
         policy = parse_policy(doc.data, source.path)
         diagnostics.extend(check_policy_notify(policy, doc))
+        diagnostics.extend(check_policy_guards(policy, doc))
         return policy
 
     def _spec(
@@ -371,6 +373,7 @@ _CHECKS: tuple[Check, ...] = (
     _approvers_allowed,
     _approver_count,
     _notify_receivers,
+    check_spec_guards,
 )
 
 

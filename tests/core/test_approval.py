@@ -187,3 +187,30 @@ def test_every_approval_counts_towards_the_rules_minimum() -> None:
         "s: 'erin' has not approved the pull request",
         "s: 1 of the 2 approvals this spec needs are present",
     ]
+
+
+def test_owners_of_a_downstream_system_must_approve() -> None:
+    from controller.core.guards import Budget  # noqa: PLC0415
+
+    policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall", "wh-lead")), Budget("api", 2)))
+    body = text(approvers="dave") + "downstream: [api, warehouse]\n"
+    unbudgeted = text(approvers="dave") + "downstream: [lake]\n"  # validate refuses it; the gate has nobody to ask
+    approved_by_dave = decisions(raw("dave", "APPROVED", "2026-01-01T00:00:00Z"))
+    found = [(d.text(), d.hint) for d in check_approvals(loaded(body), approved_by_dave, "bob", HEAD, policy)]
+    assert found == [
+        (
+            "specs/s.yaml:12:19: $.downstream[1]: s: the warehouse budget's owners (wh-oncall, wh-lead) have not "
+            "approved the pull request",
+            "ask one of wh-oncall, wh-lead to approve it in code review: the backfill loads warehouse",
+        )
+    ]
+    stale = decisions(
+        raw("dave", "APPROVED", "2026-01-01T00:00:00Z"), raw("wh-lead", "APPROVED", "2026-01-01T00:00:01Z", OLD)
+    )
+    assert len(check_approvals(loaded(body), stale, "bob", HEAD, policy)) == 1  # an approval of an old commit
+    own_pr = decisions(
+        raw("dave", "APPROVED", "2026-01-01T00:00:00Z"), raw("wh-lead", "APPROVED", "2026-01-01T00:00:01Z")
+    )
+    assert len(check_approvals(loaded(body), own_pr, "wh-lead", HEAD, policy)) == 1  # nobody approves their own PR
+    assert check_approvals(loaded(body), own_pr, "bob", HEAD, policy) == []
+    assert check_approvals(loaded(unbudgeted), approved_by_dave, "bob", HEAD, policy) == []

@@ -143,6 +143,7 @@ def test_item_facts_and_json() -> None:
         "first_date": "2025-01-01T00:00:00Z",
         "last_date": "2025-01-02T00:00:00Z",
         "error": False,
+        "guard": None,
         "facts": {
             "from_date": "2025-01-01T00:00:00Z",
             "to_date": "2025-01-07T00:00:00Z",
@@ -660,7 +661,7 @@ def test_summary_counts_changes_and_order_of_changes() -> None:
         "in_sync": 0,
     }
     document = plan.as_json()
-    assert list(document) == ["format_version", "checksum", "complete", "items", "findings", "summary"]
+    assert list(document) == ["format_version", "checksum", "complete", "items", "findings", "summary", "budgets"]
     assert (document["format_version"], document["checksum"]) == (1, plan.checksum())
     assert [i["spec"] for i in document["items"]] == ["a", "q", "p"]
     assert json.loads(json.dumps(document)) == document

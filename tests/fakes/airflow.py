@@ -105,6 +105,7 @@ class FakeAirflow:
         self.requests: list[tuple[str, str]] = []
         self._ids = itertools.count(1)
         self.scheduler_running = True
+        self.health_status: str | None = None  # what /monitor/health says of the scheduler (default: running or not)
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -147,6 +148,8 @@ class FakeAirflow:
             return 200, {"version": "3.3.2", "git_version": "fake"}
         if path == "/auth/token" and method == "POST":
             return self._login(json.loads(request.content or b"{}"))
+        if path == "/api/v2/monitor/health":  # no auth, always 200 (the scheduler brake reads it, issue 14)
+            return 200, self._health()
         self._authorise(request)
         body = json.loads(request.content) if request.content else {}
         parts = path.removeprefix("/api/v2/").split("/")
@@ -157,6 +160,12 @@ class FakeAirflow:
         if parts[0] == "dags" and len(parts) >= 3:
             return self._dags(parts[1], parts[2], query)
         raise Reply(404, "Not Found")
+
+    def _health(self) -> dict[str, Any]:
+        beat = self.now().isoformat().replace("+00:00", "Z")
+        status = self.health_status or ("healthy" if self.scheduler_running else "unhealthy")
+        scheduler = {"status": status, "latest_scheduler_heartbeat": beat}
+        return {"metadatabase": {"status": "healthy"}, "scheduler": scheduler}
 
     # --- auth -----------------------------------------------------------------------------------------
 

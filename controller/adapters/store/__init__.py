@@ -532,12 +532,15 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         git_commit=row.get("git_commit"),
         airflow_url=row.get("airflow_url") or "",
         updated_at=row.get("updated_at"),
+        guard=detail.get("guard", ""),
     )
 
 
 def _binding_row(binding: Binding) -> dict[str, Any]:
     """And back: the core value as the row's columns (the JSON detail keeps the reason and create facts)."""
     detail: dict[str, Any] = {"reason": binding.reason, "backfills": list(binding.backfills)}
+    if binding.guard:  # a guard's pause, remembered across passes (never confused with state: paused)
+        detail["guard"] = binding.guard
     if binding.created is not None:
         detail.update(binding.created.as_json())
     return {
