@@ -334,12 +334,11 @@ class AirflowClient:
     ) -> list[DagRun] | None:
         """The backfill runs in the range if they fit in `pages` pages (the first call tells), else None."""
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date, partitioned=partitioned)
-        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
-        total = int(first["total_entries"])
+        first, total = self._runs_page(path, {**params, "offset": 0})
         if -(-total // PAGE) > pages:
             return None
-        rest = self._paginate(path, "dag_runs", params, offset=len(first["dag_runs"])) if total > PAGE else ()
-        return [dag_run_from_json(item) for item in [*first["dag_runs"], *rest]]
+        rest = self._paginate(path, "dag_runs", params, offset=len(first)) if total > PAGE else ()
+        return first + [dag_run_from_json(item) for item in rest]
 
     def run_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> RunSummary:
         """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
@@ -351,40 +350,39 @@ class AirflowClient:
         dates shown are then the first hundred).
         """
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
-        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
-        total = int(first["total_entries"])
-        if total <= len(first["dag_runs"]):
-            return summarise([dag_run_from_json(item) for item in first["dag_runs"]])
+        first, total = self._runs_page(path, {**params, "offset": 0})
+        if total <= len(first):
+            return summarise(first)
         counts = {state: self._count(path, {**params, "state": state}) for state in ("queued", "running")}
         failed, failures, never_started = self._failures(path, params)
         # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first)
         recent_params = {**params, "state": ["success", "failed"], **FINISHED_AFTER_START, "order_by": "-end_date"}
-        recent = self._json("GET", path, params={**recent_params, "limit": PAGE})
+        recent, _ = self._runs_page(path, recent_params)
         # a run that changed state between these calls is counted once, never below zero
         counts |= {"failed": failures, "success": max(0, total - sum(counts.values()) - failures)}
-        recent_runs = [dag_run_from_json(i) for i in recent["dag_runs"]]
-        return summary_from_counts(counts, failed, recent_runs, never_started=never_started)
+        return summary_from_counts(counts, failed, recent, never_started=never_started)
 
     def _failures(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int, int | None]:
         """The failed runs to show (at most a page of them), how many failed, and how many of those never
         started (None: count them in the runs shown). Beyond a page, the started failures are counted and
         their first page shown, so thousands of failures cost two calls, not one per hundred."""
-        first = self._json("GET", path, params={**params, "state": "failed", "limit": PAGE})
-        failures = int(first["total_entries"])
-        if failures <= len(first["dag_runs"]):
-            return [dag_run_from_json(i) for i in first["dag_runs"]], failures, None
-        started_params = {**params, "state": "failed", **FINISHED_AFTER_START, "limit": PAGE}
-        started = self._json("GET", path, params=started_params)
-        shown = [dag_run_from_json(i) for i in started["dag_runs"]]
-        return shown, failures, max(0, failures - int(started["total_entries"]))
+        first, failures = self._runs_page(path, {**params, "state": "failed"})
+        if failures <= len(first):
+            return first, failures, None
+        shown, started = self._runs_page(path, {**params, "state": "failed", **FINISHED_AFTER_START})
+        return shown, failures, max(0, failures - started)
 
     def queued_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> tuple[int, datetime | None]:
         """How many backfill runs in the range are queued, and the oldest queue time among the first page of
         them by id (a backfill queues its runs together): one call, whatever the range."""
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
-        data = self._json("GET", path, params={**params, "state": "queued", "order_by": "id", "limit": PAGE})
-        times = [t for t in (parse_time(i.get("queued_at")) for i in data["dag_runs"]) if t is not None]
-        return int(data["total_entries"]), min(times, default=None)
+        queued, total = self._runs_page(path, {**params, "state": "queued", "order_by": "id"})
+        return total, min((r.queued_at for r in queued if r.queued_at is not None), default=None)
+
+    def _runs_page(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int]:
+        """One page of DAG runs, and how many the query matches in all."""
+        data = self._json("GET", path, params={**params, "limit": PAGE})
+        return [dag_run_from_json(item) for item in data["dag_runs"]], int(data["total_entries"])
 
     def _count(self, path: str, params: dict[str, Any]) -> int:
         return int(self._json("GET", path, params={**params, "limit": 1})["total_entries"])
@@ -402,15 +400,13 @@ class AirflowClient:
         page of them) and how many those are. One call up to a page of runs, else three."""
         path = f"/api/v2/dags/{dag_id}/dagRuns"
         params = _range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)
-        first = self._json("GET", path, params={**params, "limit": PAGE, "offset": 0})
-        if int(first["total_entries"]) <= len(first["dag_runs"]):
-            runs = [dag_run_from_json(item) for item in first["dag_runs"]]
+        runs, total = self._runs_page(path, {**params, "offset": 0})
+        if total <= len(runs):
             flying = [r for r in runs if r.state in IN_FLIGHT]
             return sum(1 for r in runs if r.state in kept), flying, len(flying)
         counted = self._count(path, {**params, "state": list(kept)}) if kept else 0
-        page = self._json("GET", path, params={**params, "state": list(IN_FLIGHT), "limit": PAGE})
-        flying = [r for r in map(dag_run_from_json, page["dag_runs"]) if r.state in IN_FLIGHT]
-        return counted, flying, int(page["total_entries"])
+        page, in_flight = self._runs_page(path, {**params, "state": list(IN_FLIGHT)})
+        return counted, [r for r in page if r.state in IN_FLIGHT], in_flight
 
     def scheduler_health(self) -> SchedulerHealth:
         """The scheduler's status and heartbeat (the load guards' brake); an unreadable answer says why."""

@@ -288,24 +288,7 @@ class FakeAirflow:
         dag, dates = self._plan(body, check_conflict=True)
         if not dates and not dag.ticks(parse(body["from_date"]), parse(body["to_date"])):
             raise Reply(422, f"No runs to create for Dag {dag.dag_id} in the range")
-        now = self.now()
-        backfill = {
-            "id": next(self._ids),
-            "dag_id": dag.dag_id,
-            "from_date": iso(parse(body["from_date"])),
-            "to_date": iso(parse(body["to_date"])),
-            "dag_run_conf": body.get("dag_run_conf"),
-            "is_paused": False,
-            "reprocess_behavior": body.get("reprocess_behavior", "none"),
-            "max_active_runs": body.get("max_active_runs", 10),
-            "created_at": iso(now),
-            "completed_at": None,
-            "updated_at": iso(now),
-            "dag_display_name": dag.dag_id,
-            "_order": dates,
-            "_frozen": {},
-        }
-        self.backfills[backfill["id"]] = backfill
+        backfill = self._new_backfill(dag, body, dates)
         for date in dates:
             run = self.runs.get((dag.dag_id, date))
             previous = self.backfills.get((run or {}).get("_backfill", -1))
@@ -456,6 +439,10 @@ class FakeAirflow:
         """apache/airflow#66726 on SQLite: the create fails with 500 after the backfill row was committed
         but before any run was; the backfill has no runs (and completes at the next scheduler step)."""
         dag, _dates = self._plan(body, check_conflict=True)
+        return int(self._new_backfill(dag, body, [])["id"])
+
+    def _new_backfill(self, dag: Dag, body: dict[str, Any], order: list[datetime]) -> dict[str, Any]:
+        """A backfill row as Airflow stores it, registered; `order` is the runs it queues, in its direction."""
         now = self.now()
         backfill = {
             "id": next(self._ids),
@@ -470,11 +457,11 @@ class FakeAirflow:
             "completed_at": None,
             "updated_at": iso(now),
             "dag_display_name": dag.dag_id,
-            "_order": [],
+            "_order": order,
             "_frozen": {},
         }
         self.backfills[backfill["id"]] = backfill
-        return int(backfill["id"])
+        return backfill
 
     def outcome(self, backfill_id: int) -> dict[datetime, str]:
         """Logical date → state of every run this backfill created or reprocessed (ground truth)."""
