@@ -148,6 +148,8 @@ class Phase(StrEnum):
     CANCELLED = "Cancelled"
     BLOCKED = "Blocked"
     ORPHANED = "Orphaned"
+    AWAITING_PROMOTION = "AwaitingPromotion"  # a chunked spec's canary chunk finished; waits for `promote: true`
+    HALTED = "Halted"  # too many of a chunked spec's runs failed; waits for a new `resume` value
 
     @property
     def terminal(self) -> bool:

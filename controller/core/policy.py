@@ -28,6 +28,10 @@ class Rule:
     max_active_runs_limit: int | None = None
     max_runs: int | None = None
     index: int = 0
+    chunk_default: int | None = None  # the chunk size of specs that set none (above `chunk_required_above` runs)
+    chunk_max: int | None = None  # the largest `execution.chunk_runs` a spec may set
+    chunk_required_above: int = 0
+    require_canary_for_completed: bool = False
 
     def matches(self, dag_id: str) -> bool:
         return any(fnmatchcase(dag_id, glob) for glob in self.dags)
@@ -111,4 +115,8 @@ def _rule(raw: dict[str, Any], index: int) -> Rule:
         max_active_runs_limit=raw.get("max_active_runs_limit"),
         max_runs=raw.get("max_runs"),
         index=index,
+        chunk_default=raw.get("chunk_runs", {}).get("default"),
+        chunk_max=raw.get("chunk_runs", {}).get("max"),
+        chunk_required_above=raw.get("chunk_runs", {}).get("required_above", 0),
+        require_canary_for_completed=raw.get("require_canary_for_completed", False),
     )

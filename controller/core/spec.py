@@ -46,6 +46,18 @@ class SourceFile:
 
 
 @dataclass(frozen=True, slots=True)
+class Execution:
+    """How a large spec runs (issue 13): chunks of at most `chunk_runs`, a canary chunk first, a failure halt."""
+
+    chunk_runs: int | None = None  # None: one backfill, unless the policy sets a default chunk size
+    canary_runs: int | None = None
+    halt_on_failure_ratio: float | None = None
+
+
+NO_EXECUTION = Execution()
+
+
+@dataclass(frozen=True, slots=True)
 class BackfillSpec:
     name: str
     dag_id: str
@@ -67,6 +79,9 @@ class BackfillSpec:
     downstream: tuple[str, ...] = ()
     notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
     windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always` (issue 14)
+    execution: Execution | None = None  # None: not set (a policy default chunk size may still apply)
+    promote: bool = False  # lets a chunked spec continue after its canary chunk
+    resume: str | None = None  # a new value lets a Halted spec continue
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -138,7 +153,16 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         downstream=one(tuple(data.get("downstream", ()))),
         notify=one(tuple(data.get("notify", ()))),
         windows=_windows(data.get("windows")),
+        execution=_execution(data.get("execution")),
+        promote=bool(data.get("promote", False)),
+        resume=data.get("resume"),
     )
+
+
+def _execution(raw: dict[str, Any] | None) -> Execution | None:
+    if raw is None:
+        return None
+    return Execution(raw.get("chunk_runs"), raw.get("canary_runs"), raw.get("halt_on_failure_ratio"))
 
 
 def _same(value: Any) -> Any:
