@@ -178,6 +178,8 @@ class CountingProxy:
 
     target: str
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # (method, route, seconds until Airflow answered, status): the server's time, even when the client gave up
+    timings: list[tuple[str, str, float, int]] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -187,6 +189,7 @@ class CountingProxy:
 
     def reset(self) -> Counter[tuple[str, str]]:
         seen, self.calls = self.calls, Counter()
+        self.timings = []
         return seen
 
     def __enter__(self) -> CountingProxy:
@@ -200,11 +203,14 @@ class CountingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 proxy.calls[(self.command, _route(self.path))] += 1
+                started = time.perf_counter()
                 upstream = http.client.HTTPConnection(host, port, timeout=600)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 upstream.request(self.command, self.path, body=body, headers=headers)
                 response = upstream.getresponse()
                 data = response.read()
+                took = time.perf_counter() - started
+                proxy.timings.append((self.command, _route(self.path), took, response.status))
                 self.send_response(response.status)
                 for key, value in response.getheaders():
                     if key.lower() not in ("transfer-encoding", "connection", "content-length"):

@@ -16,6 +16,11 @@ Rows (default: create plan pass lost):
   year    (slow) `plan` for one year of demo_hourly (8,760 runs); floor: 1 auth + 1 dry run.
   large   (slow: Airflow takes ~105 s to create 8,760 runs) a pass while a 1-year hourly backfill runs;
           floor: 1 auth + 1 backfill GET + 4 counting dagRuns GETs.
+  chunked (slow: ~3 min) one year of demo_chunked (8,760 hourly runs) as one unchunked create vs
+          `execution: {chunk_runs: 720}`: `plan` and the first `reconcile --once` (wall, peak RSS of the
+          process), each create call as Airflow took it (timed at the proxy, so past the client's timeout),
+          and the peak of queued runs in Airflow (sampled every second until the create's runs all exist).
+          The chunked side stops after its first chunk; everything it made is cancelled.
 Every backfillctl and floor call goes through a counting loopback proxy in front of Airflow (so both pay the
 same hop); the Airflow CLI talks to the metadata DB directly. Backfills the bench creates are cancelled.
 """
@@ -23,11 +28,13 @@ same hop); the Airflow CLI talks to the metadata DB directly. Backfills the benc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -130,10 +137,50 @@ class Airflow:
                 sys.exit(f"{dag}: fewer than {runs} runs in {start} … {end} after {timeout:.0f} s")
             time.sleep(5)
 
+    def backfills(self, dag: str, start: str, end: str) -> list[tuple[int, int]]:
+        """(id, runs in its range) of the DAG's backfills inside [start, end], oldest first."""
+        answer = self.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 100, "order_by": "-id"})
+        found = []
+        for backfill in answer.json()["backfills"]:
+            first, last = backfill["from_date"], backfill["to_date"]
+            if start <= first.replace("+00:00", "Z") and last.replace("+00:00", "Z") <= end:
+                params = {"logical_date_gte": first, "logical_date_lte": last, "limit": 1}
+                counted = self.http.get(f"/api/v2/dags/{dag}/dagRuns", params=params).json()["total_entries"]
+                found.append((int(backfill["id"]), int(counted)))
+        return sorted(found)
+
     def create_and_cancel(self, body: dict[str, object]) -> None:
         answer = self.http.post("/api/v2/backfills", json=body)
         answer.raise_for_status()
         self.http.put(f"/api/v2/backfills/{answer.json()['id']}/cancel").raise_for_status()
+
+
+class QueuedSampler:
+    """Queued backfill runs of a DAG's range, sampled every second in a thread (its own client); keeps the peak."""
+
+    def __init__(self, env: AirflowEnv, dag: str, start: str, end: str) -> None:
+        self.airflow, self.dag = Airflow(env), dag
+        self.params = {"run_type": "backfill", "state": "queued", "logical_date_gte": start, "logical_date_lte": end}
+        self.peak_queued = self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> QueuedSampler:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(httpx.HTTPError):
+                answer = self.airflow.http.get(f"/api/v2/dags/{self.dag}/dagRuns", params={**self.params, "limit": 1})
+                self.peak_queued = max(self.peak_queued, int(answer.json()["total_entries"]))
+                self.samples += 1
+            self._stop.wait(1.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+        self.airflow.http.close()
 
 
 class Bench:
@@ -391,6 +438,61 @@ class Bench:
                 ],
             )
             + f"\n(creating it took {created:.1f} s) backfillctl calls: {calls_text(calls['backfillctl'])}\n"
+        )
+
+    def chunked(self) -> None:
+        """One year of an hourly DAG: one create of 8,760 runs vs the first chunk of 720 (issue 13)."""
+        dag, rows = "demo_chunked", []
+        base = 1980 + int(time.time()) % 20 * 2  # two fresh years per invocation (reprocess `completed` anyway)
+        self.admin.cancel_active((dag,))
+        sides = [("one backfill (no `execution`)", ""), ("`chunk_runs: 720`", "execution:\n  chunk_runs: 720\n")]
+        for offset, (side, execution) in enumerate(sides):
+            year = base + offset
+            start, end = f"{year}-01-01T00:00:00Z", f"{year}-12-31T23:00:00Z"
+            folder = self.folder(f"chunked-{offset}")
+            self.write_specs(folder, [(f"year-{offset}", dag, start, end)])
+            spec = folder / "specs" / f"year-{offset}.yaml"
+            spec.write_text(spec.read_text() + execution)
+            env = self.proc_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_STORE_URL=f"sqlite:///{folder}/state.db")
+            self.proxy.reset()
+            planned = run([backfillctl(), "plan"], cwd=folder, env=env)
+            plan_calls = self.proxy.reset()
+            sampler = QueuedSampler(self.env, dag, start, end).start()
+            try:
+                applied = run([backfillctl(), "reconcile", "--once"], cwd=folder, env=env, ok_codes=(0, 1))
+                created = self.admin.backfills(dag, start, end)
+                runs = sum(created_runs for _, created_runs in created)
+                self.admin.wait_for_runs(dag, start, end, runs)  # a create may outlive its answer
+                time.sleep(3)
+            finally:
+                sampler.stop()
+                self.admin.cancel_active((dag,))
+            creates = [t for m, r, t, _ in self.proxy.timings if (m, r) == ("POST", "/api/v2/backfills")]
+            reconcile_calls = self.proxy.reset()
+            rows.append(
+                [
+                    side,
+                    f"{secs(planned.wall)}, {sum(plan_calls.values())} calls, {planned.rss_kb / 1024:.0f} MB",
+                    f"{secs(applied.wall)} (exit {applied.returncode}), {sum(reconcile_calls.values())} calls, "
+                    f"{applied.rss_kb / 1024:.0f} MB",
+                    f"{len(created)} backfill(s) of {', '.join(str(n) for _, n in created)} runs; POST "
+                    + " / ".join(secs(t) for t in creates),
+                    f"{sampler.peak_queued:,} ({sampler.samples} samples)",
+                ]
+            )
+            self.emit(f"{side}: plan calls {calls_text(plan_calls)}; reconcile calls {calls_text(reconcile_calls)}")
+        self.emit(
+            table(
+                "one year of an hourly DAG (8,760 runs): one create vs chunks of 720 (plan + first pass)",
+                [
+                    "spec",
+                    "`plan` (wall, calls, peak RSS)",
+                    "first `reconcile --once` (wall, calls, peak RSS)",
+                    "created; each create call as Airflow took it",
+                    "peak queued runs in Airflow",
+                ],
+                rows,
+            )
         )
 
     def pass_(self) -> None:

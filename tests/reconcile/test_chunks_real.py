@@ -1,0 +1,398 @@
+"""Progressive execution against the real Apache Airflow 3.3.2 (issue 13): chunks, a canary, a failure halt.
+
+`demo_chunked` (hourly, a task that only prints) and `demo_halting` (hourly, fails every third hour, no
+retries); dates in 2024 so these tests share the session's Airflow with the others. Airflow is sampled by a
+thread (every second) while the passes run, straight through its REST API, not through the controller.
+
+Sizes: 48 warm runs take ~10 s here (LocalExecutor, parallelism 4), and Airflow marks a backfill complete
+0-30 s after its last run (a fixed 30 s scheduler timer), which dominates each chunk's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controller.commands.reconcile import PassResult
+from controller.core.audit import AuditRecord
+from tests.reconcile.harness import Bench
+
+pytestmark = pytest.mark.airflow
+DAGS = ("demo_chunked", "demo_halting")
+HOUR = timedelta(hours=1)
+
+# A reconciler killed right after Airflow accepted a create, before it could write the outcome (SIGKILL: no
+# `finally`, no rollback, the lease stays behind), like a CI runner that disappears mid-pass.
+KILLED_AFTER_CREATE = """
+import os, signal, sys
+from controller.adapters.airflow import AirflowClient
+from controller.cli import main
+real_create = AirflowClient.create
+def create(self, *args, **kwargs):
+    created = real_create(self, *args, **kwargs)
+    print(f"created #{created.id}; killed", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+AirflowClient.create = create
+sys.exit(main(["reconcile", "--once"]))
+"""
+
+
+@pytest.fixture
+def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
+    b = Bench(tmp_path, url=airflow_url)
+    yield b
+    with b.client() as client:
+        for dag in DAGS:
+            for backfill in client.list_backfills(dag):
+                if backfill.active:
+                    client.cancel(backfill.id)
+    b.close()
+
+
+def z(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Airflow:
+    """Airflow's own view, read with its REST API (a token of its own, not the controller's client)."""
+
+    def __init__(self, url: str) -> None:
+        token = httpx.post(f"{url}/auth/token", json={"username": "admin", "password": "admin"}, timeout=30)
+        token.raise_for_status()
+        self.http = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token.json()['access_token']}"}, timeout=30
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def runs(self, dag: str, *states: str, first: datetime | None = None, last: datetime | None = None) -> int:
+        params: dict[str, Any] = {"run_type": "backfill", "limit": 1}
+        if states:
+            params["state"] = list(states)
+        if first is not None:
+            params["logical_date_gte"] = z(first)
+        if last is not None:
+            params["logical_date_lte"] = z(last)
+        answer = self.http.get(f"/api/v2/dags/{dag}/dagRuns", params=params)
+        answer.raise_for_status()
+        return int(answer.json()["total_entries"])
+
+    def in_flight(self, dag: str) -> int:
+        return self.runs(dag, "queued", "running")
+
+    def backfills(self, dag: str, first: datetime, last: datetime) -> list[dict[str, Any]]:
+        """The DAG's backfills whose range lies inside [first, last], oldest first."""
+        answer = self.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 100})
+        answer.raise_for_status()
+        found = [b for b in answer.json()["backfills"] if first <= at(b["from_date"]) and at(b["to_date"]) <= last]
+        return sorted(found, key=lambda b: int(b["id"]))
+
+
+@dataclass
+class Sampler:
+    """Samples `probe` every `every` seconds in a thread until stopped; keeps every value."""
+
+    probe: Callable[[], int]
+    every: float = 1.0
+    values: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.values.append(self.probe())
+            except httpx.HTTPError as exc:  # a sample lost is not a test failure; too many are
+                self.errors.append(repr(exc))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def passes_until(bench: Bench, done: Callable[[PassResult], bool], *, seconds: float, every: float = 2.0) -> PassResult:
+    """Reconcile passes every `every` seconds until `done`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        result = bench.run()
+        if done(result):
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not done after {seconds:.0f} s: {rows(result)}")
+        time.sleep(every)
+
+
+def rows(result: PassResult) -> list[tuple[str, str, str]]:
+    return [(i.spec, i.phase.value, i.reason) for i in result.current.items]
+
+
+def phase(result: PassResult, spec: str) -> str:
+    (item,) = [i for i in result.current.items if i.spec == spec]
+    return str(item.phase.value)
+
+
+def cli_env(bench: Bench) -> dict[str, str]:
+    return {
+        **os.environ,
+        "BACKFILLCTL_AIRFLOW_URL": bench.url,
+        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
+        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
+        "BACKFILLCTL_STORE_URL": bench.store_url,
+        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
+        "BACKFILLCTL_ACTOR": "ci-bot",
+    }
+
+
+def cli_json(bench: Bench, *args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "controller", *args, "--format", "json"],
+        env=cli_env(bench),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def status_row(bench: Bench, spec: str) -> dict[str, Any]:
+    (row,) = [r for r in cli_json(bench, "status", spec)["specs"] if r["spec"] == spec]
+    return dict(row)
+
+
+def creates(events: list[AuditRecord]) -> list[AuditRecord]:
+    return [e for e in events if e.entry.action == "create"]
+
+
+def chunk_intents(events: list[AuditRecord]) -> list[str]:
+    return [e.entry.message or "" for e in creates(events) if e.entry.phase == "intent"]
+
+
+def bound_ids(events: list[AuditRecord]) -> list[int]:
+    """Backfill ids the audit says the spec got: created (outcome) or adopted after a crash, in order."""
+    return [
+        e.entry.backfill_id
+        for e in events
+        if e.entry.backfill_id is not None
+        and (
+            (e.entry.action == "create" and e.entry.phase == "outcome")
+            or (e.entry.action == "adopt" and e.entry.outcome == "adopted")
+        )
+    ]
+
+
+# --- 1. two weeks in chunks of 48, a reconciler killed between chunks --------------------------------------
+
+FIRST, LAST = datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 14, 23, tzinfo=UTC)  # 336 hourly runs
+
+
+def test_two_weeks_hourly_in_chunks_of_48_bounded_in_flight_and_a_killed_reconciler_duplicates_nothing(
+    bench: Bench, airflow_url: str
+) -> None:
+    started = time.monotonic()
+    airflow = Airflow(airflow_url)
+    bench.spec("two-weeks", dag="demo_chunked", start=z(FIRST), end=z(LAST), mar=48, execution="{chunk_runs: 48}")
+    killed = False
+    with Sampler(lambda: airflow.in_flight("demo_chunked")) as inflight:
+        deadline = time.monotonic() + 420
+        while True:
+            ours = airflow.backfills("demo_chunked", FIRST, LAST)
+            # between two chunks (the 3rd finished in Airflow, the 4th not yet created): kill a reconciler
+            # right after its create of the 4th chunk reached Airflow, before it recorded the outcome
+            if not killed and len(ours) == 3 and all(b["completed_at"] for b in ours):
+                crash = subprocess.run(
+                    [sys.executable, "-c", KILLED_AFTER_CREATE],
+                    env=cli_env(bench),
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if crash.returncode == -signal.SIGKILL:
+                    killed = True
+                    intents = chunk_intents(bench.events("two-weeks"))
+                    assert intents[-1].startswith("chunk 4 of 7:"), intents
+                    last = creates(bench.events("two-weeks"))[-1].entry
+                    assert (last.phase, last.outcome) == ("intent", None)  # intent without outcome
+                    assert len(airflow.backfills("demo_chunked", FIRST, LAST)) == 4  # it did reach Airflow
+                    lease = bench.store.current_lease()
+                    assert lease is not None  # SIGKILL left the lease: an operator releases it by its id
+                    bench.store.unlock(lease.lease_id)
+                else:
+                    assert crash.returncode == 0, crash.stderr  # that pass created nothing: try the next one
+            result = bench.run()
+            if phase(result, "two-weeks") == "Succeeded":
+                break
+            assert phase(result, "two-weeks") in ("Pending", "Running"), rows(result)
+            assert time.monotonic() < deadline, f"not Succeeded after 420 s: {rows(result)}"
+            time.sleep(2)
+        time.sleep(1.5)  # one more sample after the end
+    assert killed
+    assert len(inflight.errors) < 5, inflight.errors
+    assert inflight.values
+    assert 0 < max(inflight.values) <= 48, inflight.values  # never two chunks at once
+
+    # Airflow: exactly 7 backfills, contiguous and disjoint, 48 runs each, all complete and successful
+    ours = airflow.backfills("demo_chunked", FIRST, LAST)
+    assert len(ours) == 7, [(b["id"], b["from_date"], b["to_date"]) for b in ours]
+    spans = [(at(b["from_date"]), at(b["to_date"])) for b in ours]
+    assert spans == [(FIRST + 48 * k * HOUR, FIRST + (48 * k + 47) * HOUR) for k in range(7)]
+    assert all(b["completed_at"] and b["max_active_runs"] == 48 and not b["is_paused"] for b in ours)
+    assert [airflow.runs("demo_chunked", first=a, last=b) for a, b in spans] == [48] * 7
+    assert airflow.runs("demo_chunked", "success", first=FIRST, last=LAST) == 336
+
+    # audit: one create intent per chunk ("chunk K of 7: …"), every backfill bound once (the killed
+    # reconciler's 4th chunk adopted, not created again)
+    events = bench.events("two-weeks")
+    intents = chunk_intents(events)
+    assert [m.split(":", 1)[0] for m in intents] == [f"chunk {k} of 7" for k in range(1, 8)], intents
+    assert bound_ids(events) == [int(b["id"]) for b in ours]
+    outcomes = [e.entry.outcome for e in creates(events) if e.entry.phase == "outcome"]
+    assert outcomes.count("created") == 6, outcomes
+    assert bench.store.verify().ok
+
+    # status and report: the last chunk of 7; one change record with every chunk
+    row = status_row(bench, "two-weeks")
+    assert (row["phase"], row["chunk"]) == ("Succeeded", {"index": 7, "count": 7})
+    assert row["runs"]["success"] == 336
+    report = cli_json(bench, "report", "two-weeks")
+    assert report["outcome"] == "Succeeded"
+    assert [
+        (c["backfill_id"], at(c["from_date"]), at(c["to_date"]), c["runs"], c["max_active_runs"])
+        for c in report["chunks"]
+    ] == [(int(b["id"]), first, last, 48, 48) for b, (first, last) in zip(ours, spans, strict=True)]
+    airflow.close()
+    print(f"chunked two weeks: {time.monotonic() - started:.0f} s, in flight max {max(inflight.values)}")
+
+
+# --- 2. a canary, then a reviewed promotion that also raises max_active_runs ---------------------------
+
+CANARY_FIRST, CANARY_LAST = datetime(2024, 4, 1, tzinfo=UTC), datetime(2024, 4, 1, 23, tzinfo=UTC)  # 24 runs
+
+
+def test_canary_waits_for_promotion_and_the_next_chunk_gets_the_new_max_active_runs(
+    bench: Bench, airflow_url: str
+) -> None:
+    airflow = Airflow(airflow_url)
+    spec: dict[str, Any] = {"dag": "demo_chunked", "start": z(CANARY_FIRST), "end": z(CANARY_LAST)}
+    bench.spec("canary", mar=2, execution="{chunk_runs: 20, canary_runs: 4}", **spec)
+    waiting = passes_until(bench, lambda r: phase(r, "canary") == "AwaitingPromotion", seconds=120)
+    (canary,) = airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)
+    assert (at(canary["from_date"]), at(canary["to_date"]), canary["max_active_runs"]) == (
+        CANARY_FIRST,
+        CANARY_FIRST + 3 * HOUR,
+        2,
+    )
+    assert airflow.runs("demo_chunked", "success", first=CANARY_FIRST, last=CANARY_LAST) == 4
+    assert waiting.applied == [] or all(i.kind.value != "create" for i, _ in waiting.applied)
+    row = status_row(bench, "canary")
+    assert (row["phase"], row["chunk"]) == ("AwaitingPromotion", {"index": 1, "count": 2})
+    for _ in range(3):  # it stays there: no second chunk without a reviewed `promote: true`
+        held = bench.run()
+        assert phase(held, "canary") == "AwaitingPromotion"
+        assert held.applied == []
+        time.sleep(1)
+    assert len(airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)) == 1
+
+    # the reviewed change: promote, and raise the concurrency for the rest (it applies from the next chunk)
+    bench.spec("canary", mar=6, execution="{chunk_runs: 20, canary_runs: 4}", promote="true", **spec)
+    promoted = bench.run()
+    assert [(i.kind.value, o) for i, o in promoted.applied] == [("create", "created")], promoted.applied
+    first, second = airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)
+    assert first["id"] == canary["id"]
+    assert (at(second["from_date"]), at(second["to_date"]), second["max_active_runs"]) == (
+        CANARY_FIRST + 4 * HOUR,
+        CANARY_LAST,
+        6,
+    )
+    events = bench.events("canary")
+    assert [(e.entry.action, e.entry.outcome) for e in events if e.entry.action == "promote"] == [
+        ("promote", "promoted")
+    ]
+    intents = chunk_intents(events)
+    assert [m.split(":", 1)[0] for m in intents] == ["chunk 1 of 2", "chunk 2 of 2"], intents
+    done = passes_until(bench, lambda r: phase(r, "canary") not in ("Pending", "Running"), seconds=120)
+    assert phase(done, "canary") == "Succeeded", rows(done)
+    report = cli_json(bench, "report", "canary")
+    assert [(c["backfill_id"], c["runs"], c["max_active_runs"]) for c in report["chunks"]] == [
+        (int(first["id"]), 4, 2),
+        (int(second["id"]), 20, 6),
+    ]
+    assert bench.store.verify().ok
+    airflow.close()
+
+
+# --- 3. a DAG that fails often halts, a new `resume` continues ---------------------------------------
+
+HALT_FIRST, HALT_LAST = datetime(2024, 5, 1, tzinfo=UTC), datetime(2024, 5, 1, 23, tzinfo=UTC)  # 24 runs, 8 fail
+
+
+def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_value_continues(
+    bench: Bench, airflow_url: str
+) -> None:
+    airflow = Airflow(airflow_url)
+    spec: dict[str, Any] = {"dag": "demo_halting", "start": z(HALT_FIRST), "end": z(HALT_LAST), "mar": 1}
+    bench.spec("halting", execution="{halt_on_failure_ratio: 0.2}", **spec)
+    halted = passes_until(bench, lambda r: phase(r, "halting") == "Halted", seconds=90, every=1.0)
+    (backfill,) = airflow.backfills("demo_halting", HALT_FIRST, HALT_LAST)
+    paused = airflow.http.get(f"/api/v2/backfills/{backfill['id']}").json()
+    assert paused["is_paused"] is True
+    assert paused["completed_at"] is None
+    assert airflow.runs("demo_halting", "queued", first=HALT_FIRST, last=HALT_LAST) > 0  # halted mid-way
+    events = bench.events("halting")
+    pauses = [e.entry for e in events if e.entry.action == "pause"]
+    assert [(p.phase, p.outcome) for p in pauses] == [("intent", None), ("outcome", "done")], pauses
+    message = pauses[0].message or ""
+    assert "failed" in message, message
+    assert any(ch.isdigit() for ch in message), message  # the figures
+    assert pauses[0].backfill_id == backfill["id"]
+    assert any("fail" in i.reason for i in halted.current.items), rows(halted)
+
+    # halted means halted: nothing more finishes while it waits for a reviewed `resume`
+    time.sleep(3)  # the run that was running when it paused ends
+    finished = airflow.runs("demo_halting", "success", "failed", first=HALT_FIRST, last=HALT_LAST)
+    for _ in range(2):
+        held = bench.run()
+        assert phase(held, "halting") == "Halted"
+        assert held.applied == []
+        time.sleep(1.5)
+    assert airflow.runs("demo_halting", "success", "failed", first=HALT_FIRST, last=HALT_LAST) == finished
+
+    bench.spec("halting", execution="{halt_on_failure_ratio: 0.2}", resume='"CHG-2 fix deployed"', **spec)
+    resumed = bench.run()
+    assert [(i.kind.value, o) for i, o in resumed.applied] == [("unpause", "done")], resumed.applied
+    assert airflow.http.get(f"/api/v2/backfills/{backfill['id']}").json()["is_paused"] is False
+    unpauses = [(e.entry.phase, e.entry.outcome) for e in bench.events("halting") if e.entry.action == "unpause"]
+    assert unpauses == [("intent", None), ("outcome", "done")]
+    # the runs continue; failures count again from the resume, so it halts again only after 5 more finished
+    again = passes_until(bench, lambda r: phase(r, "halting") != "Running", seconds=90, every=1.0)
+    later = airflow.runs("demo_halting", "success", "failed", first=HALT_FIRST, last=HALT_LAST)
+    assert later >= finished + 5, (finished, later)
+    assert phase(again, "halting") in ("Halted", "CompletedWithFailures"), rows(again)
+    assert bench.store.verify().ok
+    airflow.close()
