@@ -247,3 +247,77 @@ def test_validating_one_file_still_finds_a_name_used_elsewhere(tree: Path, capsy
         "specs/team/dup.yaml:3:7: $.name: name 'dup' is already used by specs/dup.yaml\n"
         "  hint: every spec needs a unique name across the specs tree\n"
     ) in capsys.readouterr().out
+
+
+PROMOTE_WARNING = (
+    "$.promote: warning: promote: true has no effect: the spec sets no execution.canary_runs\n"
+    "  hint: promote lets a spec continue after its canary chunk; add `execution: {canary_runs: N}` or remove it\n"
+)
+RESUME_WARNING = (
+    "$.resume: warning: resume has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts\n"
+    "  hint: resume continues a Halted spec; add `execution: {halt_on_failure_ratio: 0.2}` or remove it\n"
+)
+
+
+def write_good(tree: Path, extra: str) -> None:
+    (tree / "specs" / "good.yaml").write_text(SPEC.format(name="good", to="2025-01-07", reprocess="none") + extra)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("promote: true\n", "specs/good.yaml:12:10: " + PROMOTE_WARNING),
+        ("execution: {chunk_runs: 2}\npromote: true\n", "specs/good.yaml:13:10: " + PROMOTE_WARNING),
+        ('resume: "CHG-2 fix deployed"\n', "specs/good.yaml:12:9: " + RESUME_WARNING),
+        ('execution: {canary_runs: 2}\nresume: "x"\n', "specs/good.yaml:13:9: " + RESUME_WARNING),
+        (
+            'promote: true\nresume: "x"\n',
+            "specs/good.yaml:12:10: " + PROMOTE_WARNING + "specs/good.yaml:13:9: " + RESUME_WARNING,
+        ),
+        (
+            "execution: {halt_on_failure_ratio: 1}\n",
+            "specs/good.yaml:12:36: $.execution.halt_on_failure_ratio: warning: halt_on_failure_ratio 1 never "
+            "halts: more than every finished run can never fail\n"
+            "  hint: set a share below 1 (e.g. 0.2), or remove halt_on_failure_ratio\n",
+        ),
+    ],
+    ids=["promote", "promote-chunked-no-canary", "resume", "resume-no-halt", "both", "halt-ratio-1"],
+)
+def test_execution_fields_without_effect_warn_and_pass(
+    tree: Path, capsys: pytest.CaptureFixture[str], extra: str, expected: str
+) -> None:
+    write_good(tree, extra)
+    count = expected.count(": warning: ")
+    assert main(["validate", "specs/good.yaml"]) == 0
+    assert capsys.readouterr().out == expected + f"OK: 1 spec valid (1 file, {count} warning{'s' * (count > 1)}).\n"
+
+
+def test_promote_and_resume_with_their_execution_fields_pass_quietly(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_good(tree, 'execution: {canary_runs: 2, halt_on_failure_ratio: 0.5}\npromote: false\nresume: "x"\n')
+    assert main(["validate", "specs/good.yaml"]) == 0
+    assert capsys.readouterr().out == "OK: 1 spec valid (1 file, 0 warnings).\n"
+
+
+def test_a_policy_chunk_default_silences_resume_but_not_promote(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "specs" / "policy.yaml").write_text(
+        'version: 1\nrules:\n  - dags: ["orders_*"]\n    chunk_runs: {default: 24}\n'
+    )
+    write_good(tree, 'promote: true\nresume: "CHG-2 fix deployed"\n')
+    assert main(["validate", "specs/good.yaml"]) == 0
+    assert capsys.readouterr().out == (
+        "specs/good.yaml:12:10: "
+        + PROMOTE_WARNING
+        + "OK: 1 spec valid (2 files including the policy specs/policy.yaml, 1 warning).\n"
+    )
+
+
+def test_execution_warnings_do_not_hide_errors(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_good(tree, "expected_runs: 3\nexecution: {canary_runs: 4}\npromote: true\n")
+    assert main(["validate", "specs/good.yaml", "--format", "json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["summary"] == {"errors": 1, "warnings": 0}
+    assert [(d["severity"], d["json_path"], d["message"]) for d in document["diagnostics"]] == [
+        ("error", "$.execution.canary_runs", "execution.canary_runs 4 is more than expected_runs 3")
+    ]

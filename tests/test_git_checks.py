@@ -30,6 +30,10 @@ rules:
     approvers: [fin-lead, fin-platform, alice]
     min_approvers_for_completed: 2
 """
+HINT = (
+    "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
+    "`execution`, `windows` and `notify` may change)"
+)
 
 
 def git(repo: Path, *args: str, author: str = "alice") -> str:
@@ -113,7 +117,6 @@ def validate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
             "reprocess_behavior: failed",
             "reprocess_behavior changed from 'none' to 'failed'",
         ),
-        ("max_active_runs", "max_active_runs: 3", "max_active_runs: 4", "max_active_runs changed from 3 to 4"),
         (
             "run_backwards",
             "approvers: [dave]",
@@ -144,7 +147,7 @@ def test_applied_fields_are_immutable(
     line = next(line for line in out.splitlines() if "changed from" in line)
     assert line.endswith(f": {message} since main")
     assert line.startswith("specs/applied.yaml:")
-    assert "  hint: create a new spec; the applied backfill cannot be changed in place (only `state` may change)" in out
+    assert f"  hint: {HINT}\n" in out
 
 
 def test_state_only_change_is_allowed(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
@@ -332,7 +335,7 @@ def test_deleting_an_applied_dag_run_conf_is_refused(
         1,
         [
             "specs/conf.yaml:1:1: dag_run_conf changed from '{\"full\":true}' to unset since main",
-            "  hint: create a new spec; the applied backfill cannot be changed in place (only `state` may change)",
+            f"  hint: {HINT}",
             "1 error, 0 warnings in 3 files including the policy specs/policy.yaml.",
         ],
     )
@@ -379,3 +382,86 @@ def test_pr_author_matching_ignores_letter_case(repo: Repo, capsys: pytest.Captu
         "specs/by-dave.yaml:11:13: $.approvers[0]: by-dave: 'dave' opened the pull request and cannot approve it\n"
         in out
     )
+
+
+CHUNKED = "approvers: [dave]\nexecution: {chunk_runs: 2}"
+
+
+def applied_chunked(repo: Repo) -> Path:
+    """`chunked` merged to main with `execution` (its backfill may exist), then a feature branch edits it."""
+    path = repo.write("chunked", **{"approvers: [dave]": CHUNKED})
+    repo.commit("add chunked", author="carol")
+    git(repo.root, "branch", "-f", "main", "HEAD")
+    return path
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_chunked_spec_may_raise_max_active_runs(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    path = applied_chunked(repo)
+    edit(path, "max_active_runs: 3", "max_active_runs: 5")
+    assert validate(capsys, "--base", "main") == (
+        0,
+        "OK: 2 specs valid (3 files including the policy specs/policy.yaml, 0 warnings).\n",
+    )
+
+
+def test_an_unchunked_spec_may_not_change_max_active_runs(repo: Repo, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(repo.root / "specs" / "applied.yaml", "max_active_runs: 3", "max_active_runs: 4")
+    assert validate(capsys, "--base", "main") == (
+        1,
+        "specs/applied.yaml:7:18: $.max_active_runs: max_active_runs changed from 3 to 4 since main\n"
+        "  hint: create a new spec; Airflow cannot change an applied backfill's max_active_runs "
+        "(a spec with `execution` may change it: it applies from the next chunk)\n"
+        "1 error, 0 warnings in 2 files including the policy specs/policy.yaml.\n",
+    )
+
+
+def test_adding_execution_does_not_unlock_max_active_runs_in_the_same_change(
+    repo: Repo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = repo.root / "specs" / "applied.yaml"
+    edit(path, "approvers: [dave]", CHUNKED)
+    edit(path, "max_active_runs: 3", "max_active_runs: 4")
+    assert validate(capsys, "--base", "main") == (
+        1,
+        "specs/applied.yaml:7:18: $.max_active_runs: max_active_runs changed from 3 to 4 since main, "
+        "in the same change that adds `execution`\n"
+        "  hint: the running backfill is not chunked: Airflow cannot change its max_active_runs; "
+        "create a new spec to run the rest with another limit\n"
+        "1 error, 0 warnings in 2 files including the policy specs/policy.yaml.\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("chunk_runs: 2}", "chunk_runs: 3}"),
+        ("chunk_runs: 2}", "chunk_runs: 2, canary_runs: 1}\npromote: true"),
+        ("chunk_runs: 2}", "chunk_runs: 2, halt_on_failure_ratio: 0.25}\nresume: CHG-2 fix deployed"),
+    ],
+    ids=["chunk_runs", "canary-and-promote", "halt-and-resume"],
+)
+def test_execution_promote_and_resume_may_change_after_apply(
+    repo: Repo, capsys: pytest.CaptureFixture[str], tmp_path: Path, old: str, new: str
+) -> None:
+    path = applied_chunked(repo)
+    edit(path, old, new)
+    edit(path, "max_active_runs: 3", "max_active_runs: 2")
+    head = repo.commit("tune chunked", author="bob")
+    assert validate(capsys, "--base", "main") == (
+        0,
+        "OK: 2 specs valid (3 files including the policy specs/policy.yaml, 0 warnings).\n",
+    )
+    # a change, not "unchanged": it needs the approvals of any other change
+    code, out = validate(capsys, "--base", "main", "--pr-reviews", str(reviews(tmp_path)), "--pr-author", "bob")
+    assert code == 1
+    assert out.splitlines()[0] == (
+        "specs/chunked.yaml:11:12: $.approvers: chunked: 0 of the 1 approvals this spec needs are present"
+    )
+    approved = reviews(tmp_path, ("dave", "APPROVED", head))
+    assert validate(capsys, "--base", "main", "--pr-reviews", str(approved), "--pr-author", "bob")[0] == 0

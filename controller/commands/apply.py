@@ -11,17 +11,18 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
 from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
+from controller.core.chunks import Chunk, Progress
 from controller.core.model import Backfill, BackfillRequest, Phase
-from controller.core.plan import Item, Kind, World, matches
+from controller.core.plan import Item, Kind, World, matches_request
 from controller.core.retrying import Backoff
-from controller.core.spec import BackfillSpec, DesiredState
+from controller.core.spec import BackfillSpec, DesiredState, format_utc
 from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class Applier:
         self.recorder.audit(
             "adopt", AuditPhase.OBSERVATION, spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason
         )
-        self.recorder.bind(spec, item.backfill_id, item.phase, item.reason, item.runs)
+        self.recorder.bind(spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress)
         return Applied(item, "adopted")
 
     def _steer(self, item: Item, spec: BackfillSpec) -> Applied:
@@ -98,7 +99,9 @@ class Applier:
         applied = APPLIED[item.kind] if outcome == "done" else None
         guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
         applied = None if guard else applied
-        self.recorder.bind(spec, backfill_id, phase, item.reason, item.runs, applied_state=applied, guard=guard)
+        self.recorder.bind(
+            spec, backfill_id, phase, item.reason, item.runs, applied_state=applied, guard=guard, progress=item.progress
+        )
         return Applied(item, outcome)
 
     # --- create, with crash and ambiguity handling ---------------------------------------------------------
@@ -114,15 +117,31 @@ class Applier:
             )
         body = item.request or BackfillRequest.from_spec(spec)
         author = self.recorder.provenance.get(spec.path, ("", ""))[1] or "unknown"
+        if item.promoting:
+            self.recorder.audit(
+                "promote", AuditPhase.OBSERVATION, spec, outcome="promoted", message="`promote: true` after the canary"
+            )
         intent = self.recorder.audit(
             "create",
             AuditPhase.INTENT,
             spec,
             request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()},
-            message=f"requested by {spec.requested_by}, spec authored by {author}, approved by "
+            message=_chunk_text(item, self._previous_concurrency(spec))
+            + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
             f"{', '.join(spec.approvers)}; ticket {spec.ticket}",
         )
-        self.recorder.bind(spec, None, Phase.PENDING, "creating", created=_create_facts(item))
+        progress = item.progress
+        if progress is not None and item.promoting:
+            progress = replace(progress, promoted=True)
+        before = self.recorder.bindings.get(spec.name)
+        self.recorder.bind(
+            spec,
+            before.backfill_id if before is not None and progress is not None else None,
+            Phase.PENDING,
+            "creating",
+            created=_create_facts(item) if before is None or before.created is None else None,
+            progress=progress,
+        )
         for attempt in range(1, CREATE_BACKOFF.attempts + 1):
             self.store.check_lease()  # retries reuse the first intent: check the lease before each POST
             done = self._try_create(item, spec, body, intent.moment, attempt)
@@ -155,11 +174,14 @@ class Applier:
         self.recorder.audit(
             "create", AuditPhase.OUTCOME, spec, outcome="created", backfill_id=created.id, response=response
         )
-        self.recorder.bind(spec, created.id, Phase.RUNNING, "created")
+        self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
         return Applied(item, "created", created=created)
 
     def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: str) -> Applied | None:
-        found = [b for b in self.client.list_backfills(spec.dag_id) if matches(spec, b) and b.created_at >= since]
+        body = item.request or BackfillRequest.from_spec(spec)
+        found = [
+            b for b in self.client.list_backfills(spec.dag_id) if matches_request(body, b) and b.created_at >= since
+        ]
         if not found:
             return None
         backfill = max(found, key=lambda b: b.id)
@@ -172,7 +194,7 @@ class Applier:
             message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
         )
         # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's changes
-        self.recorder.bind(spec, backfill.id, Phase.RUNNING, outcome)
+        self.recorder.bind(spec, backfill.id, Phase.RUNNING, outcome, progress=self._with_chunk(spec, backfill.id))
         return Applied(item, outcome)
 
     def _queued_after_conflict(self, item: Item, spec: BackfillSpec) -> Applied:
@@ -184,7 +206,13 @@ class Applier:
             response={"status": 409},
             message="another backfill became active on this DAG; queued",
         )
-        self.recorder.bind(spec, None, Phase.QUEUED, "another backfill is active on this DAG")
+        self.recorder.bind(
+            spec,
+            *self._keep(spec),
+            Phase.QUEUED,
+            "another backfill is active on this DAG",
+            progress=self._unasked(spec),
+        )
         return Applied(item, "conflict")
 
     def _create_failed(
@@ -198,8 +226,53 @@ class Applier:
             response={"status": status, "detail": detail},
             message=message,
         )
-        self.recorder.bind(spec, None, Phase.BLOCKED, message)
+        self.recorder.bind(spec, *self._keep(spec), Phase.BLOCKED, message, progress=self._unasked(spec))
         return Applied(item, "rejected", f"{spec.path}: {spec.name}: {message}")
+
+    # --- a chunked spec's bookkeeping ------------------------------------------------------------------------
+
+    def _progress(self, spec: BackfillSpec) -> Progress | None:
+        binding = self.recorder.bindings.get(spec.name)
+        return None if binding is None else binding.progress
+
+    def _with_chunk(self, spec: BackfillSpec, backfill_id: int) -> Progress | None:
+        """The progress with its pending chunk created as `backfill_id` (None for a spec without chunks)."""
+        progress = self._progress(spec)
+        if progress is None or progress.pending is None:
+            return progress
+        pending = progress.pending
+        return progress.with_chunk(
+            Chunk(backfill_id, pending.first, pending.last, pending.runs, pending.max_active_runs)
+        )
+
+    def _unasked(self, spec: BackfillSpec) -> Progress | None:
+        """The progress without its pending chunk: the create was refused, nothing exists to adopt."""
+        progress = self._progress(spec)
+        return None if progress is None else replace(progress, pending=None)
+
+    def _keep(self, spec: BackfillSpec) -> tuple[int | None]:
+        """The backfill a chunked spec keeps when its next chunk's create fails (its last chunk)."""
+        progress = self._progress(spec)
+        return (progress.chunks[-1].backfill_id if progress is not None and progress.chunks else None,)
+
+    def _previous_concurrency(self, spec: BackfillSpec) -> int | None:
+        progress = self._progress(spec)
+        return progress.chunks[-1].max_active_runs if progress is not None and progress.chunks else None
+
+
+def _chunk_text(item: Item, previous: int | None) -> str:
+    """`chunk 3 of 7: 2025-01-05T00:00:00Z → 2025-01-06T23:00:00Z (48 runs), max_active_runs 2 → 4; `"""
+    if item.chunk is None or item.request is None:
+        return ""
+    request, (k, n) = item.request, item.chunk
+    runs = item.progress.pending.runs if item.progress is not None and item.progress.pending is not None else None
+    concurrency = f"max_active_runs {request.max_active_runs}"
+    if previous is not None and previous != request.max_active_runs:
+        concurrency = f"max_active_runs {previous} → {request.max_active_runs} from this chunk"
+    return (
+        f"chunk {k} of {n}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
+        f"{concurrency}; "
+    )
 
 
 def _create_facts(item: Item) -> CreateFacts:

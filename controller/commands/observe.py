@@ -9,14 +9,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
 from controller.core.binding import Binding
+from controller.core.chunks import Progress, next_size, remaining, take
 from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
 from controller.core.partitions import partition_range, runs_of, runs_within
-from controller.core.plan import DagObservation, DryRun, World, dry_runs_needed, matches, run_label
+from controller.core.plan import (
+    DagObservation,
+    DryRun,
+    World,
+    dry_runs_needed,
+    matches,
+    matches_request,
+    pending_request,
+    run_label,
+)
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec, ReprocessBehavior
 from controller.errors import AirflowError, AirflowNotFound
@@ -62,7 +73,22 @@ class Observer:
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
-            dry_runs.update(concurrently(needed, lambda name: self.dry_run(by_name[name], observations)))
+            dry_runs.update(
+                concurrently(needed, lambda name: self._dry_run(by_name[name], policy, bindings, observations))
+            )
+
+    def _dry_run(
+        self,
+        spec: BackfillSpec,
+        policy: Policy,
+        bindings: Mapping[str, Binding],
+        observations: Mapping[str, DagObservation],
+    ) -> DryRun:
+        """A new spec's dry run, or a chunked spec's next chunk."""
+        binding = bindings.get(spec.name)
+        if binding is not None and binding.progress is not None:
+            return self.next_chunk(spec, binding.progress, policy)
+        return self.dry_run(spec, observations)
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
         """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""
@@ -159,7 +185,8 @@ class Observer:
         completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
         kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
         try:
-            planned = self.client.planned_runs(BackfillRequest.from_spec(spec))
+            request = BackfillRequest.from_spec(spec)
+            planned = self.client.planned_runs(request) if partitioned else self.client.planned_runs_in_parts(request)
             if partitioned and not completed:
                 in_range = len(self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed")))
             else:
@@ -177,6 +204,21 @@ class Observer:
             in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
             in_flight_more=total - len(flying),
         )
+
+    def next_chunk(self, spec: BackfillSpec, progress: Progress, policy: Policy) -> DryRun:
+        """The next chunk's runs: a dry run of what is left of the range, from its start (its end when the
+        spec runs backwards), stopped once the chunk is full (a chunk's dry run never spans the whole range)."""
+        left = remaining(spec, progress)
+        if left is None:
+            return DryRun()
+        size = next_size(spec, policy, progress)
+        request = replace(BackfillRequest.from_spec(spec), from_date=left[0], to_date=left[1])
+        try:
+            planned = self.client.planned_runs_in_parts(request, limit=size, backwards=spec.run_backwards)
+        except AirflowError as exc:
+            return DryRun(error=exc.detail or exc.message)
+        dates = take([p.date for p in planned], size, backwards=spec.run_backwards)
+        return DryRun(tuple(dates))
 
     def _range(
         self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool
@@ -210,4 +252,12 @@ def _runs_wanted(
 ) -> list[Backfill]:
     bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
     unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
-    return [b for b in backfills if b.active or b.id in bound or any(matches(s, b) for s in unbound)]
+    pending = [r for s in specs if s.dag_id == dag_id and (r := pending_request(s, bindings.get(s.name))) is not None]
+    return [
+        b
+        for b in backfills
+        if b.active
+        or b.id in bound
+        or any(matches(s, b) for s in unbound)
+        or any(matches_request(r, b) for r in pending)
+    ]

@@ -14,6 +14,7 @@ from controller.adapters.store import Store
 from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
 from controller.core.binding import Binding, CreateFacts
+from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.notify import outbox_rows
 from controller.core.plan import UNOBSERVED, Plan
@@ -104,6 +105,7 @@ class Recorder:
         applied_state: DesiredState | None = None,
         created: CreateFacts | None = None,
         guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
+        progress: Progress | None = None,  # a chunked spec's progress; None keeps it
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -121,6 +123,7 @@ class Recorder:
             git_commit=self.commit,
             airflow_url=self.airflow_url,
             guard=guard if guard is not None else (before.guard if before else ""),
+            progress=progress if progress is not None else (before.progress if before else None),
         )
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding
@@ -133,7 +136,8 @@ class Recorder:
             if spec is None or item.spec in skip or item.kind.mutating or item.reason.startswith(UNOBSERVED):
                 continue  # a planned phase, or nothing observed at all: never recorded as what was seen
             before = self.bindings.get(item.spec)
-            if before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id:
+            changed = before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id
+            if changed:
                 self.audit(
                     "observe",
                     AuditPhase.OBSERVATION,
@@ -142,4 +146,5 @@ class Recorder:
                     backfill_id=item.backfill_id,
                     message=item.reason,
                 )
-                self.bind(spec, item.backfill_id, item.phase, item.reason, item.runs)
+            if changed or (item.progress is not None and before is not None and before.progress != item.progress):
+                self.bind(spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress)

@@ -1,6 +1,6 @@
 """What the store remembers of a spec (pure): the backfills it owns, its phase and last observed runs.
 
-A spec owns an ordered list of backfills (today one; chunked execution appends more). The store maps
+A spec owns an ordered list of backfills (one, or a chunked spec's chunks: see `core/chunks.py`). The store maps
 its rows to these values and back in one place; nothing above it sees a row.
 """
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.spec import DesiredState
 
@@ -69,6 +70,7 @@ class Binding:
     airflow_url: str = ""
     updated_at: str | None = None  # when the store last saved it (set by the store)
     guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
+    progress: Progress | None = None  # a chunked spec's chunks, canary and halt state (issue 13)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

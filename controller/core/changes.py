@@ -1,8 +1,10 @@
 """What a pull request changes in specs/, and the rules for changes (pure).
 
-A spec that exists at the base ref is immutable except `state`: its backfill may already exist in
-Airflow, and Airflow cannot change a backfill's dates, DAG, reprocess behaviour or limits in place.
-A rename is a delete plus an add. A deletion is allowed and cancels nothing (a warning says so).
+A spec that exists at the base ref may change only what is not sent to Airflow (`state`, `promote`,
+`resume`, `execution`, `windows`, `notify`, …): its backfill may already exist in Airflow, and Airflow cannot
+change a backfill's dates, DAG, reprocess behaviour or limits in place. One exception (issue 13): a chunked
+spec (with `execution` at the base and at head) may change `max_active_runs`, which applies from its next
+chunk. A rename is a delete plus an add. A deletion is allowed and cancels nothing (a warning says so).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from controller.core.spec import BackfillSpec
 from controller.core.validation import LoadedSpec
 
 IMMUTABLE = BACKFILL_FIELDS  # what a create sends can never change in place
+CHUNKED_MUTABLE = "max_active_runs"  # …except this one on a chunked spec: the next chunk is a new backfill
+HINT = (
+    "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
+    "`execution`, `windows` and `notify` may change)"
+)
 
 
 class Change(StrEnum):
@@ -64,14 +71,15 @@ def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec
             continue
         for field in IMMUTABLE:
             old, new = _value(before, field), _value(item.spec, field)
-            if old != new:
-                found.append(
-                    Diagnostic(
-                        item.doc.locate((field,)) if field in item.doc.data else item.doc.locate((), at_key=False),
-                        f"{field} changed from {_show(old)} to {_show(new)} since {ref}",
-                        "create a new spec; the applied backfill cannot be changed in place (only `state` may change)",
-                    )
+            if old == new or (field == CHUNKED_MUTABLE and _chunked(before, item.spec)):
+                continue
+            found.append(
+                Diagnostic(
+                    item.doc.locate((field,)) if field in item.doc.data else item.doc.locate((), at_key=False),
+                    f"{field} changed from {_show(old)} to {_show(new)} since {ref}{_why(field, before, item.spec)}",
+                    _hint(field, before, item.spec),
                 )
+            )
     for name, spec in sorted(base.items()):
         if name not in head:
             found.append(
@@ -83,6 +91,37 @@ def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec
                 )
             )
     return found
+
+
+def _chunked(before: BackfillSpec, after: BackfillSpec) -> bool:
+    """Chunked at the base and at head: each chunk is a new Airflow backfill, so the next one can take new limits."""
+    return before.execution is not None and after.execution is not None
+
+
+def _why(field: str, before: BackfillSpec, after: BackfillSpec) -> str:
+    if field != CHUNKED_MUTABLE:
+        return ""
+    if before.execution is None and after.execution is not None:
+        return ", in the same change that adds `execution`"
+    if before.execution is not None and after.execution is None:
+        return ", in the same change that removes `execution`"
+    return ""
+
+
+def _hint(field: str, before: BackfillSpec, after: BackfillSpec) -> str:
+    if field == CHUNKED_MUTABLE and before.execution is None and after.execution is not None:
+        return (
+            "the running backfill is not chunked: Airflow cannot change its max_active_runs; "
+            "create a new spec to run the rest with another limit"
+        )
+    if field == CHUNKED_MUTABLE and before.execution is not None and after.execution is None:
+        return "keep `execution` to change max_active_runs from the next chunk, or create a new spec"
+    if field == CHUNKED_MUTABLE:
+        return (
+            "create a new spec; Airflow cannot change an applied backfill's max_active_runs "
+            "(a spec with `execution` may change it: it applies from the next chunk)"
+        )
+    return HINT
 
 
 def _show(value: object) -> str:

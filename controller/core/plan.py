@@ -16,6 +16,22 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.binding import Binding
+from controller.core.chunks import (
+    Chunk,
+    Chunking,
+    Progress,
+    Slice,
+    all_runs,
+    awaiting_promotion,
+    chunk_count,
+    chunking,
+    halt,
+    next_size,
+    remaining,
+    request_for,
+    slice_of,
+    take,
+)
 from controller.core.guards import (
     BudgetLoad,
     Claim,
@@ -30,6 +46,8 @@ from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, Ph
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
+
+HALT = "halt"  # the guard name of a halt's pause: never `state: paused`, never drift
 
 __all__ = ["Binding", "DagObservation", "DryRun", "Finding", "Item", "Kind", "Plan", "World", "make_plan"]
 
@@ -122,6 +140,10 @@ class Item:
     task_ceiling: int | None = None  # max_active_runs × the DAG's max_active_tasks (None: not known)
     in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
     in_flight_more: int = 0  # in flight beyond those listed
+    chunk: tuple[int, int] | None = None  # a chunked spec: (k, n), its k-th chunk of about n
+    chunking: Chunking | None = None  # a chunked spec's chunk sizes (the plan line says them)
+    progress: Progress | None = field(default=None, repr=False, compare=False)  # a chunked spec's progress to keep
+    promoting: bool = False  # this create is the first chunk after the canary: `promote: true` was merged
 
     @property
     def held_by_guard(self) -> bool:
@@ -146,6 +168,12 @@ class Item:
             )
         if self.in_flight_more:
             facts["in_flight_more"] = self.in_flight_more
+        if self.chunk is not None:
+            facts["chunk"] = {"index": self.chunk[0], "count": self.chunk[1]}
+        if self.chunking is not None:
+            facts["chunking"] = {"chunk_runs": self.chunking.size, "canary_runs": self.chunking.canary}
+        if self.progress is not None:
+            facts["backfills"] = list(self.progress.ids)
         return facts
 
     def as_json(self) -> dict[str, Any]:
@@ -248,18 +276,27 @@ def _iso(value: datetime | None) -> str | None:
 
 def matches(spec: BackfillSpec, backfill: Backfill) -> bool:
     """Same backfill as the spec would create: DAG, dates, reprocess, max_active_runs and conf."""
+    return matches_request(BackfillRequest.from_spec(spec), backfill)
+
+
+def matches_request(request: BackfillRequest, backfill: Backfill) -> bool:
+    """The backfill a create with this body makes (a whole spec's, or one chunk's)."""
+    conf = canonical_json(dict(request.dag_run_conf)) if request.dag_run_conf else None
     return (
-        backfill.dag_id == spec.dag_id
-        and backfill.from_date == spec.from_date
-        and backfill.to_date == spec.to_date
-        and backfill.reprocess_behavior == spec.reprocess_behavior.value
-        and backfill.max_active_runs == spec.max_active_runs
-        and backfill.conf_json() == _conf(spec)
+        backfill.dag_id == request.dag_id
+        and backfill.from_date == request.from_date
+        and backfill.to_date == request.to_date
+        and backfill.reprocess_behavior == request.reprocess_behavior
+        and backfill.max_active_runs == request.max_active_runs
+        and backfill.conf_json() == conf
     )
 
 
-def _conf(spec: BackfillSpec) -> str | None:
-    return spec.conf_json() if spec.dag_run_conf else None
+def pending_request(spec: BackfillSpec, binding: Binding | None) -> BackfillRequest | None:
+    """The chunk create a chunked spec asked for and has no answer to (a crash or a lost answer)."""
+    if binding is None or binding.progress is None or binding.progress.pending is None:
+        return None
+    return request_for(spec, binding.progress.pending)
 
 
 def adoptable(
@@ -392,8 +429,9 @@ class _DagPlanner:
 
     def _claim_adoptions(self) -> None:
         for spec in self.queue:
-            if spec.name in self.world.bindings and self.world.bindings[spec.name].backfill_id is not None:
-                continue
+            binding = self.world.bindings.get(spec.name)
+            if binding is not None and (binding.backfill_id is not None or binding.progress is not None):
+                continue  # bound; a chunked spec finds its pending chunk itself (`_pending_chunk`)
             found = adoptable(spec, self.obs.backfills, self.taken, self.world.intents.get(spec.name))
             if found is not None:
                 self.adoptions[spec.name] = found
@@ -408,7 +446,9 @@ class _DagPlanner:
         binding = self.world.bindings.get(spec.name)
         if binding is not None and binding.phase.terminal:
             return _recorded(spec, self.world)
-        if binding is not None and binding.backfill_id is not None:
+        if binding is not None and binding.progress is not None:
+            item = self._chunked(spec, binding, binding.progress)
+        elif binding is not None and binding.backfill_id is not None:
             item = self._bound(spec, binding)
         elif spec.name in self.adoptions:
             item = self._adopt(spec, self.adoptions[spec.name])
@@ -435,6 +475,147 @@ class _DagPlanner:
         if not backfill.active:
             return self._finished(spec, backfill, binding.applied_state)
         return self._steer(spec, backfill, binding.applied_state, binding.guard)
+
+    # --- a chunked spec (issue 13) ---------------------------------------------------------------------
+
+    def _chunked(self, spec: BackfillSpec, binding: Binding, progress: Progress) -> Item:
+        """A chunked spec: its pending chunk, its active chunk, or what comes after a finished one."""
+        if progress.pending is not None:
+            adopted = self._pending_chunk(spec, progress, progress.pending)
+            if adopted is not None:
+                return adopted
+            progress = replace(progress, pending=None)  # never created: planned again from a new dry run
+        current = self._backfill(binding.backfill_id) if binding.backfill_id is not None else None
+        if current is None and binding.backfill_id is not None:
+            return self._bound(spec, binding)  # its backfill is gone: blocked, as for any spec
+        runs = self.obs.runs.get(current.id, RunSummary({})) if current is not None else RunSummary({})
+        if current is not None and (current.active or runs.unfinished):
+            item = self._chunk_running(spec, binding, progress, current, runs)
+        else:
+            if current is not None:
+                progress = progress.finished(current.id, runs)
+            item = self._between_chunks(spec, binding, progress, current)
+        item_progress = item.progress or progress
+        everything = all_runs(item_progress, {current.id: runs} if current is not None else {})
+        count = chunk_count(spec, self.policy, item_progress)
+        index = len(item_progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        return replace(
+            item,
+            runs=everything,
+            progress=item_progress,
+            chunk=(max(index, 1), max(count, index, 1)),
+        )
+
+    def _pending_chunk(self, spec: BackfillSpec, progress: Progress, pending: Slice) -> Item | None:
+        """The chunk whose create had no answer, found in Airflow (created after the intent): adopted."""
+        intent = self.world.intents.get(spec.name)
+        request = request_for(spec, pending)
+        found = [
+            b
+            for b in self.obs.backfills
+            if b.id not in self.taken and matches_request(request, b) and (intent is None or b.created_at >= intent)
+        ]
+        if not found:
+            return None
+        backfill = max(found, key=lambda b: b.id)
+        self.taken.add(backfill.id)
+        chunk = Chunk(backfill.id, pending.first, pending.last, pending.runs, pending.max_active_runs)
+        item = self._adopt(spec, backfill)
+        return replace(
+            item,
+            progress=progress.with_chunk(chunk),
+            reason=f"adopt chunk backfill #{backfill.id} "
+            f"({'intent without outcome' if intent else 'created, answer lost'})",
+        )
+
+    def _chunk_running(
+        self, spec: BackfillSpec, binding: Binding, progress: Progress, current: Backfill, runs: RunSummary
+    ) -> Item:
+        """The active chunk: steered like any backfill, and paused (Halted) when too many runs failed."""
+        base: dict[str, Any] = {"backfill_id": current.id, "runs": runs}
+        if spec.state is not DesiredState.ACTIVE or not current.active:
+            return self._bound(spec, binding)
+        everything = all_runs(progress, {current.id: runs})
+        after = halt(spec, progress, everything)
+        if after.halted is not None:
+            kind = Kind.NOOP if current.is_paused else Kind.PAUSE
+            return _item(spec, kind, Phase.HALTED, after.halted, guard=HALT, progress=after, **base)
+        if progress.halted is not None:  # a new `resume` value ends the halt
+            kind = Kind.UNPAUSE if current.is_paused else Kind.NOOP
+            return _item(spec, kind, Phase.RUNNING, f"resumed: {spec.resume}", guard=HALT, progress=after, **base)
+        return replace(self._bound(spec, binding), progress=after)
+
+    def _between_chunks(self, spec: BackfillSpec, binding: Binding, progress: Progress, last: Backfill | None) -> Item:
+        """Its last chunk finished: the outcome, a halt, the canary's wait, or the next chunk."""
+        everything = all_runs(progress, {})
+        done = len(progress.chunks)
+        if binding.applied_state is DesiredState.CANCELLED or spec.state is DesiredState.CANCELLED:
+            left = max(0, progress.total - progress.created)
+            return _item(
+                spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
+            )
+        after = halt(spec, progress, everything)
+        if after.halted is not None:
+            return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)
+        if awaiting_promotion(spec, after):
+            reason = (
+                f"canary chunk finished ({everything.count('success')} succeeded, {everything.count('failed')} failed);"
+                " check its output, then merge `promote: true` to continue"
+            )
+            return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=after)
+        if remaining(spec, after) is None:
+            return self._chunks_done(spec, last, everything, binding.applied_state, after)
+        if spec.state is DesiredState.PAUSED:
+            return _item(
+                spec,
+                Kind.NOOP,
+                Phase.PAUSED,
+                f"paused after chunk {done}; set state: active to continue",
+                progress=after,
+            )
+        return self._next_chunk(spec, after, everything, last)
+
+    def _chunks_done(
+        self, spec: BackfillSpec, last: Backfill | None, everything: RunSummary, applied: str, progress: Progress
+    ) -> Item:
+        if last is None:
+            return _item(spec, Kind.NOOP, Phase.SUCCEEDED, "nothing to reprocess", progress=progress)
+        phase = terminal_phase(last, everything, applied)
+        return _item(spec, Kind.NOOP, phase, _outcome_reason(phase, everything), last.id, progress=progress)
+
+    def _next_chunk(
+        self, spec: BackfillSpec, progress: Progress, everything: RunSummary, last: Backfill | None
+    ) -> Item:
+        dry = self.world.dry_runs.get(spec.name)
+        if dry is None:
+            self.dry_runs_needed.append(spec.name)
+            return _item(spec, Kind.WAIT, Phase.PENDING, AWAITING_DRY_RUN, progress=progress)
+        if dry.error is not None:
+            why = f"Airflow refuses the next chunk: {dry.error}"
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, progress=progress)
+        if not dry.dates:
+            return self._chunks_done(spec, last, everything, DesiredState.ACTIVE.value, progress)
+        dates = take(sorted(dry.dates), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
+        chunk = slice_of(dates, spec.max_active_runs)
+        stop, unknown = guard_now(spec, self.policy, self.world)
+        if unknown is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, f"{UNOBSERVED}: {unknown}", error=True, progress=progress)
+        if stop is not None:
+            return _item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, guard=stop.rule, progress=progress)
+        self.occupant = (spec.name, 0)
+        promoting = bool(spec.execution and spec.execution.canary_runs) and not progress.promoted
+        return _item(
+            spec,
+            Kind.CREATE,
+            Phase.PENDING,
+            f"chunk {len(progress.chunks) + 1}: {len(dates):,} run(s)",
+            request=request_for(spec, chunk),
+            runs_to_create=len(dates),
+            first_date=chunk.first,
+            last_date=chunk.last,
+            progress=replace(progress, pending=chunk),
+            promoting=promoting,
+        )
 
     def _finished(self, spec: BackfillSpec, backfill: Backfill, applied: str) -> Item:
         runs = self.obs.runs.get(backfill.id, RunSummary({}))
@@ -616,7 +797,32 @@ class _DagPlanner:
         if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
             return _item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, guard=stop.rule, **dates)
         self.occupant = (spec.name, 0)
+        plan = chunking(spec, self.policy, count)
+        if plan is not None:
+            return self._first_chunk(spec, dry, plan, dates)
         return _item(spec, Kind.CREATE, Phase.PENDING, "", request=BackfillRequest.from_spec(spec), **dates)
+
+    def _first_chunk(self, spec: BackfillSpec, dry: DryRun, plan: Chunking, dates: dict[str, Any]) -> Item:
+        """A chunked spec's first backfill: the canary, or the first `chunk_runs` runs in its direction."""
+        if dry.partitions is not None:
+            why = (
+                "chunked execution is not supported for partitioned DAGs yet: "
+                "remove `execution` (or the policy's chunk_runs for this DAG)"
+            )
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, **dates)
+        chunk = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), spec.max_active_runs)
+        total = len(dry.dates)
+        return _item(
+            spec,
+            Kind.CREATE,
+            Phase.PENDING,
+            f"chunk 1: {chunk.runs:,} run(s)",
+            request=request_for(spec, chunk),
+            progress=Progress(total, pending=chunk),
+            chunk=(1, plan.count(total)),
+            chunking=plan,
+            **dates,
+        )
 
     def _unmanaged(self) -> None:
         for backfill in self.obs.backfills:
@@ -752,6 +958,7 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
             reason=waiting[i.spec].reason,
             request=None,
             guard=f"budget {waiting[i.spec].budget}",
+            progress=None if i.progress is None else replace(i.progress, pending=None),  # not asked for
         )
         if i.spec in waiting
         else i

@@ -8,7 +8,14 @@ from controller.core.changes import Change, SpecChange, classify, immutability
 from controller.core.diagnostics import Diagnostic, Location, Severity
 from tests.core.specs import loaded, text
 
-HINT = "create a new spec; the applied backfill cannot be changed in place (only `state` may change)"
+HINT = (
+    "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
+    "`execution`, `windows` and `notify` may change)"
+)
+MAR_HINT = (
+    "create a new spec; Airflow cannot change an applied backfill's max_active_runs "
+    "(a spec with `execution` may change it: it applies from the next chunk)"
+)
 CONF = text() + "dag_run_conf: {full: true}\n"
 
 
@@ -35,13 +42,6 @@ def errors(before: str, after: str) -> list[tuple[str, int, int, str, str | None
             "from_date changed from '2025-01-01T00:00:00Z' to '2024-12-31T00:00:00Z'",
             4,
             12,
-        ),
-        (
-            text(),
-            text().replace("max_active_runs: 3", "max_active_runs: 4"),
-            "max_active_runs changed from 3 to 4",
-            7,
-            18,
         ),
         (text(), text() + "run_backwards: true\n", "run_backwards changed from False to True", 12, 16),
         (text(), CONF, "dag_run_conf changed from unset to '{\"full\":true}'", 12, 15),
@@ -127,3 +127,97 @@ def test_a_new_spec_sorted_first_does_not_hide_changes_to_later_ones() -> None:
     head = {"a-new": loaded(text(name="a-new"), "a-new"), "s": loaded(text(dag="other"))}
     found = immutability({"s": loaded(text()).spec}, head, "main")
     assert [d.message for d in found] == ["dag_id changed from 'orders_daily' to 'other' since main"]
+
+
+CHUNKED = text() + "execution: {chunk_runs: 24}\n"
+
+
+def more_runs(body: str) -> str:
+    return body.replace("max_active_runs: 3", "max_active_runs: 4")
+
+
+def test_max_active_runs_of_an_unchunked_spec_is_immutable() -> None:
+    assert errors(text(), more_runs(text())) == [
+        ("specs/s.yaml:7:18", 7, 18, "max_active_runs changed from 3 to 4 since main", MAR_HINT)
+    ]
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        more_runs(CHUNKED),
+        more_runs(text()) + "execution: {chunk_runs: 48, canary_runs: 12, halt_on_failure_ratio: 0.5}\n",
+        more_runs(CHUNKED) + "state: paused\n",
+    ],
+    ids=["same-execution", "execution-changed-too", "with-state"],
+)
+def test_a_chunked_spec_may_change_max_active_runs_from_the_next_chunk(after: str) -> None:
+    assert errors(CHUNKED, after) == []
+    assert classify({"s": loaded(CHUNKED).spec}, {"s": loaded(after)}) == [
+        SpecChange("s", Change.CHANGED, "specs/s.yaml")
+    ]
+
+
+def test_adding_execution_after_apply_cannot_change_max_active_runs_in_the_same_change() -> None:
+    assert errors(text(), more_runs(CHUNKED)) == [
+        (
+            "specs/s.yaml:7:18",
+            7,
+            18,
+            "max_active_runs changed from 3 to 4 since main, in the same change that adds `execution`",
+            "the running backfill is not chunked: Airflow cannot change its max_active_runs; "
+            "create a new spec to run the rest with another limit",
+        )
+    ]
+    assert errors(text(), CHUNKED) == []  # adding execution alone is allowed
+
+
+def test_removing_execution_cannot_change_max_active_runs_in_the_same_change() -> None:
+    assert errors(CHUNKED, more_runs(text())) == [
+        (
+            "specs/s.yaml:7:18",
+            7,
+            18,
+            "max_active_runs changed from 3 to 4 since main, in the same change that removes `execution`",
+            "keep `execution` to change max_active_runs from the next chunk, or create a new spec",
+        )
+    ]
+
+
+def test_a_chunked_spec_keeps_every_other_field_immutable() -> None:
+    after = more_runs(CHUNKED).replace("dag_id: orders_daily", "dag_id: orders_hourly")
+    assert errors(CHUNKED, after) == [
+        ("specs/s.yaml:3:9", 3, 9, "dag_id changed from 'orders_daily' to 'orders_hourly' since main", HINT)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (CHUNKED, text() + "execution: {chunk_runs: 48}\n"),
+        (CHUNKED, text() + "execution: {chunk_runs: 24, canary_runs: 6}\n"),
+        (CHUNKED, text() + "execution: {chunk_runs: 24, halt_on_failure_ratio: 0.1}\n"),
+        (text(), CHUNKED),
+        (CHUNKED, text()),
+        (CHUNKED, CHUNKED + "promote: true\n"),
+        (CHUNKED + "promote: true\n", CHUNKED + "promote: false\n"),
+        (CHUNKED, CHUNKED + 'resume: "CHG-2 fix deployed"\n'),
+        (CHUNKED + 'resume: "first"\n', CHUNKED + 'resume: "second"\n'),
+    ],
+    ids=[
+        "chunk_runs",
+        "canary_runs",
+        "halt_on_failure_ratio",
+        "execution-added",
+        "execution-removed",
+        "promote-added",
+        "promote-flipped",
+        "resume-added",
+        "resume-new-value",
+    ],
+)
+def test_execution_promote_and_resume_are_mutable_changes(before: str, after: str) -> None:
+    assert errors(before, after) == []
+    assert classify({"s": loaded(before).spec}, {"s": loaded(after)}) == [
+        SpecChange("s", Change.CHANGED, "specs/s.yaml")
+    ]

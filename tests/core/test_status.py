@@ -79,6 +79,8 @@ def test_phase_terminality() -> None:
         "Cancelled",
         "Blocked",
         "Orphaned",
+        "AwaitingPromotion",
+        "Halted",
     ]
 
 

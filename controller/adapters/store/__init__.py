@@ -51,6 +51,7 @@ from controller.core.audit import (
     verify_chain,
 )
 from controller.core.binding import Binding, CreateFacts
+from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
 from controller.core.spec import DesiredState, canonical_json
@@ -533,6 +534,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         airflow_url=row.get("airflow_url") or "",
         updated_at=row.get("updated_at"),
         guard=detail.get("guard", ""),
+        progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
     )
 
 
@@ -543,6 +545,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["guard"] = binding.guard
     if binding.created is not None:
         detail.update(binding.created.as_json())
+    if binding.progress is not None:  # a chunked spec's chunks (issue 13): JSON beside the rest, no migration
+        detail["progress"] = binding.progress.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,

@@ -1,0 +1,326 @@
+"""Progressive execution of a large spec (issue 13, pure): chunks, the canary, the failure halt.
+
+A chunked spec owns consecutive Airflow backfills. Each chunk is a contiguous slice of the runs Airflow's
+dry run lists for what is left of the spec's range, in the spec's direction; its backfill spans the slice's
+first to last date. What the store keeps between passes is a `Progress`: the chunks created so far (each
+with its final runs once finished), the spec's whole run count, the chunk being created, and the `resume`
+value last acknowledged with the failure counts at that moment (the halt counts only what finished since).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.core.model import BackfillRequest, RunSummary, summary_from_json
+from controller.core.policy import Policy
+from controller.core.spec import BackfillSpec
+
+HALT_MIN_FINISHED = 5  # a failure ratio over fewer finished runs says too little to halt on
+TICK = timedelta(microseconds=1)  # dry-run and backfill bounds are inclusive: the next range starts after the last date
+LISTED_FAILURES = 100  # failed dates kept over all chunks (the rest are counted)
+
+# bounded dry runs: the first sub-range, and the runs each later one aims at (~1.2 ms a run on the server)
+FIRST_SPAN = timedelta(days=14)
+TARGET_RUNS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    backfill_id: int
+    first: datetime  # first and last date of its slice (its backfill's from_date and to_date)
+    last: datetime
+    runs: int  # the runs its dry run listed
+    max_active_runs: int
+    summary: RunSummary | None = None  # its runs once its backfill finished (final: never read again)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "backfill_id": self.backfill_id,
+            "from_date": self.first.isoformat(),
+            "to_date": self.last.isoformat(),
+            "runs": self.runs,
+            "max_active_runs": self.max_active_runs,
+            "summary": None if self.summary is None else self.summary.as_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Chunk:
+        summary = data.get("summary")
+        return cls(
+            int(data["backfill_id"]),
+            datetime.fromisoformat(data["from_date"]),
+            datetime.fromisoformat(data["to_date"]),
+            int(data["runs"]),
+            int(data["max_active_runs"]),
+            None if summary is None else summary_from_json(summary),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Slice:
+    """The next chunk to create: its dates' bounds, run count and concurrency."""
+
+    first: datetime
+    last: datetime
+    runs: int
+    max_active_runs: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "from_date": self.first.isoformat(),
+            "to_date": self.last.isoformat(),
+            "runs": self.runs,
+            "max_active_runs": self.max_active_runs,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Slice:
+        return cls(
+            datetime.fromisoformat(data["from_date"]),
+            datetime.fromisoformat(data["to_date"]),
+            int(data["runs"]),
+            int(data["max_active_runs"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    total: int  # the spec's runs when its first chunk was planned (expected_runs and max_runs count these)
+    chunks: tuple[Chunk, ...] = ()
+    pending: Slice | None = None  # a chunk whose create was asked for and not yet answered
+    halted: str | None = None  # why the spec is halted (None: it is not)
+    resumed: str | None = None  # the spec's `resume` value when the halt began, or the one that ended it
+    base_finished: int = 0  # finished and failed runs when it was acknowledged (the halt counts from there)
+    base_failed: int = 0
+    promoted: bool = False
+
+    @property
+    def created(self) -> int:
+        return sum(c.runs for c in self.chunks)
+
+    @property
+    def ids(self) -> tuple[int, ...]:
+        return tuple(c.backfill_id for c in self.chunks)
+
+    def with_chunk(self, chunk: Chunk) -> Progress:
+        return replace(self, chunks=(*self.chunks, chunk), pending=None)
+
+    def finished(self, backfill_id: int, summary: RunSummary) -> Progress:
+        """The chunk of `backfill_id` with its final runs."""
+        chunks = tuple(replace(c, summary=summary) if c.backfill_id == backfill_id else c for c in self.chunks)
+        return replace(self, chunks=chunks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "chunks": [c.as_json() for c in self.chunks],
+            "pending": None if self.pending is None else self.pending.as_json(),
+            "halted": self.halted,
+            "resumed": self.resumed,
+            "base_finished": self.base_finished,
+            "base_failed": self.base_failed,
+            "promoted": self.promoted,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Progress:
+        pending = data.get("pending")
+        return cls(
+            int(data["total"]),
+            tuple(Chunk.from_json(c) for c in data.get("chunks") or ()),
+            None if pending is None else Slice.from_json(pending),
+            data.get("halted"),
+            data.get("resumed"),
+            int(data.get("base_finished") or 0),
+            int(data.get("base_failed") or 0),
+            bool(data.get("promoted")),
+        )
+
+
+# --- chunk sizes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Chunking:
+    size: int | None  # runs per chunk; None: the rest in one backfill (a canary or a halt without chunks)
+    canary: int | None = None
+
+    def first(self) -> int | None:
+        return self.canary or self.size
+
+    def count(self, total: int) -> int:
+        """Chunks for `total` runs."""
+        if total <= 0:
+            return 0
+        canary = min(self.canary or 0, total)
+        rest = total - canary
+        return (1 if canary else 0) + (0 if rest == 0 else math.ceil(rest / self.size) if self.size else 1)
+
+    def describe(self, total: int) -> str:
+        """`8,760 runs in 52 chunks of ≤ 168; canary 24`."""
+        size = f" of ≤ {self.size:,}" if self.size else ""
+        canary = f"; canary {self.canary:,}" if self.canary else ""
+        count = self.count(total)
+        return f"{total:,} runs in {count:,} chunk{'s' if count != 1 else ''}{size}{canary}"
+
+
+def chunking(spec: BackfillSpec, policy: Policy, runs: int) -> Chunking | None:
+    """How the spec runs: None for one backfill; a policy default chunks specs above its run count."""
+    execution = spec.execution
+    if execution is not None and (execution.chunk_runs or execution.canary_runs or execution.halt_on_failure_ratio):
+        size = execution.chunk_runs or _policy_size(spec, policy, runs)
+        return Chunking(size, execution.canary_runs)
+    size = _policy_size(spec, policy, runs)
+    return None if size is None else Chunking(size)
+
+
+def _policy_size(spec: BackfillSpec, policy: Policy, runs: int) -> int | None:
+    rule = policy.rule_for(spec.dag_id)
+    if rule is None or rule.chunk_default is None or runs <= rule.chunk_required_above:
+        return None
+    return rule.chunk_default
+
+
+def next_size(spec: BackfillSpec, policy: Policy, progress: Progress) -> int | None:
+    """Runs of the next chunk (None: all that is left), from the spec as it is now (execution is mutable):
+    the canary while no chunk exists yet."""
+    plan = chunking(spec, policy, progress.total) or Chunking(None)
+    return plan.size if progress.chunks else plan.first()
+
+
+def take(dates: Sequence[datetime], size: int | None, *, backwards: bool) -> Sequence[datetime]:
+    """The next chunk's dates of the (sorted) dates left: the first `size`, or the last when backwards."""
+    if size is None or size >= len(dates):
+        return dates
+    return dates[-size:] if backwards else dates[:size]
+
+
+def slice_of(dates: Sequence[datetime], max_active_runs: int) -> Slice:
+    return Slice(min(dates), max(dates), len(dates), max_active_runs)
+
+
+def request_for(spec: BackfillSpec, chunk: Slice) -> BackfillRequest:
+    """A chunk's create: the spec's request over the chunk's dates, with the chunk's concurrency."""
+    return replace(
+        BackfillRequest.from_spec(spec),
+        from_date=chunk.first,
+        to_date=chunk.last,
+        max_active_runs=chunk.max_active_runs,
+    )
+
+
+def remaining(spec: BackfillSpec, progress: Progress) -> tuple[datetime, datetime] | None:
+    """What is left of the spec's range after its chunks (None: nothing)."""
+    if not progress.chunks:
+        return spec.from_date, spec.to_date
+    if spec.run_backwards:
+        low, high = spec.from_date, min(c.first for c in progress.chunks) - TICK
+    else:
+        low, high = max(c.last for c in progress.chunks) + TICK, spec.to_date
+    return None if low > high else (low, high)
+
+
+def chunk_count(spec: BackfillSpec, policy: Policy, progress: Progress) -> int:
+    """Chunks so far plus those the runs not yet created still need (an estimate from the first count)."""
+    left = max(0, progress.total - progress.created)
+    size = next_size(spec, policy, progress)
+    return len(progress.chunks) + (0 if left == 0 else math.ceil(left / size) if size else 1)
+
+
+# --- runs over all chunks -------------------------------------------------------------------------------
+
+
+def combined(summaries: Sequence[RunSummary]) -> RunSummary:
+    """One summary of several chunks' runs: counts added, failed dates listed up to a limit, mean weighted."""
+    counts: dict[str, int] = {}
+    for s in summaries:
+        for state, n in s.counts.items():
+            counts[state] = counts.get(state, 0) + n
+    failed = tuple(sorted(d for s in summaries for d in s.failed_dates))[:LISTED_FAILURES]
+    weights = [(s.mean_duration, s.count("success") + s.count("failed")) for s in summaries]
+    weighted = [(m, w) for m, w in weights if m is not None and w]
+    mean = sum(m * w for m, w in weighted) / sum(w for _, w in weighted) if weighted else None
+    partitions = tuple(sorted(k for s in summaries for k in s.failed_partitions))[:LISTED_FAILURES]
+    return RunSummary(
+        counts,
+        failed,
+        sum(s.never_started for s in summaries),
+        mean,
+        partitions,
+        sum(s.superseded for s in summaries),
+    )
+
+
+def all_runs(progress: Progress, current: Mapping[int, RunSummary]) -> RunSummary:
+    """The spec's runs: each chunk's final runs, or those observed now (`current`) for an unfinished one."""
+    return combined([current.get(c.backfill_id, c.summary or RunSummary({})) for c in progress.chunks])
+
+
+# --- the halt -------------------------------------------------------------------------------------------
+
+
+def finished_and_failed(runs: RunSummary) -> tuple[int, int]:
+    """Runs that ran to an end, and those of them that failed (a cancelled run that never started is neither)."""
+    failed = runs.count("failed") - runs.never_started
+    return runs.count("success") + failed, failed
+
+
+def halt_reason(spec: BackfillSpec, progress: Progress, runs: RunSummary) -> str | None:
+    """`halted: 3 of 8 finished runs failed (38 % > 20 %)…` when the spec's failure ratio is over its limit."""
+    ratio = spec.execution.halt_on_failure_ratio if spec.execution is not None else None
+    if ratio is None:
+        return None
+    finished, failed = finished_and_failed(runs)
+    finished, failed = finished - progress.base_finished, failed - progress.base_failed
+    if finished < HALT_MIN_FINISHED or failed <= ratio * finished:
+        return None
+    since = f" since resume {progress.resumed!r}" if progress.resumed else ""
+    return (
+        f"halted: {failed} of {finished} finished runs failed{since} ({failed / finished:.0%} > {ratio:.0%}); "
+        "fix the cause, then set a new `resume` value"
+    )
+
+
+def halt(spec: BackfillSpec, progress: Progress, runs: RunSummary) -> Progress:
+    """The progress after this observation: a halt begins (remembering the `resume` value of that moment),
+    holds, or ends because the spec now carries a new `resume` value (failures count again from there)."""
+    if progress.halted is not None:
+        if spec.resume is None or spec.resume == progress.resumed:
+            return progress
+        finished, failed = finished_and_failed(runs)
+        return replace(progress, halted=None, resumed=spec.resume, base_finished=finished, base_failed=failed)
+    why = halt_reason(spec, progress, runs)
+    return progress if why is None else replace(progress, halted=why, resumed=spec.resume)
+
+
+def awaiting_promotion(spec: BackfillSpec, progress: Progress) -> bool:
+    """The canary chunk is done and nobody merged `promote: true` yet."""
+    canary = spec.execution.canary_runs if spec.execution is not None else None
+    return bool(canary) and len(progress.chunks) == 1 and not spec.promote and not progress.promoted
+
+
+# --- bounded dry runs -----------------------------------------------------------------------------------
+
+
+def sub_range_span(done: int, covered: timedelta, target: int = TARGET_RUNS) -> timedelta:
+    """The span of the next sub-range of a dry run: aimed at `target` runs from the rate seen so far."""
+    if done == 0:
+        return covered * 8
+    return max(TICK * 1_000_000, covered * (target / done))
+
+
+def next_sub_range(
+    low: datetime, high: datetime, span: timedelta, *, backwards: bool
+) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime] | None]:
+    """The next sub-range of `span` at the range's start (its end when backwards), and what is left."""
+    if high - low < span:
+        return (low, high), None
+    if backwards:
+        start = high - span + TICK
+        return (start, high), (low, start - TICK)
+    end = low + span - TICK
+    return (low, end), (end + TICK, high)
