@@ -62,6 +62,13 @@ def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
     b.close()
 
 
+@pytest.fixture
+def airflow(airflow_url: str) -> Iterator[Airflow]:
+    view = Airflow(airflow_url)
+    yield view
+    view.close()
+
+
 def z(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -186,6 +193,13 @@ def status_row(bench: Bench, spec: str) -> dict[str, Any]:
     return dict(row)
 
 
+def show(events: list[AuditRecord]) -> None:
+    """The spec's audit trail on stdout (pytest shows it with a failure)."""
+    for e in events:
+        entry = e.entry
+        print(f"{e.time} {entry.action}/{entry.phase} {entry.outcome} #{entry.backfill_id} {entry.message}")
+
+
 def creates(events: list[AuditRecord]) -> list[AuditRecord]:
     return [e for e in events if e.entry.action == "create"]
 
@@ -207,20 +221,50 @@ def bound_ids(events: list[AuditRecord]) -> list[int]:
     ]
 
 
-# --- 1. two weeks in chunks of 48, a reconciler killed between chunks --------------------------------------
+# --- 1. two weeks in chunks of 48: a canary, a promotion that raises the concurrency, a killed reconciler ----
 
 FIRST, LAST = datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 14, 23, tzinfo=UTC)  # 336 hourly runs
+SPAN = {"dag": "demo_chunked", "start": z(FIRST), "end": z(LAST)}
+EXECUTION = "{chunk_runs: 48, canary_runs: 48}"  # 7 chunks: the canary, then 6 more once promoted
 
 
-def test_two_weeks_hourly_in_chunks_of_48_bounded_in_flight_and_a_killed_reconciler_duplicates_nothing(
-    bench: Bench, airflow_url: str
-) -> None:
+def test_two_weeks_in_chunks_of_48_canary_promotion_and_a_killed_reconciler(bench: Bench, airflow: Airflow) -> None:
+    """One spec, the whole story (each chunk costs a 30 s Airflow completion tick, so one spec, not three):
+
+    - the canary chunk (48 runs, max_active_runs 16) runs, then the spec waits in AwaitingPromotion;
+    - a reviewed change sets `promote: true` and raises max_active_runs to 48: the next chunks get it;
+    - between the 3rd and the 4th chunk a reconciler is SIGKILLed right after Airflow accepted its create;
+    - sampled every second throughout, the DAG never has more than 48 queued+running backfill runs;
+    - at the end: exactly 7 contiguous, disjoint backfills of 48 runs, each with its create audit, Succeeded.
+    """
     started = time.monotonic()
-    airflow = Airflow(airflow_url)
-    bench.spec("two-weeks", dag="demo_chunked", start=z(FIRST), end=z(LAST), mar=48, execution="{chunk_runs: 48}")
-    killed = False
+    bench.spec("two-weeks", mar=16, execution=EXECUTION, **SPAN)
     with Sampler(lambda: airflow.in_flight("demo_chunked")) as inflight:
-        deadline = time.monotonic() + 420
+        canary = passes_until(bench, lambda r: phase(r, "two-weeks") == "AwaitingPromotion", seconds=150)
+        (first,) = airflow.backfills("demo_chunked", FIRST, LAST)
+        assert (at(first["from_date"]), at(first["to_date"]), first["max_active_runs"]) == (
+            FIRST,
+            FIRST + 47 * HOUR,
+            16,
+        )
+        assert airflow.runs("demo_chunked", "success", first=FIRST, last=LAST) == 48
+        waiting = status_row(bench, "two-weeks")  # asserted at the end, after what Airflow and the audit say
+        for _ in range(3):  # it stays there: no second chunk without a reviewed `promote: true`
+            held = bench.run()
+            assert phase(held, "two-weeks") == "AwaitingPromotion", rows(held)
+            assert held.applied == []
+            time.sleep(1)
+        assert len(airflow.backfills("demo_chunked", FIRST, LAST)) == 1
+        print(f"canary done after {time.monotonic() - started:.0f} s: {rows(canary)}")
+
+        # the reviewed change: promote, and raise the concurrency (it applies from the next chunk)
+        bench.spec("two-weeks", mar=48, execution=EXECUTION, promote="true", **SPAN)
+        promoted = bench.run()
+        assert [(i.kind.value, o) for i, o in promoted.applied] == [("create", "created")], promoted.applied
+        ours = airflow.backfills("demo_chunked", FIRST, LAST)
+        assert [(b["id"], b["max_active_runs"]) for b in ours] == [(first["id"], 16), (ours[-1]["id"], 48)]
+
+        killed, deadline = False, time.monotonic() + 420
         while True:
             ours = airflow.backfills("demo_chunked", FIRST, LAST)
             # between two chunks (the 3rd finished in Airflow, the 4th not yet created): kill a reconciler
@@ -252,6 +296,7 @@ def test_two_weeks_hourly_in_chunks_of_48_bounded_in_flight_and_a_killed_reconci
             assert time.monotonic() < deadline, f"not Succeeded after 420 s: {rows(result)}"
             time.sleep(2)
         time.sleep(1.5)  # one more sample after the end
+    print(f"chunked two weeks: {time.monotonic() - started:.0f} s, in flight at most {max(inflight.values, default=0)}")
     assert killed
     assert len(inflight.errors) < 5, inflight.errors
     assert inflight.values
@@ -262,100 +307,51 @@ def test_two_weeks_hourly_in_chunks_of_48_bounded_in_flight_and_a_killed_reconci
     assert len(ours) == 7, [(b["id"], b["from_date"], b["to_date"]) for b in ours]
     spans = [(at(b["from_date"]), at(b["to_date"])) for b in ours]
     assert spans == [(FIRST + 48 * k * HOUR, FIRST + (48 * k + 47) * HOUR) for k in range(7)]
-    assert all(b["completed_at"] and b["max_active_runs"] == 48 and not b["is_paused"] for b in ours)
+    assert [b["max_active_runs"] for b in ours] == [16] + [48] * 6
+    assert all(b["completed_at"] and not b["is_paused"] for b in ours)
     assert [airflow.runs("demo_chunked", first=a, last=b) for a, b in spans] == [48] * 7
     assert airflow.runs("demo_chunked", "success", first=FIRST, last=LAST) == 336
 
-    # audit: one create intent per chunk ("chunk K of 7: …"), every backfill bound once (the killed
-    # reconciler's 4th chunk adopted, not created again)
+    # audit: the promotion once; one create intent per chunk ("chunk K of 7: …", the 2nd naming the new
+    # concurrency); every backfill bound once: the killed reconciler's 4th chunk adopted, never created again
+    # and never reported as lost
     events = bench.events("two-weeks")
+    show(events)
+    assert [(e.entry.action, e.entry.outcome) for e in events if e.entry.action == "promote"] == [
+        ("promote", "promoted")
+    ]
     intents = chunk_intents(events)
     assert [m.split(":", 1)[0] for m in intents] == [f"chunk {k} of 7" for k in range(1, 8)], intents
+    assert "16" in intents[1], intents[1]
+    assert "48" in intents[1], intents[1]
     assert bound_ids(events) == [int(b["id"]) for b in ours]
     outcomes = [e.entry.outcome for e in creates(events) if e.entry.phase == "outcome"]
     assert outcomes.count("created") == 6, outcomes
+    abandoned = [e.entry.message for e in creates(events) if e.entry.outcome == "abandoned"]
+    assert abandoned == []  # the killed create's intent did leave a backfill (#4, adopted)
     assert bench.store.verify().ok
 
-    # status and report: the last chunk of 7; one change record with every chunk
+    # status and report: chunk 1 of 7 while waiting, 7 of 7 at the end; one change record with every chunk
+    assert (waiting["phase"], waiting.get("chunk")) == ("AwaitingPromotion", {"index": 1, "count": 7})
     row = status_row(bench, "two-weeks")
-    assert (row["phase"], row["chunk"]) == ("Succeeded", {"index": 7, "count": 7})
+    assert (row["phase"], row.get("chunk")) == ("Succeeded", {"index": 7, "count": 7})
     assert row["runs"]["success"] == 336
     report = cli_json(bench, "report", "two-weeks")
     assert report["outcome"] == "Succeeded"
     assert [
         (c["backfill_id"], at(c["from_date"]), at(c["to_date"]), c["runs"], c["max_active_runs"])
-        for c in report["chunks"]
-    ] == [(int(b["id"]), first, last, 48, 48) for b, (first, last) in zip(ours, spans, strict=True)]
-    airflow.close()
-    print(f"chunked two weeks: {time.monotonic() - started:.0f} s, in flight max {max(inflight.values)}")
+        for c in report.get("chunks") or ()
+    ] == [(int(b["id"]), lo, hi, 48, b["max_active_runs"]) for b, (lo, hi) in zip(ours, spans, strict=True)]
 
 
-# --- 2. a canary, then a reviewed promotion that also raises max_active_runs ---------------------------
-
-CANARY_FIRST, CANARY_LAST = datetime(2024, 4, 1, tzinfo=UTC), datetime(2024, 4, 1, 23, tzinfo=UTC)  # 24 runs
-
-
-def test_canary_waits_for_promotion_and_the_next_chunk_gets_the_new_max_active_runs(
-    bench: Bench, airflow_url: str
-) -> None:
-    airflow = Airflow(airflow_url)
-    spec: dict[str, Any] = {"dag": "demo_chunked", "start": z(CANARY_FIRST), "end": z(CANARY_LAST)}
-    bench.spec("canary", mar=2, execution="{chunk_runs: 20, canary_runs: 4}", **spec)
-    waiting = passes_until(bench, lambda r: phase(r, "canary") == "AwaitingPromotion", seconds=120)
-    (canary,) = airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)
-    assert (at(canary["from_date"]), at(canary["to_date"]), canary["max_active_runs"]) == (
-        CANARY_FIRST,
-        CANARY_FIRST + 3 * HOUR,
-        2,
-    )
-    assert airflow.runs("demo_chunked", "success", first=CANARY_FIRST, last=CANARY_LAST) == 4
-    assert waiting.applied == [] or all(i.kind.value != "create" for i, _ in waiting.applied)
-    row = status_row(bench, "canary")
-    assert (row["phase"], row["chunk"]) == ("AwaitingPromotion", {"index": 1, "count": 2})
-    for _ in range(3):  # it stays there: no second chunk without a reviewed `promote: true`
-        held = bench.run()
-        assert phase(held, "canary") == "AwaitingPromotion"
-        assert held.applied == []
-        time.sleep(1)
-    assert len(airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)) == 1
-
-    # the reviewed change: promote, and raise the concurrency for the rest (it applies from the next chunk)
-    bench.spec("canary", mar=6, execution="{chunk_runs: 20, canary_runs: 4}", promote="true", **spec)
-    promoted = bench.run()
-    assert [(i.kind.value, o) for i, o in promoted.applied] == [("create", "created")], promoted.applied
-    first, second = airflow.backfills("demo_chunked", CANARY_FIRST, CANARY_LAST)
-    assert first["id"] == canary["id"]
-    assert (at(second["from_date"]), at(second["to_date"]), second["max_active_runs"]) == (
-        CANARY_FIRST + 4 * HOUR,
-        CANARY_LAST,
-        6,
-    )
-    events = bench.events("canary")
-    assert [(e.entry.action, e.entry.outcome) for e in events if e.entry.action == "promote"] == [
-        ("promote", "promoted")
-    ]
-    intents = chunk_intents(events)
-    assert [m.split(":", 1)[0] for m in intents] == ["chunk 1 of 2", "chunk 2 of 2"], intents
-    done = passes_until(bench, lambda r: phase(r, "canary") not in ("Pending", "Running"), seconds=120)
-    assert phase(done, "canary") == "Succeeded", rows(done)
-    report = cli_json(bench, "report", "canary")
-    assert [(c["backfill_id"], c["runs"], c["max_active_runs"]) for c in report["chunks"]] == [
-        (int(first["id"]), 4, 2),
-        (int(second["id"]), 20, 6),
-    ]
-    assert bench.store.verify().ok
-    airflow.close()
-
-
-# --- 3. a DAG that fails often halts, a new `resume` continues ---------------------------------------
+# --- 2. a DAG that fails often halts, a new `resume` continues ---------------------------------------
 
 HALT_FIRST, HALT_LAST = datetime(2024, 5, 1, tzinfo=UTC), datetime(2024, 5, 1, 23, tzinfo=UTC)  # 24 runs, 8 fail
 
 
 def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_value_continues(
-    bench: Bench, airflow_url: str
+    bench: Bench, airflow: Airflow
 ) -> None:
-    airflow = Airflow(airflow_url)
     spec: dict[str, Any] = {"dag": "demo_halting", "start": z(HALT_FIRST), "end": z(HALT_LAST), "mar": 1}
     bench.spec("halting", execution="{halt_on_failure_ratio: 0.2}", **spec)
     halted = passes_until(bench, lambda r: phase(r, "halting") == "Halted", seconds=90, every=1.0)
@@ -365,6 +361,7 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     assert paused["completed_at"] is None
     assert airflow.runs("demo_halting", "queued", first=HALT_FIRST, last=HALT_LAST) > 0  # halted mid-way
     events = bench.events("halting")
+    show(events)
     pauses = [e.entry for e in events if e.entry.action == "pause"]
     assert [(p.phase, p.outcome) for p in pauses] == [("intent", None), ("outcome", "done")], pauses
     message = pauses[0].message or ""
@@ -391,8 +388,8 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     assert unpauses == [("intent", None), ("outcome", "done")]
     # the runs continue; failures count again from the resume, so it halts again only after 5 more finished
     again = passes_until(bench, lambda r: phase(r, "halting") != "Running", seconds=90, every=1.0)
+    show(bench.events("halting"))
     later = airflow.runs("demo_halting", "success", "failed", first=HALT_FIRST, last=HALT_LAST)
     assert later >= finished + 5, (finished, later)
     assert phase(again, "halting") in ("Halted", "CompletedWithFailures"), rows(again)
     assert bench.store.verify().ok
-    airflow.close()
