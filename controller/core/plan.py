@@ -555,6 +555,8 @@ class _DagPlanner:
                 spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
             )
         after = halt(spec, progress, everything)
+        if remaining(spec, after) is None or after.created >= after.total:  # every run the spec counted was created
+            return self._chunks_done(spec, last, everything, binding.applied_state, after)
         if after.halted is not None:
             return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)
         if awaiting_promotion(spec, after):
@@ -563,8 +565,7 @@ class _DagPlanner:
                 " check its output, then merge `promote: true` to continue"
             )
             return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=after)
-        if remaining(spec, after) is None:
-            return self._chunks_done(spec, last, everything, binding.applied_state, after)
+
         if spec.state is DesiredState.PAUSED:
             return _item(
                 spec,

@@ -230,7 +230,9 @@ def test_a_halt_between_chunks_creates_nothing_until_resumed(bench: Bench) -> No
     halting(bench, mar=10, resume="again")
     assert [(i.kind.value, i.chunk, o) for i, o in bench.run().applied] == [("create", (2, 2), "created")]
     last = bench.until_terminal()
-    assert bench.phases(last) == {"flk": "Halted"}  # chunk 2 fails as often: halted again, nothing left to create
+    assert bench.phases(last) == {"flk": "CompletedWithFailures"}  # every run was created: an outcome, not a halt
+    (item,) = last.current.items
+    assert item.reason == "failed: " + ", ".join(f"2025-01-{d:02d}" for d in range(1, 20, 2))
     assert len(fake(bench).backfills) == 2
 
 
