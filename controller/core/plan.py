@@ -959,12 +959,20 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
             reason=waiting[i.spec].reason,
             request=None,
             guard=f"budget {waiting[i.spec].budget}",
-            progress=None if i.progress is None else replace(i.progress, pending=None),  # not asked for
+            progress=_waiting(i.progress),
         )
         if i.spec in waiting
         else i
         for i in items
     ]
+
+
+def _waiting(progress: Progress | None) -> Progress | None:
+    """A chunked spec's progress while its next chunk waits: nothing asked for; a spec with no chunk yet
+    stays new (its first chunk is planned from a fresh dry run when it fits)."""
+    if progress is None or not progress.chunks:
+        return None
+    return replace(progress, pending=None)
 
 
 def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:

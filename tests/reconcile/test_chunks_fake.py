@@ -368,3 +368,28 @@ def test_a_year_plans_with_dry_runs_bounded_in_size(bench: Bench) -> None:
     assert [(i.kind.value, o) for i, o in created.applied] == [("create", "created")]
     (backfill,) = fake(bench).backfills.values()
     assert (backfill["from_date"], backfill["to_date"]) == ("2024-01-01T00:00:00Z", "2024-01-30T23:00:00Z")
+
+
+def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(bench: Bench) -> None:
+    bench.policy(
+        """\
+        version: 1
+        downstream:
+          warehouse: {max_active_runs: 4}
+        """
+    )
+    bench.spec("a-hold", mar=4, downstream="[warehouse]")
+    bench.spec("b-ch", mar=4, execution="{chunk_runs: 24}", downstream="[warehouse]", **HOURLY_2_DAYS)
+    fake(bench).scheduler_running = False
+    first = bench.run()
+    assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("a-hold", "create", "created")]
+    waiting = next(i for i in first.current.items if i.spec == "b-ch")
+    assert (waiting.kind.value, waiting.guard, waiting.progress) == ("wait", "budget warehouse", None)
+    binding = bench.store.binding("b-ch")
+    assert binding is not None
+    assert (binding.phase.value, binding.progress) == ("Queued", None)
+    fake(bench).scheduler_running = True
+    drain(bench)
+    started = bench.run()
+    assert [(i.spec, i.kind.value, i.chunk, o) for i, o in started.applied] == [("b-ch", "create", (1, 2), "created")]
+    assert bench.phases(bench.until_terminal()) == {"a-hold": "Succeeded", "b-ch": "Succeeded"}
