@@ -89,6 +89,7 @@ def test_chunks_are_created_one_after_another_in_order(bench: Bench) -> None:
         ("intent", None),
         ("outcome", 4),
     ]
+    assert [m for p, _, m in creates(bench, "ch") if p == "outcome"] == [f"chunk {k} of 4 created" for k in range(1, 5)]
     intents = [m for p, _, m in creates(bench, "ch") if p == "intent"]
     assert intents[1] is not None
     assert intents[1].startswith(
