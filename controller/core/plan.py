@@ -412,7 +412,8 @@ class _DagPlanner:
     ) -> None:
         self.dag_id, self.queue, self.policy, self.world = dag_id, queue, policy, world
         self.obs = obs or DagObservation(dag_id, None)
-        self.bound = {b.backfill_id for b in world.bindings.values() if b.backfill_id is not None}
+        # every backfill a spec owns (a chunked spec owns all its chunks), never another spec's to adopt
+        self.bound = {i for b in world.bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
         self.taken: set[int] = set(self.bound)
         self.findings: list[Finding] = []
         self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
@@ -550,12 +551,11 @@ class _DagPlanner:
         everything = all_runs(progress, {})
         done = len(progress.chunks)
         if binding.applied_state is DesiredState.CANCELLED or spec.state is DesiredState.CANCELLED:
-            left = max(0, progress.total - progress.created)
-            return _item(
-                spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
-            )
+            left = "the rest" if progress.uncreated is None else f"{progress.uncreated:,} run(s)"
+            why = f"cancelled after {done} chunk(s); {left} not created"
+            return _item(spec, Kind.NOOP, Phase.CANCELLED, why, progress=progress)
         after = halt(spec, progress, everything)
-        if remaining(spec, after) is None or after.created >= after.total:  # every run the spec counted was created
+        if remaining(spec, after) is None or after.uncreated == 0:  # every run the spec counted was created
             return self._chunks_done(spec, last, everything, binding.applied_state, after)
         if after.halted is not None:
             return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)

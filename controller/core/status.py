@@ -10,7 +10,7 @@ from typing import Any
 from controller.core.audit import AuditRecord
 from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
-from controller.core.chunks import Progress
+from controller.core.chunks import Progress, chunk_text
 from controller.core.model import RunSummary
 from controller.core.plan import Item, Plan
 from controller.core.spec import BackfillSpec, format_utc
@@ -68,7 +68,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
     running, queued = runs.count("running"), runs.count("queued")
     mar = item.source.max_active_runs if item.source is not None else 1
     progress = item.progress or (binding.progress if binding else None)
-    uncreated = max(0, progress.total - progress.created) if progress is not None else 0
+    uncreated = (progress.uncreated or 0) if progress is not None else 0
     left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
     mean = runs.mean_duration
     eta = None if mean is None or not left else math.ceil(left / mar) * mean
@@ -83,7 +83,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         queued,
         runs.total,
         eta,
-        item.reason if item.chunk is None else f"chunk {item.chunk[0]} of {item.chunk[1]}; {item.reason}",
+        item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
         item.chunk,
         progress.ids if progress is not None else (),
     )

@@ -394,3 +394,32 @@ def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(
     started = bench.run()
     assert [(i.spec, i.kind.value, i.chunk, o) for i, o in started.applied] == [("b-ch", "create", (1, 2), "created")]
     assert bench.phases(bench.until_terminal()) == {"a-hold": "Succeeded", "b-ch": "Succeeded"}
+
+
+def test_after_a_lost_store_a_chunked_spec_waits_for_its_old_chunk_then_runs_no_date_twice(
+    bench: Bench, tmp_path: Path
+) -> None:
+    """The chunks' boundaries were in the store: the active chunk is reported unmanaged and blocks the DAG (never
+    a second backfill beside it); with reprocess none the spec then runs only the dates no chunk ran."""
+    bench.spec("gone", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
+    fake(bench).scheduler_running = False
+    assert [o for _, o in bench.run().applied] == ["created"]
+    bench.store.close()
+    (tmp_path / "state.db").unlink()
+    bench.store = type(bench.store)(bench.store_url)
+    blocked = bench.run()
+    assert blocked.applied == []
+    assert [(i.kind.value, i.reason) for i in blocked.current.items] == [
+        ("wait", "queued behind unmanaged backfill #1 (backfill #1)")
+    ]
+    assert [f.kind.value for f in blocked.current.findings] == ["unmanaged"]
+    fake(bench).scheduler_running = True
+    drain(bench)
+    assert bench.phases(bench.until_terminal()) == {"gone": "Succeeded"}
+    assert [(f, t) for _, f, t, _ in ranges(bench)] == [
+        ("2025-01-01T00:00:00Z", "2025-01-01T11:00:00Z"),
+        ("2025-01-01T12:00:00Z", "2025-01-01T23:00:00Z"),
+        ("2025-01-02T00:00:00Z", "2025-01-02T11:00:00Z"),
+        ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z"),
+    ]
+    assert len(fake(bench).runs) == 48  # one run per date: none ran twice
