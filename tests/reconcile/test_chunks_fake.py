@@ -317,7 +317,8 @@ def test_a_lost_chunk_answer_is_recovered_not_repeated(bench: Bench) -> None:
     result = bench.run()
     assert [(i.kind.value, o) for i, o in result.applied] == [("create", "recovered-after-ambiguous")]
     binding = bench.store.binding("lost")
-    assert binding is not None and binding.progress is not None
+    assert binding is not None
+    assert binding.progress is not None
     assert (binding.backfill_id, binding.progress.ids, binding.progress.pending) == (2, (1, 2), None)
     assert bench.phases(bench.until_terminal()) == {"lost": "Succeeded"}
     assert len(fake(bench).backfills) == 2
