@@ -231,12 +231,14 @@ def remaining(spec: BackfillSpec, progress: Progress) -> tuple[datetime, datetim
 
 def chunk_count(spec: BackfillSpec, policy: Policy, progress: Progress) -> int:
     """Chunks so far plus those the runs not yet created still need (an estimate from the first count);
-    0 when that is not known (chunks adopted after a lost store)."""
+    0 when that is not known."""
     left = progress.uncreated
     if left is None:
         return 0
-    size = next_size(spec, policy, progress)
-    return len(progress.chunks) + (0 if left == 0 else math.ceil(left / size) if size else 1)
+    plan = chunking(spec, policy, progress.total or 0) or Chunking(None)
+    if not progress.chunks:  # the canary first, as the first plan counted them
+        return plan.count(left)
+    return len(progress.chunks) + (0 if left == 0 else math.ceil(left / plan.size) if plan.size else 1)
 
 
 def chunk_text(chunk: tuple[int, int]) -> str:

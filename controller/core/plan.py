@@ -483,8 +483,8 @@ class _DagPlanner:
         """A chunked spec: its pending chunk, its active chunk, or what comes after a finished one."""
         if progress.pending is not None:
             adopted = self._pending_chunk(spec, progress, progress.pending)
-            if adopted is not None:
-                return adopted
+            if adopted is not None and adopted.backfill_id is not None:
+                return self._with_chunks(spec, adopted, progress, adopted.backfill_id)
             progress = replace(progress, pending=None)  # never created: planned again from a new dry run
         current = self._backfill(binding.backfill_id) if binding.backfill_id is not None else None
         if current is None and binding.backfill_id is not None:
@@ -496,15 +496,17 @@ class _DagPlanner:
             if current is not None:
                 progress = progress.finished(current.id, runs)
             item = self._between_chunks(spec, binding, progress, current)
-        item_progress = item.progress or progress
-        everything = all_runs(item_progress, {current.id: runs} if current is not None else {})
-        count = chunk_count(spec, self.policy, item_progress)
-        index = len(item_progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        return self._with_chunks(spec, item, progress, None if current is None else current.id)
+
+    def _with_chunks(self, spec: BackfillSpec, item: Item, progress: Progress, current: int | None) -> Item:
+        """The item with the spec's progress, its runs over every chunk, and which chunk of how many it is on."""
+        progress = item.progress or progress
+        observed = {} if current is None else {current: self.obs.runs.get(current, RunSummary({}))}
+        count = chunk_count(spec, self.policy, progress)
+        index = len(progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        index = max(index, 1)
         return replace(
-            item,
-            runs=everything,
-            progress=item_progress,
-            chunk=(max(index, 1), max(count, index, 1)),
+            item, runs=all_runs(progress, observed), progress=progress, chunk=(index, max(count, index) if count else 0)
         )
 
     def _pending_chunk(self, spec: BackfillSpec, progress: Progress, pending: Slice) -> Item | None:
@@ -587,6 +589,15 @@ class _DagPlanner:
     def _next_chunk(
         self, spec: BackfillSpec, progress: Progress, everything: RunSummary, last: Backfill | None
     ) -> Item:
+        """The next chunk's create, once the DAG can take it (like a queue head's) and its dry run is known."""
+        blocked = _dag_problem(self.obs.info, self.dag_id)
+        if blocked is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], progress=progress)
+        if self.occupant is not None:  # another backfill holds the DAG's one active slot
+            who, backfill_id = self.occupant
+            return _item(
+                spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who} (backfill #{backfill_id})", progress=progress
+            )
         dry = self.world.dry_runs.get(spec.name)
         if dry is None:
             self.dry_runs_needed.append(spec.name)
@@ -596,7 +607,10 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, progress=progress)
         if not dry.dates:
             return self._chunks_done(spec, last, everything, DesiredState.ACTIVE.value, progress)
-        dates = take(sorted(dry.dates), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
+        return self._create_chunk(spec, progress, dry.dates)
+
+    def _create_chunk(self, spec: BackfillSpec, progress: Progress, left: Sequence[datetime]) -> Item:
+        dates = take(sorted(left), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
         chunk = slice_of(dates, spec.max_active_runs)
         stop, unknown = guard_now(spec, self.policy, self.world)
         if unknown is not None:

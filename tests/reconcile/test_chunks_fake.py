@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from controller.core.model import BackfillRequest
 from controller.core.plan import Kind
 from controller.core.plan_render import plan_text
 from controller.core.status import report_json, status_rows
@@ -424,3 +425,26 @@ def test_after_a_lost_store_a_chunked_spec_waits_for_its_old_chunk_then_runs_no_
         ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z"),
     ]
     assert len(fake(bench).runs) == 48  # one run per date: none ran twice
+
+
+def test_the_next_chunk_waits_behind_a_backfill_started_by_hand_between_chunks(bench: Bench) -> None:
+    bench.spec("hand", mar=4, execution="{chunk_runs: 24}", **HOURLY_2_DAYS)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    fake(bench).scheduler_running = False
+    with bench.client() as client:  # someone runs `airflow backfill create` between two chunks
+        other = client.create(
+            BackfillRequest("demo_hourly", parse("2024-06-01T00:00:00Z"), parse("2024-06-01T05:00:00Z"))
+        )
+    waiting = bench.run()
+    assert waiting.applied == []
+    (item,) = waiting.current.items
+    assert (item.kind.value, item.phase.value, item.reason) == (
+        "wait",
+        "Queued",
+        f"queued behind unmanaged backfill #{other.id} (backfill #{other.id})",
+    )
+    assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 2  # chunk 1 and the hand's: no 409
+    fake(bench).scheduler_running = True
+    drain(bench)
+    assert [(i.kind.value, i.chunk, o) for i, o in bench.run().applied] == [("create", (2, 2), "created")]
