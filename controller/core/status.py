@@ -109,6 +109,7 @@ def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) 
                 runs.total,
                 None,
                 f"(stored {binding.updated_at if binding else '-'}) {reason}",
+                backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
             )
         )
     return rows
