@@ -300,7 +300,8 @@ def test_promote_and_resume_with_their_execution_fields_pass_quietly(
     assert capsys.readouterr().out == "OK: 1 spec valid (1 file, 0 warnings).\n"
 
 
-def test_a_policy_chunk_default_silences_resume_but_not_promote(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_policy_chunk_default_brings_no_canary_and_no_halt(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A policy's default chunk size chunks the spec but neither canaries nor halts it: both still warn."""
     (tree / "specs" / "policy.yaml").write_text(
         'version: 1\nrules:\n  - dags: ["orders_*"]\n    chunk_runs: {default: 24}\n'
     )
@@ -309,7 +310,9 @@ def test_a_policy_chunk_default_silences_resume_but_not_promote(tree: Path, caps
     assert capsys.readouterr().out == (
         "specs/good.yaml:12:10: "
         + PROMOTE_WARNING
-        + "OK: 1 spec valid (2 files including the policy specs/policy.yaml, 1 warning).\n"
+        + "specs/good.yaml:13:9: "
+        + RESUME_WARNING
+        + "OK: 1 spec valid (2 files including the policy specs/policy.yaml, 2 warnings).\n"
     )
 
 

@@ -18,7 +18,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
 from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
-from controller.core.chunks import Chunk, Progress
+from controller.core.chunks import Chunk, Progress, chunk_text
 from controller.core.model import Backfill, BackfillRequest, Phase
 from controller.core.plan import Item, Kind, World, matches_request
 from controller.core.retrying import Backoff
@@ -171,8 +171,15 @@ class Applier:
         except AirflowError as exc:
             return self._create_failed(item, spec, exc.message, exc.status, exc.detail)
         response = {"status": 200, "backfill_id": created.id}
+        chunk = None if item.chunk is None else f"{chunk_text(item.chunk)} created"
         self.recorder.audit(
-            "create", AuditPhase.OUTCOME, spec, outcome="created", backfill_id=created.id, response=response
+            "create",
+            AuditPhase.OUTCOME,
+            spec,
+            outcome="created",
+            backfill_id=created.id,
+            response=response,
+            message=chunk,
         )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
         return Applied(item, "created", created=created)
@@ -264,13 +271,13 @@ def _chunk_text(item: Item, previous: int | None) -> str:
     """`chunk 3 of 7: 2025-01-05T00:00:00Z → 2025-01-06T23:00:00Z (48 runs), max_active_runs 2 → 4; `"""
     if item.chunk is None or item.request is None:
         return ""
-    request, (k, n) = item.request, item.chunk
+    request = item.request
     runs = item.progress.pending.runs if item.progress is not None and item.progress.pending is not None else None
     concurrency = f"max_active_runs {request.max_active_runs}"
     if previous is not None and previous != request.max_active_runs:
         concurrency = f"max_active_runs {previous} → {request.max_active_runs} from this chunk"
     return (
-        f"chunk {k} of {n}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
+        f"{chunk_text(item.chunk)}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
         f"{concurrency}; "
     )
 

@@ -152,4 +152,16 @@ def _check(link: ChainLink, prev: str, expected_seq: int) -> Finding | None:
 
 
 # every action the controller records; `audit show --action` accepts exactly these
-ACTIONS = ("adopt", "cancel", "create", "finding", "lease", "observe", "pause", "promote", "reconcile", "unlock", "unpause")
+ACTIONS = (
+    "adopt",
+    "cancel",
+    "create",
+    "finding",
+    "lease",
+    "observe",
+    "pause",
+    "promote",
+    "reconcile",
+    "unlock",
+    "unpause",
+)

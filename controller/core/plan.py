@@ -412,7 +412,8 @@ class _DagPlanner:
     ) -> None:
         self.dag_id, self.queue, self.policy, self.world = dag_id, queue, policy, world
         self.obs = obs or DagObservation(dag_id, None)
-        self.bound = {b.backfill_id for b in world.bindings.values() if b.backfill_id is not None}
+        # every backfill a spec owns (a chunked spec owns all its chunks), never another spec's to adopt
+        self.bound = {i for b in world.bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
         self.taken: set[int] = set(self.bound)
         self.findings: list[Finding] = []
         self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
@@ -482,8 +483,8 @@ class _DagPlanner:
         """A chunked spec: its pending chunk, its active chunk, or what comes after a finished one."""
         if progress.pending is not None:
             adopted = self._pending_chunk(spec, progress, progress.pending)
-            if adopted is not None:
-                return adopted
+            if adopted is not None and adopted.backfill_id is not None:
+                return self._with_chunks(spec, adopted, progress, adopted.backfill_id)
             progress = replace(progress, pending=None)  # never created: planned again from a new dry run
         current = self._backfill(binding.backfill_id) if binding.backfill_id is not None else None
         if current is None and binding.backfill_id is not None:
@@ -495,15 +496,17 @@ class _DagPlanner:
             if current is not None:
                 progress = progress.finished(current.id, runs)
             item = self._between_chunks(spec, binding, progress, current)
-        item_progress = item.progress or progress
-        everything = all_runs(item_progress, {current.id: runs} if current is not None else {})
-        count = chunk_count(spec, self.policy, item_progress)
-        index = len(item_progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        return self._with_chunks(spec, item, progress, None if current is None else current.id)
+
+    def _with_chunks(self, spec: BackfillSpec, item: Item, progress: Progress, current: int | None) -> Item:
+        """The item with the spec's progress, its runs over every chunk, and which chunk of how many it is on."""
+        progress = item.progress or progress
+        observed = {} if current is None else {current: self.obs.runs.get(current, RunSummary({}))}
+        count = chunk_count(spec, self.policy, progress)
+        index = len(progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        index = max(index, 1)
         return replace(
-            item,
-            runs=everything,
-            progress=item_progress,
-            chunk=(max(index, 1), max(count, index, 1)),
+            item, runs=all_runs(progress, observed), progress=progress, chunk=(index, max(count, index) if count else 0)
         )
 
     def _pending_chunk(self, spec: BackfillSpec, progress: Progress, pending: Slice) -> Item | None:
@@ -550,11 +553,12 @@ class _DagPlanner:
         everything = all_runs(progress, {})
         done = len(progress.chunks)
         if binding.applied_state is DesiredState.CANCELLED or spec.state is DesiredState.CANCELLED:
-            left = max(0, progress.total - progress.created)
-            return _item(
-                spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
-            )
+            left = "the rest" if progress.uncreated is None else f"{progress.uncreated:,} run(s)"
+            why = f"cancelled after {done} chunk(s); {left} not created"
+            return _item(spec, Kind.NOOP, Phase.CANCELLED, why, progress=progress)
         after = halt(spec, progress, everything)
+        if remaining(spec, after) is None or after.uncreated == 0:  # every run the spec counted was created
+            return self._chunks_done(spec, last, everything, binding.applied_state, after)
         if after.halted is not None:
             return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)
         if awaiting_promotion(spec, after):
@@ -563,8 +567,7 @@ class _DagPlanner:
                 " check its output, then merge `promote: true` to continue"
             )
             return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=after)
-        if remaining(spec, after) is None:
-            return self._chunks_done(spec, last, everything, binding.applied_state, after)
+
         if spec.state is DesiredState.PAUSED:
             return _item(
                 spec,
@@ -586,6 +589,15 @@ class _DagPlanner:
     def _next_chunk(
         self, spec: BackfillSpec, progress: Progress, everything: RunSummary, last: Backfill | None
     ) -> Item:
+        """The next chunk's create, once the DAG can take it (like a queue head's) and its dry run is known."""
+        blocked = _dag_problem(self.obs.info, self.dag_id)
+        if blocked is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], progress=progress)
+        if self.occupant is not None:  # another backfill holds the DAG's one active slot
+            who, backfill_id = self.occupant
+            return _item(
+                spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who} (backfill #{backfill_id})", progress=progress
+            )
         dry = self.world.dry_runs.get(spec.name)
         if dry is None:
             self.dry_runs_needed.append(spec.name)
@@ -595,7 +607,10 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, progress=progress)
         if not dry.dates:
             return self._chunks_done(spec, last, everything, DesiredState.ACTIVE.value, progress)
-        dates = take(sorted(dry.dates), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
+        return self._create_chunk(spec, progress, dry.dates)
+
+    def _create_chunk(self, spec: BackfillSpec, progress: Progress, left: Sequence[datetime]) -> Item:
+        dates = take(sorted(left), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
         chunk = slice_of(dates, spec.max_active_runs)
         stop, unknown = guard_now(spec, self.policy, self.world)
         if unknown is not None:
@@ -958,12 +973,20 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
             reason=waiting[i.spec].reason,
             request=None,
             guard=f"budget {waiting[i.spec].budget}",
-            progress=None if i.progress is None else replace(i.progress, pending=None),  # not asked for
+            progress=_waiting(i.progress),
         )
         if i.spec in waiting
         else i
         for i in items
     ]
+
+
+def _waiting(progress: Progress | None) -> Progress | None:
+    """A chunked spec's progress while its next chunk waits: nothing asked for; a spec with no chunk yet
+    stays new (its first chunk is planned from a fresh dry run when it fits)."""
+    if progress is None or not progress.chunks:
+        return None
+    return replace(progress, pending=None)
 
 
 def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:

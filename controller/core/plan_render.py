@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from controller.core.chunks import chunk_text
 from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
@@ -42,6 +43,9 @@ def facts(item: Item) -> str:
     if item.runs_to_create is not None:
         in_range = f" of {item.runs_in_range} in range" if item.runs_in_range is not None else ""
         parts.append(f"runs {item.runs_to_create}{in_range}" + partitions_text(item, ", "))
+    chunks = chunks_text(item)
+    if chunks:
+        parts.append(chunks)
     if item.task_ceiling is not None:
         parts.append(f"up to {item.task_ceiling} tasks at once")
     parts += [f"approvers {', '.join(spec.approvers)}", f"ticket {spec.ticket}"]
@@ -49,6 +53,15 @@ def facts(item: Item) -> str:
         parts.insert(0, f"backfill #{item.backfill_id}")
     text = "  ".join(parts)
     return f"{text}  — {item.reason}" if item.reason else text
+
+
+def chunks_text(item: Item) -> str:
+    """`8,760 runs in 52 chunks of ≤ 168; canary 24` for a new chunked spec, `chunk 3 of 7` for one under way."""
+    if item.chunking is not None and item.runs_to_create is not None:  # set on a first chunk's create only
+        return item.chunking.describe(item.runs_to_create)
+    if item.chunk is not None:
+        return chunk_text(item.chunk)
+    return ""
 
 
 def partitions_text(item: Item, sep: str) -> str:
@@ -143,7 +156,16 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
     return "\n".join(parts) + "\n"
 
 
-_NOT_LISTED = ("request", "runs", "first_partition", "last_partition", "in_flight", "in_flight_more")
+_NOT_LISTED = (
+    "request",
+    "runs",
+    "first_partition",
+    "last_partition",
+    "in_flight",
+    "in_flight_more",
+    "chunk",
+    "chunking",
+)
 
 
 def _details(item: Item) -> str:
@@ -158,6 +180,9 @@ def _details(item: Item) -> str:
     flying = in_flight_text(item)
     if flying:
         lines.append(f"- {md(flying)}")
+    chunks = chunks_text(item)
+    if chunks:
+        lines.append(f"- chunks: {chunks}")
     if item.reason:
         lines.append(f"- {md(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])

@@ -10,6 +10,7 @@ from typing import Any
 from controller.core.audit import AuditRecord
 from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
+from controller.core.chunks import Progress, chunk_text
 from controller.core.model import RunSummary
 from controller.core.plan import Item, Plan
 from controller.core.spec import BackfillSpec, format_utc
@@ -30,6 +31,8 @@ class StatusRow:
     total: int
     eta_seconds: float | None
     note: str
+    chunk: tuple[int, int] | None = None  # a chunked spec: its k-th chunk of about n
+    backfills: tuple[int, ...] = ()  # a chunked spec: every chunk's backfill, in order
 
     @property
     def progress(self) -> float:
@@ -51,6 +54,8 @@ class StatusRow:
             "progress": round(self.progress, 1),
             "eta_seconds": self.eta_seconds,
             "note": self.note,
+            "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
+            "backfills": list(self.backfills),
         }
 
 
@@ -62,8 +67,11 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
     runs = item.runs or (binding.runs if binding else None) or RunSummary({})
     running, queued = runs.count("running"), runs.count("queued")
     mar = item.source.max_active_runs if item.source is not None else 1
+    progress = item.progress or (binding.progress if binding else None)
+    uncreated = (progress.uncreated or 0) if progress is not None else 0
+    left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
     mean = runs.mean_duration
-    eta = None if mean is None or not (running + queued) else math.ceil((running + queued) / mar) * mean
+    eta = None if mean is None or not left else math.ceil(left / mar) * mean
     return StatusRow(
         item.spec,
         item.dag_id,
@@ -75,7 +83,9 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         queued,
         runs.total,
         eta,
-        item.reason,
+        item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
+        item.chunk,
+        progress.ids if progress is not None else (),
     )
 
 
@@ -99,6 +109,7 @@ def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) 
                 runs.total,
                 None,
                 f"(stored {binding.updated_at if binding else '-'}) {reason}",
+                backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
             )
         )
     return rows
@@ -173,14 +184,48 @@ def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[Au
             "in_range": in_range,
         },
         "partitions": _partitions(created_facts),
+        "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
         "audit": [e.as_json() for e in events],
     }
+
+
+def _chunks(progress: Progress, binding: Binding) -> list[dict[str, Any]]:
+    """Every chunk's backfill, dates, runs and concurrency (the active one's runs as last observed)."""
+    rows = []
+    for chunk in progress.chunks:
+        summary = chunk.summary or (binding.runs if chunk.backfill_id == binding.backfill_id else None)
+        rows.append(
+            {
+                "backfill_id": chunk.backfill_id,
+                "from_date": format_utc(chunk.first),
+                "to_date": format_utc(chunk.last),
+                "runs": chunk.runs,
+                "max_active_runs": chunk.max_active_runs,
+                "finished": chunk.summary is not None,
+                "succeeded": None if summary is None else summary.count("success"),
+                "failed": None if summary is None else summary.count("failed"),
+            }
+        )
+    return rows
 
 
 def _partitions(created: CreateFacts) -> dict[str, str] | None:
     """First and last partition key the create ran, for a partitioned DAG (None otherwise)."""
     first, last = created.first_partition, created.last_partition
     return None if first is None or last is None else {"first": first, "last": last}
+
+
+def _chunk_lines(chunks: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    if not chunks:
+        return []
+    lines = [f"- **Chunks**: {len(chunks)} Airflow backfill(s), one after another"]
+    for c in chunks:
+        ran = f", {c['succeeded']} succeeded, {c['failed']} failed" if c["succeeded"] is not None else ""
+        lines.append(
+            f"  - backfill #{c['backfill_id']}: {c['from_date']} → {c['to_date']}, {c['runs']} run(s), "
+            f"max_active_runs {c['max_active_runs']}{ran}" + ("" if c["finished"] else " (active)")
+        )
+    return lines
 
 
 def _or_unknown(value: Any) -> str:
@@ -208,6 +253,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         f"- **Intervals**: {i['complete']} complete, {i['failed']} failed ({failed}), "
         f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
         + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
+        *_chunk_lines(report.get("chunks")),
         "",
         "## Audit trail",
         "",

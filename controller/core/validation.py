@@ -377,9 +377,7 @@ def _promote_resume(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterato
             "promote lets a spec continue after its canary chunk; add `execution: {canary_runs: N}` or remove it",
             Severity.WARNING,
         )
-    rule = policy.rule_for(spec.dag_id)
-    chunked_by_policy = rule is not None and rule.chunk_default is not None
-    if spec.resume is not None and ex.halt_on_failure_ratio is None and not chunked_by_policy:
+    if spec.resume is not None and ex.halt_on_failure_ratio is None:
         yield Diagnostic(
             item.at("resume"),
             "resume has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts",

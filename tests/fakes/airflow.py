@@ -103,6 +103,7 @@ class FakeAirflow:
         self.tokens: set[str] = set()
         self.faults: list[tuple[str, str, Action, bool]] = []
         self.requests: list[tuple[str, str]] = []
+        self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body) of every POST
         self._ids = itertools.count(1)
         self.scheduler_running = True
         self.health_status: str | None = None  # what /monitor/health says of the scheduler (default: running or not)
@@ -117,6 +118,8 @@ class FakeAirflow:
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         self.requests.append((request.method, request.url.path))
+        if request.method == "POST" and request.content:
+            self.bodies.append((request.method, request.url.path, json.loads(request.content)))
         before = self._take_fault(request, after=False)
         if before is not None:
             return _raise_or_return(before(request))
