@@ -331,15 +331,15 @@ def test_two_weeks_in_chunks_of_48_canary_promotion_and_a_killed_reconciler(benc
 
     # status and report: chunk 1 of 7 while waiting, 7 of 7 at the end; one change record with every chunk
     assert (waiting["phase"], waiting.get("chunk")) == ("AwaitingPromotion", {"index": 1, "count": 7})
-    row = status_row(bench, "two-weeks")
-    assert (row["phase"], row.get("chunk")) == ("Succeeded", {"index": 7, "count": 7})
-    assert row["runs"]["success"] == 336
     report = cli_json(bench, "report", "two-weeks")
     assert report["outcome"] == "Succeeded"
     assert [
         (c["backfill_id"], at(c["from_date"]), at(c["to_date"]), c["runs"], c["max_active_runs"])
         for c in report.get("chunks") or ()
     ] == [(int(b["id"]), lo, hi, 48, b["max_active_runs"]) for b, (lo, hi) in zip(ours, spans, strict=True)]
+    row = status_row(bench, "two-weeks")
+    assert row["runs"]["success"] == 336
+    assert (row["phase"], row.get("chunk")) == ("Succeeded", {"index": 7, "count": 7}), row
     abandoned = [e.entry.message for e in creates(events) if e.entry.outcome == "abandoned"]
     assert abandoned == []  # the killed reconciler's intent did leave a backfill: the 4th, adopted
 
