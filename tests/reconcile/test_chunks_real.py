@@ -371,6 +371,7 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     assert any(ch.isdigit() for ch in message), message  # the figures
     assert pauses[0].backfill_id == backfill["id"]
     assert any("fail" in i.reason for i in halted.current.items), rows(halted)
+    assert status_row(bench, "halting")["phase"] == "Halted"
 
     # halted means halted: nothing more finishes while it waits for a reviewed `resume`
     time.sleep(3)  # the run that was running when it paused ends
