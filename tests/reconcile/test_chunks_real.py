@@ -374,7 +374,9 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     assert status_row(bench, "halting")["phase"] == "Halted"
 
     # halted means halted: nothing more finishes while it waits for a reviewed `resume`
-    time.sleep(3)  # the run that was running when it paused ends
+    until = time.monotonic() + 30  # the run that was running when it paused ends
+    while airflow.runs("demo_halting", "running", first=HALT_FIRST, last=HALT_LAST) and time.monotonic() < until:
+        time.sleep(0.5)
     finished = airflow.runs("demo_halting", "success", "failed", first=HALT_FIRST, last=HALT_LAST)
     for _ in range(2):
         held = bench.run()
