@@ -174,6 +174,8 @@ def test_status_row_from_the_plan_item_and_progress() -> None:
         "progress": 50.0,
         "eta_seconds": 120.0,
         "note": "in sync",
+        "chunk": None,
+        "backfills": [],
     }
     third = StatusRow("s", "d", "Running", 4, 1, 0, 0, 2, 3, None, "")
     assert third.as_json()["progress"] == 33.3
@@ -300,6 +302,7 @@ def test_report_json() -> None:
             "in_range": 7,
         },
         "partitions": None,
+        "chunks": None,
     }
     assert report["audit"] == [e.as_json() for e in trail]
 
