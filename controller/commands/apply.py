@@ -171,8 +171,15 @@ class Applier:
         except AirflowError as exc:
             return self._create_failed(item, spec, exc.message, exc.status, exc.detail)
         response = {"status": 200, "backfill_id": created.id}
+        chunk = None if item.chunk is None else f"chunk {item.chunk[0]} of {item.chunk[1]} created"
         self.recorder.audit(
-            "create", AuditPhase.OUTCOME, spec, outcome="created", backfill_id=created.id, response=response
+            "create",
+            AuditPhase.OUTCOME,
+            spec,
+            outcome="created",
+            backfill_id=created.id,
+            response=response,
+            message=chunk,
         )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
         return Applied(item, "created", created=created)

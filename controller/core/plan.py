@@ -555,6 +555,8 @@ class _DagPlanner:
                 spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
             )
         after = halt(spec, progress, everything)
+        if remaining(spec, after) is None or after.created >= after.total:  # every run the spec counted was created
+            return self._chunks_done(spec, last, everything, binding.applied_state, after)
         if after.halted is not None:
             return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)
         if awaiting_promotion(spec, after):
@@ -563,8 +565,7 @@ class _DagPlanner:
                 " check its output, then merge `promote: true` to continue"
             )
             return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=after)
-        if remaining(spec, after) is None:
-            return self._chunks_done(spec, last, everything, binding.applied_state, after)
+
         if spec.state is DesiredState.PAUSED:
             return _item(
                 spec,
@@ -958,12 +959,20 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
             reason=waiting[i.spec].reason,
             request=None,
             guard=f"budget {waiting[i.spec].budget}",
-            progress=None if i.progress is None else replace(i.progress, pending=None),  # not asked for
+            progress=_waiting(i.progress),
         )
         if i.spec in waiting
         else i
         for i in items
     ]
+
+
+def _waiting(progress: Progress | None) -> Progress | None:
+    """A chunked spec's progress while its next chunk waits: nothing asked for; a spec with no chunk yet
+    stays new (its first chunk is planned from a fresh dry run when it fits)."""
+    if progress is None or not progress.chunks:
+        return None
+    return replace(progress, pending=None)
 
 
 def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:

@@ -89,6 +89,7 @@ def test_chunks_are_created_one_after_another_in_order(bench: Bench) -> None:
         ("intent", None),
         ("outcome", 4),
     ]
+    assert [m for p, _, m in creates(bench, "ch") if p == "outcome"] == [f"chunk {k} of 4 created" for k in range(1, 5)]
     intents = [m for p, _, m in creates(bench, "ch") if p == "intent"]
     assert intents[1] is not None
     assert intents[1].startswith(
@@ -230,7 +231,9 @@ def test_a_halt_between_chunks_creates_nothing_until_resumed(bench: Bench) -> No
     halting(bench, mar=10, resume="again")
     assert [(i.kind.value, i.chunk, o) for i, o in bench.run().applied] == [("create", (2, 2), "created")]
     last = bench.until_terminal()
-    assert bench.phases(last) == {"flk": "Halted"}  # chunk 2 fails as often: halted again, nothing left to create
+    assert bench.phases(last) == {"flk": "CompletedWithFailures"}  # every run was created: an outcome, not a halt
+    (item,) = last.current.items
+    assert item.reason == "failed: " + ", ".join(f"2025-01-{d:02d}" for d in range(1, 20, 2))
     assert len(fake(bench).backfills) == 2
 
 
@@ -366,3 +369,28 @@ def test_a_year_plans_with_dry_runs_bounded_in_size(bench: Bench) -> None:
     assert [(i.kind.value, o) for i, o in created.applied] == [("create", "created")]
     (backfill,) = fake(bench).backfills.values()
     assert (backfill["from_date"], backfill["to_date"]) == ("2024-01-01T00:00:00Z", "2024-01-30T23:00:00Z")
+
+
+def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(bench: Bench) -> None:
+    bench.policy(
+        """\
+        version: 1
+        downstream:
+          warehouse: {max_active_runs: 4}
+        """
+    )
+    bench.spec("a-hold", mar=4, downstream="[warehouse]")
+    bench.spec("b-ch", mar=4, execution="{chunk_runs: 24}", downstream="[warehouse]", **HOURLY_2_DAYS)
+    fake(bench).scheduler_running = False
+    first = bench.run()
+    assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("a-hold", "create", "created")]
+    waiting = next(i for i in first.current.items if i.spec == "b-ch")
+    assert (waiting.kind.value, waiting.guard, waiting.progress) == ("wait", "budget warehouse", None)
+    binding = bench.store.binding("b-ch")
+    assert binding is not None
+    assert (binding.phase.value, binding.progress) == ("Queued", None)
+    fake(bench).scheduler_running = True
+    drain(bench)
+    started = bench.run()
+    assert [(i.spec, i.kind.value, i.chunk, o) for i, o in started.applied] == [("b-ch", "create", (1, 2), "created")]
+    assert bench.phases(bench.until_terminal()) == {"a-hold": "Succeeded", "b-ch": "Succeeded"}
