@@ -294,6 +294,13 @@ def test_take(size: int | None, backwards: bool, expected: list[int]) -> None:
     assert list(take(days(5), size, backwards=backwards)) == [JAN1 + i * DAY for i in expected]
 
 
+def test_take_all_is_the_dates_themselves() -> None:
+    dates = days(5)
+    assert take(dates, 5, backwards=False) is dates
+    assert take(dates, 5, backwards=True) is dates
+    assert take(dates, None, backwards=False) is dates
+
+
 def test_slice_of_and_request_for() -> None:
     piece = slice_of([JAN1 + 3 * DAY, JAN1 + DAY, JAN1 + 2 * DAY], 5)
     assert piece == Slice(JAN1 + DAY, JAN1 + 3 * DAY, 3, 5)
@@ -347,6 +354,9 @@ def test_remaining_down_to_a_single_instant() -> None:
         (Execution(chunk_runs=12), Progress(48), 4),
         (Execution(canary_runs=4), Progress(48, (chunk(1, 0, 3),)), 2),  # the rest in one
         (Execution(chunk_runs=20, canary_runs=4), Progress(48, (chunk(1, 0, 3),)), 4),
+        (Execution(chunk_runs=12), Progress(11, (chunk(1, 0, 9),)), 2),  # one run left: one more chunk
+        (Execution(canary_runs=4), Progress(4, (chunk(1, 0, 3),)), 1),  # none left: none more, whatever the size
+        (Execution(canary_runs=4), Progress(5, (chunk(1, 0, 3),)), 2),
     ],
 )
 def test_chunk_count(execution: Execution, progress: Progress, count: int) -> None:

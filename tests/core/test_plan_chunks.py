@@ -406,7 +406,8 @@ def test_nothing_left_to_run_ends_the_spec_with_its_chunks_outcome() -> None:
 def test_a_freeze_holds_the_next_chunk() -> None:
     freeze = Freeze(T0 - DAY, T0 + DAY, "close")
     item = one(make_plan([ten()], Policy(freezes=(freeze,)), finished_first(dry=days(4, 9), now=T0)))
-    assert (item.kind, item.phase, item.guard, item.request) == (Kind.WAIT, Phase.QUEUED, "freeze 'close'", None)
+    assert row(item) == ("wait", "Queued", "queued by freeze 'close' until 2026-11-02T00:00:00Z", None)
+    assert (item.guard, item.request) == ("freeze 'close'", None)
     assert item.progress == DONE_FIRST
 
 
@@ -414,6 +415,7 @@ def test_an_unread_scheduler_blocks_the_next_chunk() -> None:
     policy = Policy(scheduler_guard=SchedulerGuard(pause_when_unhealthy=True))
     item = one(make_plan([ten()], policy, finished_first(dry=days(4, 9), now=T0)))
     assert row(item) == ("blocked", "Blocked", "observation incomplete: scheduler health: not observed", None)
+    assert item.error is True
     assert item.progress == DONE_FIRST
 
 
@@ -610,6 +612,125 @@ def test_cancelled_before_a_halt_or_promotion() -> None:
     w = world(airflow(1, 0, 1, active=False), progress=progress, backfill_id=1, runs_of={1: runs(failed=2)})
     item = one(make_plan([ten(execution=CANARY, state=DesiredState.CANCELLED)], Policy(), w))
     assert row(item) == ("noop", "Cancelled", "cancelled after 1 chunk(s); 8 run(s) not created", None)
+
+
+def test_cancelled_after_every_counted_run_was_created() -> None:
+    w = world(
+        airflow(1, 0, 3, active=False),
+        progress=Progress(3, (chunk(1, 0, 3),)),
+        backfill_id=1,
+        runs_of={1: runs(success=4)},
+    )
+    item = one(make_plan([ten(state=DesiredState.CANCELLED)], Policy(), w))
+    assert row(item) == ("noop", "Cancelled", "cancelled after 1 chunk(s); 0 run(s) not created", None)
+    assert item.chunk == (1, 1)
+
+
+def test_a_single_chunk_running_is_chunk_one_of_one() -> None:
+    w = world(airflow(1, 0, 3), progress=Progress(4, (chunk(1, 0, 3),)), backfill_id=1, runs_of={1: runs(running=4)})
+    assert one(make_plan([ten()], Policy(), w)).chunk == (1, 1)
+
+
+def test_a_halting_chunk_marked_complete_early_is_not_paused() -> None:
+    w = world(
+        airflow(1, 0, 4, active=False),
+        progress=Progress(10, (chunk(1, 0, 4),)),
+        backfill_id=1,
+        runs_of={1: runs(success=1, failed=3, running=1)},
+    )
+    item = one(make_plan([ten(execution=HALTING)], Policy(), w))
+    assert row(item) == (
+        "noop",
+        "Running",
+        "backfill #1 marked complete early; 0 queued and 1 running run(s) remain",
+        1,
+    )
+
+
+def test_a_policy_default_sizes_the_next_chunk() -> None:
+    policy = Policy(rules=(Rule(("d",), chunk_default=3, chunk_required_above=5),))
+    item = one(make_plan([ten(execution=None)], policy, finished_first(dry=days(4, 9))))
+    assert row(item) == ("create", "Pending", "chunk 2: 3 run(s)", None)
+    assert item.chunk == (2, 3)  # 4, then 3 and 3
+    assert item.request == BackfillRequest("d", day(4), day(6), "none", 2)
+
+
+# --- the halt ended between chunks: what comes next keeps the resumed progress ----------------------------------
+
+
+HALTED_AFTER_ONE = Progress(10, (chunk(1, 0, 4),), halted=halted(2, 5, 40), resumed="r0")
+RESUMED = Progress(10, (chunk(1, 0, 4, runs(success=3, failed=2)),), resumed="r1", base_finished=5, base_failed=2)
+
+
+def resumed_world(**kw: Any) -> World:
+    return world(
+        airflow(1, 0, 4, active=False),
+        progress=HALTED_AFTER_ONE,
+        backfill_id=1,
+        runs_of={1: runs(success=3, failed=2)},
+        **kw,
+    )
+
+
+@pytest.mark.parametrize(
+    ("s", "w", "expected", "error"),
+    [
+        (ten(execution=HALTING, resume="r1"), resumed_world(), ("wait", "Pending", "awaiting dry run", None), False),
+        (
+            ten(execution=HALTING, resume="r1"),
+            resumed_world(dry=DryRun(error="boom")),
+            ("blocked", "Blocked", "Airflow refuses the next chunk: boom", None),
+            True,
+        ),
+        (
+            ten(execution=HALTING, resume="r1"),
+            resumed_world(dry=DryRun()),
+            ("noop", "CompletedWithFailures", "failed: 2 run(s)", 1),
+            False,
+        ),
+        (
+            ten(execution=HALTING, resume="r1", state=DesiredState.PAUSED),
+            resumed_world(dry=days(5, 9)),
+            ("noop", "Paused", "paused after chunk 1; set state: active to continue", None),
+            False,
+        ),
+        (
+            ten(execution=Execution(chunk_runs=4, canary_runs=5, halt_on_failure_ratio=0.2), resume="r1"),
+            resumed_world(dry=days(5, 9)),
+            (
+                "noop",
+                "AwaitingPromotion",
+                "canary chunk finished (3 succeeded, 2 failed); check its output, then merge `promote: true` to "
+                "continue",
+                None,
+            ),
+            False,
+        ),
+    ],
+)
+def test_a_resume_between_chunks_keeps_the_resumed_progress(
+    s: BackfillSpec, w: World, expected: tuple[str, str, str, int | None], error: bool
+) -> None:
+    item = one(make_plan([s], Policy(), w))
+    assert row(item) == expected
+    assert item.error is error
+    assert item.progress == RESUMED
+
+
+def test_a_resume_between_chunks_keeps_the_resumed_progress_under_guards() -> None:
+    freeze = Freeze(T0 - DAY, T0 + DAY, "close")
+    s = ten(execution=HALTING, resume="r1")
+    item = one(make_plan([s], Policy(freezes=(freeze,)), resumed_world(dry=days(5, 9), now=T0)))
+    assert (item.kind, item.progress) == (Kind.WAIT, RESUMED)
+    policy = Policy(scheduler_guard=SchedulerGuard(pause_when_unhealthy=True))
+    item = one(make_plan([s], policy, resumed_world(dry=days(5, 9), now=T0)))
+    assert (item.kind, item.error, item.progress) == (Kind.BLOCKED, True, RESUMED)
+    item = one(make_plan([s], Policy(), resumed_world(dry=days(5, 9))))
+    assert (item.kind, item.reason, item.progress) == (
+        Kind.CREATE,
+        "chunk 2: 5 run(s)",
+        replace(RESUMED, pending=Slice(day(5), day(9), 5, 2)),
+    )
 
 
 # --- a pending chunk ----------------------------------------------------------------------------------------
