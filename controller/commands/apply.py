@@ -18,7 +18,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
 from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
-from controller.core.chunks import Chunk, Progress
+from controller.core.chunks import Chunk, Progress, chunk_text
 from controller.core.model import Backfill, BackfillRequest, Phase
 from controller.core.plan import Item, Kind, World, matches_request
 from controller.core.retrying import Backoff
@@ -149,7 +149,8 @@ class Applier:
                 return done
             if attempt < CREATE_BACKOFF.attempts:
                 self.sleep(CREATE_BACKOFF.delay(attempt, random.random()))  # noqa: S311 - jitter, not a secret
-        return self._create_failed(item, spec, "gave up after ambiguous answers; nothing was created")
+        message = "gave up after ambiguous answers; no backfill was seen (one created late is adopted on a later pass)"
+        return self._create_failed(item, spec, message, maybe_landed=True)
 
     def _try_create(
         self, item: Item, spec: BackfillSpec, body: BackfillRequest, since: datetime, attempt: int
@@ -157,7 +158,8 @@ class Applier:
         try:
             created = self.client.create(body)
         except AirflowConflict:
-            return self._recover(item, spec, since, "adopted-after-409") or self._queued_after_conflict(item, spec)
+            recovered = self._recover(item, spec, since, "adopted-after-409")
+            return recovered or self._queued_after_conflict(item, spec, maybe_landed=attempt > 1)
         except AirflowAmbiguous as exc:
             recovered = self._recover(item, spec, since, "recovered-after-ambiguous")
             if recovered is None:
@@ -168,10 +170,10 @@ class Applier:
                     exc.message,
                 )
             return recovered
-        except AirflowError as exc:
-            return self._create_failed(item, spec, exc.message, exc.status, exc.detail)
+        except AirflowError as exc:  # a refusal; an earlier ambiguous attempt may still have landed
+            return self._create_failed(item, spec, exc.message, exc.status, exc.detail, maybe_landed=attempt > 1)
         response = {"status": 200, "backfill_id": created.id}
-        chunk = None if item.chunk is None else f"chunk {item.chunk[0]} of {item.chunk[1]} created"
+        chunk = None if item.chunk is None else f"{chunk_text(item.chunk)} created"
         self.recorder.audit(
             "create",
             AuditPhase.OUTCOME,
@@ -204,7 +206,7 @@ class Applier:
         self.recorder.bind(spec, backfill.id, Phase.RUNNING, outcome, progress=self._with_chunk(spec, backfill.id))
         return Applied(item, outcome)
 
-    def _queued_after_conflict(self, item: Item, spec: BackfillSpec) -> Applied:
+    def _queued_after_conflict(self, item: Item, spec: BackfillSpec, *, maybe_landed: bool) -> Applied:
         self.recorder.audit(
             "create",
             AuditPhase.OUTCOME,
@@ -218,12 +220,19 @@ class Applier:
             *self._keep(spec),
             Phase.QUEUED,
             "another backfill is active on this DAG",
-            progress=self._unasked(spec),
+            progress=self._progress(spec) if maybe_landed else self._unasked(spec),
         )
         return Applied(item, "conflict")
 
     def _create_failed(
-        self, item: Item, spec: BackfillSpec, message: str, status: int | None = None, detail: str = ""
+        self,
+        item: Item,
+        spec: BackfillSpec,
+        message: str,
+        status: int | None = None,
+        detail: str = "",
+        *,
+        maybe_landed: bool = False,
     ) -> Applied:
         self.recorder.audit(
             "create",
@@ -233,7 +242,9 @@ class Applier:
             response={"status": status, "detail": detail},
             message=message,
         )
-        self.recorder.bind(spec, *self._keep(spec), Phase.BLOCKED, message, progress=self._unasked(spec))
+        # a create that may have landed keeps its pending chunk, so a late backfill is adopted, never run again
+        progress = self._progress(spec) if maybe_landed else self._unasked(spec)
+        self.recorder.bind(spec, *self._keep(spec), Phase.BLOCKED, message, progress=progress)
         return Applied(item, "rejected", f"{spec.path}: {spec.name}: {message}")
 
     # --- a chunked spec's bookkeeping ------------------------------------------------------------------------
@@ -271,13 +282,13 @@ def _chunk_text(item: Item, previous: int | None) -> str:
     """`chunk 3 of 7: 2025-01-05T00:00:00Z → 2025-01-06T23:00:00Z (48 runs), max_active_runs 2 → 4; `"""
     if item.chunk is None or item.request is None:
         return ""
-    request, (k, n) = item.request, item.chunk
+    request = item.request
     runs = item.progress.pending.runs if item.progress is not None and item.progress.pending is not None else None
     concurrency = f"max_active_runs {request.max_active_runs}"
     if previous is not None and previous != request.max_active_runs:
         concurrency = f"max_active_runs {previous} → {request.max_active_runs} from this chunk"
     return (
-        f"chunk {k} of {n}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
+        f"{chunk_text(item.chunk)}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
         f"{concurrency}; "
     )
 

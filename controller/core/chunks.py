@@ -89,7 +89,7 @@ class Slice:
 
 @dataclass(frozen=True, slots=True)
 class Progress:
-    total: int  # the spec's runs when its first chunk was planned (expected_runs and max_runs count these)
+    total: int | None  # the spec's runs when its first chunk was planned (None: not known, after a lost store)
     chunks: tuple[Chunk, ...] = ()
     pending: Slice | None = None  # a chunk whose create was asked for and not yet answered
     halted: str | None = None  # why the spec is halted (None: it is not)
@@ -101,6 +101,11 @@ class Progress:
     @property
     def created(self) -> int:
         return sum(c.runs for c in self.chunks)
+
+    @property
+    def uncreated(self) -> int | None:
+        """Runs the spec counted that no chunk has created yet (None: not known)."""
+        return None if self.total is None else max(0, self.total - self.created)
 
     @property
     def ids(self) -> tuple[int, ...]:
@@ -130,7 +135,7 @@ class Progress:
     def from_json(cls, data: Mapping[str, Any]) -> Progress:
         pending = data.get("pending")
         return cls(
-            int(data["total"]),
+            None if data.get("total") is None else int(data["total"]),
             tuple(Chunk.from_json(c) for c in data.get("chunks") or ()),
             None if pending is None else Slice.from_json(pending),
             data.get("halted"),
@@ -188,7 +193,7 @@ def _policy_size(spec: BackfillSpec, policy: Policy, runs: int) -> int | None:
 def next_size(spec: BackfillSpec, policy: Policy, progress: Progress) -> int | None:
     """Runs of the next chunk (None: all that is left), from the spec as it is now (execution is mutable):
     the canary while no chunk exists yet."""
-    plan = chunking(spec, policy, progress.total) or Chunking(None)
+    plan = chunking(spec, policy, progress.created if progress.total is None else progress.total) or Chunking(None)
     return plan.size if progress.chunks else plan.first()
 
 
@@ -225,10 +230,20 @@ def remaining(spec: BackfillSpec, progress: Progress) -> tuple[datetime, datetim
 
 
 def chunk_count(spec: BackfillSpec, policy: Policy, progress: Progress) -> int:
-    """Chunks so far plus those the runs not yet created still need (an estimate from the first count)."""
-    left = max(0, progress.total - progress.created)
-    size = next_size(spec, policy, progress)
-    return len(progress.chunks) + (0 if left == 0 else math.ceil(left / size) if size else 1)
+    """Chunks so far plus those the runs not yet created still need (an estimate from the first count);
+    0 when that is not known."""
+    left = progress.uncreated
+    if left is None:
+        return 0
+    plan = chunking(spec, policy, progress.total or 0) or Chunking(None)
+    if not progress.chunks:  # the canary first, as the first plan counted them
+        return plan.count(left)
+    return len(progress.chunks) + (0 if left == 0 else math.ceil(left / plan.size) if plan.size else 1)
+
+
+def chunk_text(chunk: tuple[int, int]) -> str:
+    """`chunk 3 of 7`, or `chunk 3 of ?` when the count is not known."""
+    return f"chunk {chunk[0]} of {chunk[1] or '?'}"
 
 
 # --- runs over all chunks -------------------------------------------------------------------------------

@@ -412,7 +412,8 @@ class _DagPlanner:
     ) -> None:
         self.dag_id, self.queue, self.policy, self.world = dag_id, queue, policy, world
         self.obs = obs or DagObservation(dag_id, None)
-        self.bound = {b.backfill_id for b in world.bindings.values() if b.backfill_id is not None}
+        # every backfill a spec owns (a chunked spec owns all its chunks), never another spec's to adopt
+        self.bound = {i for b in world.bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
         self.taken: set[int] = set(self.bound)
         self.findings: list[Finding] = []
         self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
@@ -480,11 +481,19 @@ class _DagPlanner:
 
     def _chunked(self, spec: BackfillSpec, binding: Binding, progress: Progress) -> Item:
         """A chunked spec: its pending chunk, its active chunk, or what comes after a finished one."""
-        if progress.pending is not None:
-            adopted = self._pending_chunk(spec, progress, progress.pending)
-            if adopted is not None:
-                return adopted
-            progress = replace(progress, pending=None)  # never created: planned again from a new dry run
+        pending = progress.pending
+        if pending is not None:
+            adopted = self._pending_chunk(spec, progress, pending)
+            if adopted is not None and adopted.backfill_id is not None:
+                return self._with_chunks(spec, adopted, progress, adopted.backfill_id)
+            progress = replace(progress, pending=None)  # not in Airflow: planned again from a new dry run
+        item = self._chunk_step(spec, binding, progress)
+        if pending is not None and item.kind is not Kind.CREATE and item.progress is not None:
+            # until a new create replaces it, the unanswered one stays pending: if it lands late, it is adopted
+            item = replace(item, progress=replace(item.progress, pending=pending))
+        return item
+
+    def _chunk_step(self, spec: BackfillSpec, binding: Binding, progress: Progress) -> Item:
         current = self._backfill(binding.backfill_id) if binding.backfill_id is not None else None
         if current is None and binding.backfill_id is not None:
             return self._bound(spec, binding)  # its backfill is gone: blocked, as for any spec
@@ -495,15 +504,17 @@ class _DagPlanner:
             if current is not None:
                 progress = progress.finished(current.id, runs)
             item = self._between_chunks(spec, binding, progress, current)
-        item_progress = item.progress or progress
-        everything = all_runs(item_progress, {current.id: runs} if current is not None else {})
-        count = chunk_count(spec, self.policy, item_progress)
-        index = len(item_progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        return self._with_chunks(spec, item, progress, None if current is None else current.id)
+
+    def _with_chunks(self, spec: BackfillSpec, item: Item, progress: Progress, current: int | None) -> Item:
+        """The item with the spec's progress, its runs over every chunk, and which chunk of how many it is on."""
+        progress = item.progress or progress
+        observed = {} if current is None else {current: self.obs.runs.get(current, RunSummary({}))}
+        count = chunk_count(spec, self.policy, progress)
+        index = len(progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
+        index = max(index, 1)
         return replace(
-            item,
-            runs=everything,
-            progress=item_progress,
-            chunk=(max(index, 1), max(count, index, 1)),
+            item, runs=all_runs(progress, observed), progress=progress, chunk=(index, max(count, index) if count else 0)
         )
 
     def _pending_chunk(self, spec: BackfillSpec, progress: Progress, pending: Slice) -> Item | None:
@@ -540,41 +551,42 @@ class _DagPlanner:
         if after.halted is not None:
             kind = Kind.NOOP if current.is_paused else Kind.PAUSE
             return _item(spec, kind, Phase.HALTED, after.halted, guard=HALT, progress=after, **base)
-        if progress.halted is not None:  # a new `resume` value ends the halt
-            kind = Kind.UNPAUSE if current.is_paused else Kind.NOOP
-            return _item(spec, kind, Phase.RUNNING, f"resumed: {spec.resume}", guard=HALT, progress=after, **base)
+        if progress.halted is not None:  # a new `resume` value ends the halt; a window or freeze may still hold it
+            steered = self._steer(spec, current, binding.applied_state, HALT)
+            if steered.kind is Kind.UNPAUSE:
+                steered = replace(steered, reason=f"resumed: {spec.resume}")
+            return replace(steered, progress=after)
         return replace(self._bound(spec, binding), progress=after)
 
     def _between_chunks(self, spec: BackfillSpec, binding: Binding, progress: Progress, last: Backfill | None) -> Item:
         """Its last chunk finished: the outcome, a halt, the canary's wait, or the next chunk."""
         everything = all_runs(progress, {})
         done = len(progress.chunks)
+        if last is not None and _created_nothing(progress, last.id):
+            return replace(self._empty(spec, last), progress=progress)
         if binding.applied_state is DesiredState.CANCELLED or spec.state is DesiredState.CANCELLED:
-            left = max(0, progress.total - progress.created)
-            return _item(
-                spec, Kind.NOOP, Phase.CANCELLED, f"cancelled after {done} chunk(s); {left:,} run(s) not created"
-            )
+            left = "the rest" if progress.uncreated is None else f"{progress.uncreated:,} run(s)"
+            why = f"cancelled after {done} chunk(s); {left} not created"
+            return _item(spec, Kind.NOOP, Phase.CANCELLED, why, progress=progress)
         after = halt(spec, progress, everything)
-        if remaining(spec, after) is None or after.created >= after.total:  # every run the spec counted was created
+        if remaining(spec, after) is None:  # otherwise the next chunk's dry run says whether anything is left
             return self._chunks_done(spec, last, everything, binding.applied_state, after)
-        if after.halted is not None:
-            return _item(spec, Kind.NOOP, Phase.HALTED, after.halted, progress=after)
-        if awaiting_promotion(spec, after):
+        return self._held(spec, after, everything) or self._next_chunk(spec, after, everything, last)
+
+    def _held(self, spec: BackfillSpec, progress: Progress, everything: RunSummary) -> Item | None:
+        """What holds the next chunk back: a halt, the canary's review, or `state: paused` (None: nothing)."""
+        if progress.halted is not None:
+            return _item(spec, Kind.NOOP, Phase.HALTED, progress.halted, progress=progress)
+        if awaiting_promotion(spec, progress) and progress.uncreated != 0:  # a canary that ran every run waits not
             reason = (
                 f"canary chunk finished ({everything.count('success')} succeeded, {everything.count('failed')} failed);"
                 " check its output, then merge `promote: true` to continue"
             )
-            return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=after)
-
+            return _item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress=progress)
         if spec.state is DesiredState.PAUSED:
-            return _item(
-                spec,
-                Kind.NOOP,
-                Phase.PAUSED,
-                f"paused after chunk {done}; set state: active to continue",
-                progress=after,
-            )
-        return self._next_chunk(spec, after, everything, last)
+            why = f"paused after chunk {len(progress.chunks)}; set state: active to continue"
+            return _item(spec, Kind.NOOP, Phase.PAUSED, why, progress=progress)
+        return None
 
     def _chunks_done(
         self, spec: BackfillSpec, last: Backfill | None, everything: RunSummary, applied: str, progress: Progress
@@ -587,6 +599,15 @@ class _DagPlanner:
     def _next_chunk(
         self, spec: BackfillSpec, progress: Progress, everything: RunSummary, last: Backfill | None
     ) -> Item:
+        """The next chunk's create, once the DAG can take it (like a queue head's) and its dry run is known."""
+        blocked = _dag_problem(self.obs.info, self.dag_id)
+        if blocked is not None:
+            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], progress=progress)
+        if self.occupant is not None:  # another backfill holds the DAG's one active slot
+            who, backfill_id = self.occupant
+            return _item(
+                spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who} (backfill #{backfill_id})", progress=progress
+            )
         dry = self.world.dry_runs.get(spec.name)
         if dry is None:
             self.dry_runs_needed.append(spec.name)
@@ -596,7 +617,10 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, progress=progress)
         if not dry.dates:
             return self._chunks_done(spec, last, everything, DesiredState.ACTIVE.value, progress)
-        dates = take(sorted(dry.dates), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
+        return self._create_chunk(spec, progress, dry.dates)
+
+    def _create_chunk(self, spec: BackfillSpec, progress: Progress, left: Sequence[datetime]) -> Item:
+        dates = take(sorted(left), next_size(spec, self.policy, progress), backwards=spec.run_backwards)
         chunk = slice_of(dates, spec.max_active_runs)
         stop, unknown = guard_now(spec, self.policy, self.world)
         if unknown is not None:
@@ -924,15 +948,28 @@ def in_flight_text(item: Item) -> str | None:
 
 def budget_loads(specs: Sequence[BackfillSpec], items: Sequence[Item], policy: Policy) -> tuple[BudgetLoad, ...]:
     """Per budgeted system, the unfinished specs that list it and their max_active_runs."""
-    live = {i.spec for i in items if not i.phase.terminal or i.kind is Kind.CANCEL}  # a cancel still holds runs
+    live = {i.spec: i for i in items if not i.phase.terminal or i.kind is Kind.CANCEL}  # a cancel still holds runs
     return tuple(
         BudgetLoad(
             b.name,
             b.max_active_runs,
-            tuple((s.name, s.max_active_runs) for s in specs if s.name in live and b.name in s.downstream),
+            tuple(
+                (s.name, running_concurrency(live[s.name])) for s in specs if s.name in live and b.name in s.downstream
+            ),
         )
         for b in policy.downstream
     )
+
+
+def running_concurrency(item: Item) -> int:
+    """The max_active_runs its running backfill was created with: a chunked spec's new value applies from
+    its next chunk, so its running chunk keeps (and holds a budget with) the one it had."""
+    spec = item.source
+    assert spec is not None  # only a spec's items hold budgets and have an ETA
+    chunks = item.progress.chunks if item.progress is not None else ()
+    if chunks and chunks[-1].backfill_id == item.backfill_id and chunks[-1].summary is None:
+        return chunks[-1].max_active_runs
+    return spec.max_active_runs
 
 
 def _would_create(item: Item) -> bool:
@@ -947,7 +984,11 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
         return items
     by_name = {i.spec: i for i in items}
     claim = {s.name: Claim(s.name, s.downstream, s.max_active_runs) for s in specs}
-    holding = [claim[i.spec] for i in items if i.spec in claim and _holds_budget(i)]
+    holding = [
+        replace(claim[i.spec], max_active_runs=running_concurrency(i))
+        for i in items
+        if i.spec in claim and _holds_budget(i)
+    ]
     asking = [claim[s.name] for s in specs if s.name in by_name and _would_create(by_name[s.name])]
     result = admit(budgets, holding, asking)
     waiting = {name: a for name, a in result.items() if not a.admitted}
@@ -965,6 +1006,12 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
         else i
         for i in items
     ]
+
+
+def _created_nothing(progress: Progress, backfill_id: int) -> bool:
+    """The chunk's dry run listed runs, yet its backfill finished without any (apache/airflow#66726)."""
+    chunk = next((c for c in progress.chunks if c.backfill_id == backfill_id), None)
+    return chunk is not None and chunk.runs > 0 and chunk.summary is not None and chunk.summary.total == 0
 
 
 def _waiting(progress: Progress | None) -> Progress | None:
@@ -1026,8 +1073,16 @@ def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Findi
         backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
         if backfill is not None and backfill.active:
             message = f"spec {name} was deleted; backfill #{backfill.id} keeps running (a deleted spec cancels nothing)"
-            findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, backfill.id))
-            items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, backfill.id))
+        elif binding.progress is not None and binding.progress.uncreated != 0:
+            left = binding.progress.uncreated
+            message = (
+                f"spec {name} was deleted after {len(binding.progress.chunks)} chunk(s); "
+                f"{'its other' if left is None else f'{left:,}'} run(s) will not be created (restore the spec to go on)"
+            )
+        else:
+            continue
+        findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, binding.backfill_id))
+        items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, binding.backfill_id))
     return items, findings
 
 

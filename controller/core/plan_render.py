@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from controller.core.chunks import chunk_text
 from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
@@ -59,7 +60,7 @@ def chunks_text(item: Item) -> str:
     if item.chunking is not None and item.runs_to_create is not None:  # set on a first chunk's create only
         return item.chunking.describe(item.runs_to_create)
     if item.chunk is not None:
-        return f"chunk {item.chunk[0]} of {item.chunk[1]}"
+        return chunk_text(item.chunk)
     return ""
 
 

@@ -10,9 +10,9 @@ from typing import Any
 from controller.core.audit import AuditRecord
 from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
-from controller.core.chunks import Progress
+from controller.core.chunks import Progress, chunk_text
 from controller.core.model import RunSummary
-from controller.core.plan import Item, Plan
+from controller.core.plan import Item, Plan, running_concurrency
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -66,9 +66,9 @@ def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
 def _row(item: Item, binding: Binding | None) -> StatusRow:
     runs = item.runs or (binding.runs if binding else None) or RunSummary({})
     running, queued = runs.count("running"), runs.count("queued")
-    mar = item.source.max_active_runs if item.source is not None else 1
+    mar = running_concurrency(item) if item.source is not None else 1
     progress = item.progress or (binding.progress if binding else None)
-    uncreated = max(0, progress.total - progress.created) if progress is not None else 0
+    uncreated = (progress.uncreated or 0) if progress is not None else 0
     left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
     mean = runs.mean_duration
     eta = None if mean is None or not left else math.ceil(left / mar) * mean
@@ -83,7 +83,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         queued,
         runs.total,
         eta,
-        item.reason if item.chunk is None else f"chunk {item.chunk[0]} of {item.chunk[1]}; {item.reason}",
+        item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
         item.chunk,
         progress.ids if progress is not None else (),
     )
@@ -109,6 +109,7 @@ def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) 
                 runs.total,
                 None,
                 f"(stored {binding.updated_at if binding else '-'}) {reason}",
+                backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
             )
         )
     return rows

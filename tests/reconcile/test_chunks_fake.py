@@ -5,6 +5,7 @@ tests/reconcile/test_chunks_real.py."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from controller.core.model import BackfillRequest
 from controller.core.plan import Kind
 from controller.core.plan_render import plan_text
 from controller.core.status import report_json, status_rows
@@ -317,7 +319,8 @@ def test_a_lost_chunk_answer_is_recovered_not_repeated(bench: Bench) -> None:
     result = bench.run()
     assert [(i.kind.value, o) for i, o in result.applied] == [("create", "recovered-after-ambiguous")]
     binding = bench.store.binding("lost")
-    assert binding is not None and binding.progress is not None
+    assert binding is not None
+    assert binding.progress is not None
     assert (binding.backfill_id, binding.progress.ids, binding.progress.pending) == (2, (1, 2), None)
     assert bench.phases(bench.until_terminal()) == {"lost": "Succeeded"}
     assert len(fake(bench).backfills) == 2
@@ -394,3 +397,200 @@ def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(
     started = bench.run()
     assert [(i.spec, i.kind.value, i.chunk, o) for i, o in started.applied] == [("b-ch", "create", (1, 2), "created")]
     assert bench.phases(bench.until_terminal()) == {"a-hold": "Succeeded", "b-ch": "Succeeded"}
+
+
+def test_after_a_lost_store_a_chunked_spec_waits_for_its_old_chunk_then_runs_no_date_twice(
+    bench: Bench, tmp_path: Path
+) -> None:
+    """The chunks' boundaries were in the store: the active chunk is reported unmanaged and blocks the DAG (never
+    a second backfill beside it); with reprocess none the spec then runs only the dates no chunk ran."""
+    bench.spec("gone", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
+    fake(bench).scheduler_running = False
+    assert [o for _, o in bench.run().applied] == ["created"]
+    bench.store.close()
+    (tmp_path / "state.db").unlink()
+    bench.store = type(bench.store)(bench.store_url)
+    blocked = bench.run()
+    assert blocked.applied == []
+    assert [(i.kind.value, i.reason) for i in blocked.current.items] == [
+        ("wait", "queued behind unmanaged backfill #1 (backfill #1)")
+    ]
+    assert [f.kind.value for f in blocked.current.findings] == ["unmanaged"]
+    fake(bench).scheduler_running = True
+    drain(bench)
+    assert bench.phases(bench.until_terminal()) == {"gone": "Succeeded"}
+    assert [(f, t) for _, f, t, _ in ranges(bench)] == [
+        ("2025-01-01T00:00:00Z", "2025-01-01T11:00:00Z"),
+        ("2025-01-01T12:00:00Z", "2025-01-01T23:00:00Z"),
+        ("2025-01-02T00:00:00Z", "2025-01-02T11:00:00Z"),
+        ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z"),
+    ]
+    assert len(fake(bench).runs) == 48  # one run per date: none ran twice
+
+
+def test_the_next_chunk_waits_behind_a_backfill_started_by_hand_between_chunks(bench: Bench) -> None:
+    bench.spec("hand", mar=4, execution="{chunk_runs: 24}", **HOURLY_2_DAYS)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    fake(bench).scheduler_running = False
+    with bench.client() as client:  # someone runs `airflow backfill create` between two chunks
+        other = client.create(
+            BackfillRequest("demo_hourly", parse("2024-06-01T00:00:00Z"), parse("2024-06-01T05:00:00Z"))
+        )
+    waiting = bench.run()
+    assert waiting.applied == []
+    (item,) = waiting.current.items
+    assert (item.kind.value, item.phase.value, item.reason) == (
+        "wait",
+        "Queued",
+        f"queued behind unmanaged backfill #{other.id} (backfill #{other.id})",
+    )
+    assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 2  # chunk 1 and the hand's: no 409
+    fake(bench).scheduler_running = True
+    drain(bench)
+    assert [(i.kind.value, i.chunk, o) for i, o in bench.run().applied] == [("create", (2, 2), "created")]
+
+
+# --- found in review: each failed before its fix ---------------------------------------------------------------
+
+
+def ran_dates(bench: Bench) -> list[str]:
+    """Every date each backfill ran or re-ran (ground truth), one entry per backfill."""
+    return sorted(d.isoformat() for bid in fake(bench).backfills for d in fake(bench).outcome(bid))
+
+
+def test_a_chunk_that_created_no_runs_blocks_instead_of_counting_as_done(bench: Bench) -> None:
+    """apache/airflow#66726: the create answered 500 after the backfill row, before any run; its dates never ran."""
+    bench.spec("orph", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+
+    def orphan(request: httpx.Request) -> httpx.Response:
+        fake(bench).create_orphan(json.loads(request.content))
+        return httpx.Response(500, content=b"")
+
+    for _ in range(4):  # outlasts the client's retries
+        fake(bench).fault("POST", "/api/v2/backfills", orphan)
+    assert [o for _, o in bench.run().applied] == ["recovered-after-ambiguous"]
+    drain(bench)
+    result = bench.run()
+    (item,) = result.current.items
+    assert (item.kind.value, item.phase.value, item.backfill_id) == ("blocked", "Blocked", 2)
+    assert item.reason.startswith("backfill #2 completed without any DAG run although its dry run listed runs")
+    assert [f.kind.value for f in result.current.findings] == ["orphan-suspected"]
+    assert len(fake(bench).backfills) == 2
+
+
+def test_a_chunk_created_after_the_controller_gave_up_is_adopted_not_run_again(bench: Bench) -> None:
+    bench.spec("late", mar=4, reprocess="completed", execution="{chunk_runs: 24}", **HOURLY_2_DAYS)
+    landed: list[dict[str, Any]] = []
+
+    def slow(request: httpx.Request) -> BaseException:
+        landed.append(json.loads(request.content))  # the server keeps working on it (Airflow: 105 s for a year)
+        return httpx.ReadTimeout("slow", request=request)
+
+    for _ in range(12):  # every attempt times out before the row is visible
+        fake(bench).fault("POST", "/api/v2/backfills", slow)
+    first = bench.run()
+    assert [o for _, o in first.applied] == ["rejected"]
+    assert first.errors == [
+        f"{bench.specs / 'late.yaml'}: late: gave up after ambiguous answers; no backfill was seen (one created late "
+        "is adopted on a later pass)"
+    ]
+    fake(bench).faults.clear()
+    fake(bench)._create(landed[0])  # the first attempt commits after all
+    adopted = bench.run()
+    assert [(i.kind.value, i.reason) for i in adopted.plan.items] == [
+        ("adopt", "adopt chunk backfill #1 (created, answer lost)")
+    ]
+    assert bench.phases(bench.until_terminal(wait=lambda: drain(bench))) == {"late": "Succeeded"}
+    dates = ran_dates(bench)
+    assert (len(dates), len(set(dates))) == (48, 48)  # every date once
+    assert len(fake(bench).backfills) == 2
+
+
+def test_a_new_resume_value_in_a_freeze_ends_the_halt_but_not_the_pause(bench: Bench) -> None:
+    halting(bench)
+    fake(bench).scheduler_running = False
+    assert [o for _, o in bench.run().applied] == ["created"]
+    for state in ("failed", "success", "failed", "success", "failed"):
+        run_one(bench, 1, state)
+    assert [(i.kind.value, i.phase.value) for i, _ in bench.run().applied] == [("pause", "Halted")]
+    bench.policy(
+        """\
+        version: 1
+        freeze:
+          - {from: "2000-01-01T00:00:00Z", to: "2999-01-01T00:00:00Z", reason: "year-end close"}
+        """
+    )
+    halting(bench, resume='"CHG-9 fixed"')
+    held = bench.run()
+    assert held.applied == []
+    (item,) = held.current.items
+    assert (item.phase.value, item.guard) == ("Paused", "freeze 'year-end close'")
+    assert fake(bench).backfills[1]["is_paused"] is True
+    bench.policy("version: 1\n")
+    resumed = bench.run()
+    assert [(i.kind.value, i.reason, o) for i, o in resumed.applied] == [
+        ("unpause", "resumed: halt no longer applies", "done")
+    ]
+
+
+def test_a_running_chunk_holds_the_budget_with_the_concurrency_it_was_created_with(bench: Bench) -> None:
+    bench.policy(
+        """\
+        version: 1
+        downstream:
+          warehouse: {max_active_runs: 4}
+        """
+    )
+    bench.spec("a-ch", mar=4, execution="{chunk_runs: 24}", downstream="[warehouse]", **HOURLY_2_DAYS)
+    fake(bench).scheduler_running = False
+    assert [(i.spec, o) for i, o in bench.run().applied] == [("a-ch", "created")]
+    bench.spec("a-ch", mar=1, execution="{chunk_runs: 24}", downstream="[warehouse]", **HOURLY_2_DAYS)
+    bench.spec("b-other", mar=3, downstream="[warehouse]")
+    result = bench.run()
+    assert result.applied == []
+    other = next(i for i in result.current.items if i.spec == "b-other")
+    assert (other.kind.value, other.reason) == ("wait", "waiting for warehouse budget (4 of 4 in use by a-ch)")
+    assert [b.as_json()["specs"] for b in result.current.budgets] == [
+        [{"spec": "a-ch", "max_active_runs": 4}, {"spec": "b-other", "max_active_runs": 3}]
+    ]
+
+
+def test_the_next_chunks_come_from_a_new_dry_run_not_from_the_first_count(bench: Bench) -> None:
+    """reprocess failed: 12 dates in flight at plan time (the dry run skips them) fail before the spec gets there."""
+    f = fake(bench)
+    for h in range(12):
+        date = parse(f"2025-01-02T{12 + h:02d}:00:00Z")
+        f.runs[("demo_hourly", date)] = {
+            "dag_run_id": f"manual__{date.isoformat()}",
+            "dag_id": "demo_hourly",
+            "logical_date": date.isoformat().replace("+00:00", "Z"),
+            "state": "running",
+            "start_date": None,
+            "end_date": None,
+            "run_type": "manual",
+            "conf": {},
+        }
+    bench.spec("st", mar=4, reprocess="failed", execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
+    assert [(i.chunk, o) for i, o in bench.run().applied] == [((1, 3), "created")]
+    for run in f.runs.values():
+        if run["run_type"] == "manual":
+            run["state"] = "failed"
+    assert bench.phases(bench.until_terminal(wait=lambda: drain(bench))) == {"st": "Succeeded"}
+    assert [r["state"] for r in f.runs.values() if r["state"] != "success"] == []
+    assert [(f_, t) for _, f_, t, _ in ranges(bench)][-1] == ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z")
+
+
+def test_a_chunked_spec_deleted_between_chunks_is_reported_orphaned(bench: Bench) -> None:
+    path = bench.spec("del", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    path.unlink()
+    result = bench.run()
+    message = "spec del was deleted after 2 chunk(s); 24 run(s) will not be created (restore the spec to go on)"
+    assert [(f.kind.value, f.message) for f in result.current.findings] == [("orphaned", message)]
+    assert [(i.spec, i.phase.value) for i in result.current.items] == [("del", "Orphaned")]
