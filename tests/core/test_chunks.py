@@ -21,6 +21,7 @@ from controller.core.chunks import (
     all_runs,
     awaiting_promotion,
     chunk_count,
+    chunk_text,
     chunking,
     combined,
     finished_and_failed,
@@ -585,3 +586,63 @@ def test_sub_ranges_cover_the_range_once_in_either_direction() -> None:
         assert ordered[-1][1] == H24
         assert all(a[1] + TICK == b[0] for a, b in itertools.pairwise(ordered))
         assert pieces == (ordered[::-1] if backwards else ordered)
+
+
+# --- a progress whose total is not known (a store rebuilt from Airflow) --------------------------------------
+
+
+def test_uncreated() -> None:
+    assert Progress(10, (chunk(1, 0, 3),)).uncreated == 6
+    assert Progress(10).uncreated == 10
+    assert Progress(3, (chunk(1, 0, 3),)).uncreated == 0  # never below zero
+    assert Progress(4, (chunk(1, 0, 3),)).uncreated == 0
+    assert Progress(None, (chunk(1, 0, 3),)).uncreated is None
+
+
+def test_an_unknown_total_round_trips() -> None:
+    progress = Progress(None, (chunk(1, 0, 3),))
+    assert progress.as_json()["total"] is None
+    assert Progress.from_json(progress.as_json()) == progress
+    assert Progress.from_json({"chunks": []}) == Progress(None)
+
+
+@pytest.mark.parametrize(
+    ("execution", "progress", "size"),
+    [
+        (None, Progress(None, (chunk(1, 0, 30),)), 16),  # 31 created: above the policy threshold
+        (None, Progress(None, (chunk(1, 0, 29),)), None),
+        (Execution(chunk_runs=5, canary_runs=2), Progress(None), 2),
+    ],
+)
+def test_next_size_without_a_total_counts_what_was_created(
+    execution: Execution | None, progress: Progress, size: int | None
+) -> None:
+    assert next_size(spec(execution=execution), POLICY, progress) == size
+
+
+@pytest.mark.parametrize(
+    ("execution", "progress", "count"),
+    [
+        (Execution(chunk_runs=12), Progress(None, (chunk(1, 0, 11),)), 0),  # not known
+        (Execution(chunk_runs=20, canary_runs=4), Progress(48), 4),  # no chunk yet: the canary, then 20, 20, 4
+        (Execution(chunk_runs=20, canary_runs=4), Progress(4), 1),
+        (Execution(chunk_runs=20, canary_runs=50), Progress(48), 1),
+        (Execution(canary_runs=4), Progress(48), 2),
+        (Execution(chunk_runs=20, canary_runs=4), Progress(0), 0),
+    ],
+)
+def test_chunk_count_without_chunks_or_total(execution: Execution, progress: Progress, count: int) -> None:
+    assert chunk_count(spec(execution=execution), Policy(), progress) == count
+
+
+def test_chunk_count_by_the_policy_default_over_the_whole_count() -> None:
+    assert chunk_count(spec(), POLICY, Progress(40, (chunk(1, 0, 15),))) == 3  # 16, then 16 and 8
+    assert chunk_count(spec(), POLICY, Progress(40)) == 3
+    assert chunk_count(spec(), POLICY, Progress(30, (chunk(1, 0, 15),))) == 2  # not above 30: the rest at once
+
+
+@pytest.mark.parametrize(
+    ("pair", "text"), [((3, 7), "chunk 3 of 7"), ((3, 0), "chunk 3 of ?"), ((1, 1), "chunk 1 of 1")]
+)
+def test_chunk_text(pair: tuple[int, int], text: str) -> None:
+    assert chunk_text(pair) == text

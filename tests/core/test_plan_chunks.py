@@ -80,7 +80,8 @@ def airflow(
 
 
 def bound(progress: Progress, backfill_id: int | None, applied: str = "active", name: str = "s") -> Binding:
-    return Binding(name, "d", backfill_id, Phase.RUNNING, DesiredState(applied), progress=progress)
+    owned = progress.ids if backfill_id is None or backfill_id in progress.ids else (*progress.ids, backfill_id)
+    return Binding(name, "d", backfill_id, Phase.RUNNING, DesiredState(applied), backfills=owned, progress=progress)
 
 
 def world(
@@ -276,7 +277,7 @@ HELD = Progress(10, (chunk(1, 0, 4),), halted=halted(2, 5, 40), resumed="r0")
         (
             False,
             "r1",
-            ("noop", "Running", "resumed: r1", 1),
+            ("noop", "Running", "in sync", 1),  # never paused: nothing to resume
             replace(HELD, halted=None, resumed="r1", base_finished=5, base_failed=2),
         ),
     ],
@@ -284,11 +285,30 @@ HELD = Progress(10, (chunk(1, 0, 4),), halted=halted(2, 5, 40), resumed="r0")
 def test_a_halted_chunk_holds_until_a_new_resume_value(
     paused: bool, resume: str | None, expected: tuple[str, str, str, int], progress: Progress
 ) -> None:
-    w = world(airflow(1, 0, 4, paused=paused), progress=HELD, backfill_id=1, runs_of={1: runs(success=3, failed=2)})
+    w = world(
+        airflow(1, 0, 4, paused=paused), progress=HELD, backfill_id=1, runs_of={1: runs(success=3, failed=2, queued=1)}
+    )
     item = one(make_plan([ten(execution=HALTING, resume=resume)], Policy(), w))
     assert row(item) == expected
-    assert item.guard == "halt"
+    assert item.guard == (None if expected[2] == "in sync" else "halt")
     assert item.progress == progress
+
+
+def test_a_resume_inside_a_freeze_ends_the_halt_not_the_pause() -> None:
+    freeze = Freeze(T0 - DAY, T0 + DAY, "close")
+    w = world(
+        airflow(1, 0, 4, paused=True),
+        progress=HELD,
+        backfill_id=1,
+        runs_of={1: runs(success=3, failed=2, queued=1)},
+        now=T0,
+    )
+    item = one(make_plan([ten(execution=HALTING, resume="r1")], Policy(freezes=(freeze,)), w))
+    assert row(item) == ("noop", "Paused", "paused by freeze 'close' until 2026-11-02T00:00:00Z", 1)
+    assert item.guard == "freeze 'close'"
+    assert item.progress == replace(HELD, halted=None, resumed="r1", base_finished=5, base_failed=2)
+    item = one(make_plan([ten(execution=HALTING, resume="r1")], Policy(), replace(w, now=T0 + 2 * DAY)))
+    assert row(item) == ("unpause", "Running", "resumed: r1", 1)
 
 
 def test_after_a_resume_only_new_failures_count() -> None:
@@ -524,7 +544,7 @@ def test_paused_between_chunks() -> None:
     assert (item.progress, plan.dry_runs_needed) == (DONE_FIRST, ())
 
 
-def test_every_counted_run_created_is_the_outcome_even_with_range_left() -> None:
+def test_a_halt_holds_even_when_every_counted_run_was_created() -> None:
     progress = Progress(8, (chunk(1, 0, 3, runs(success=4)), chunk(2, 4, 7)))
     w = world(
         airflow(1, 0, 3, active=False),
@@ -536,20 +556,24 @@ def test_every_counted_run_created_is_the_outcome_even_with_range_left() -> None
     )
     plan = make_plan([ten(execution=HALTING)], Policy(), w)
     item = one(plan)
-    assert (item.kind, item.phase, item.backfill_id) == (Kind.NOOP, Phase.COMPLETED_WITH_FAILURES, 2)
     why = "halted: 2 of 8 finished runs failed (25% > 20%); fix the cause, then set a new `resume` value"
-    assert item.progress == replace(progress.finished(2, runs(success=2, failed=2)), halted=why)  # the outcome wins
+    assert row(item) == ("noop", "Halted", why, None)
+    assert item.progress == replace(progress.finished(2, runs(success=2, failed=2)), halted=why)
     assert (item.chunk, plan.dry_runs_needed) == ((2, 2), ())
 
 
-def test_more_created_than_counted_is_the_outcome() -> None:
+def test_more_created_than_counted_asks_the_dry_run_whether_anything_is_left() -> None:
     w = world(
         airflow(1, 0, 3, active=False),
         progress=Progress(3, (chunk(1, 0, 3),)),
         backfill_id=1,
         runs_of={1: runs(success=4)},
     )
-    assert row(one(make_plan([ten()], Policy(), w))) == ("noop", "Succeeded", "4 run(s) succeeded", 1)
+    plan = make_plan([ten()], Policy(), w)
+    assert row(one(plan)) == ("wait", "Pending", "awaiting dry run", None)
+    assert (one(plan).chunk, plan.dry_runs_needed) == ((1, 1), ("s",))
+    done = one(make_plan([ten()], Policy(), replace(w, dry_runs={"s": DryRun()})))
+    assert row(done) == ("noop", "Succeeded", "4 run(s) succeeded", 1)
 
 
 def test_a_canary_that_was_every_run_needs_no_promotion() -> None:
@@ -559,7 +583,9 @@ def test_a_canary_that_was_every_run_needs_no_promotion() -> None:
         backfill_id=1,
         runs_of={1: runs(success=2)},
     )
-    assert row(one(make_plan([ten(execution=CANARY)], Policy(), w))) == ("noop", "Succeeded", "2 run(s) succeeded", 1)
+    assert row(one(make_plan([ten(execution=CANARY)], Policy(), w))) == ("wait", "Pending", "awaiting dry run", None)
+    done = one(make_plan([ten(execution=CANARY)], Policy(), replace(w, dry_runs={"s": DryRun()})))
+    assert row(done) == ("noop", "Succeeded", "2 run(s) succeeded", 1)
 
 
 def test_one_run_left_is_not_the_outcome() -> None:
@@ -756,25 +782,8 @@ def test_a_pending_chunk_found_in_airflow_is_adopted(intent: datetime | None, wh
     item = one(plan)
     assert row(item) == ("adopt", "Running", f"adopt chunk backfill #2 ({why})", 2)
     assert item.progress == DONE_FIRST.with_chunk(chunk(2, 4, 7))
-    assert item.runs == runs(queued=4)
+    assert (item.chunk, item.runs) == ((2, 3), RunSummary({"success": 4, "queued": 4}))
     assert plan.findings == ()
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="_chunked returns the adoption of a pending chunk before it sets `chunk` and the runs of every chunk: "
-    "the ADOPT item has chunk None and only the adopted chunk's runs (status shows no `chunk k of n` that pass)",
-)
-def test_an_adopted_pending_chunk_says_its_index_and_every_chunks_runs() -> None:
-    w = world(
-        airflow(1, 0, 3, active=False),
-        airflow(2, 4, 7),
-        progress=PENDING,
-        backfill_id=1,
-        runs_of={1: runs(success=4), 2: runs(queued=4)},
-    )
-    item = one(make_plan([ten()], Policy(), w))
-    assert (item.kind, item.chunk, item.runs) == (Kind.ADOPT, (2, 3), RunSummary({"success": 4, "queued": 4}))
 
 
 def test_the_newest_matching_backfill_is_the_pending_chunk() -> None:
@@ -792,18 +801,18 @@ def test_the_newest_matching_backfill_is_the_pending_chunk() -> None:
 @pytest.mark.parametrize(
     "other",
     [
-        airflow(2, 4, 7, mar=3),  # another concurrency
-        airflow(2, 4, 8),  # other dates
-        airflow(2, 3, 7),
-        airflow(2, 4, 7, dag="e"),
+        airflow(2, 4, 7, mar=3, active=False),  # another concurrency
+        airflow(2, 4, 8, active=False),  # other dates
+        airflow(2, 3, 7, active=False),
+        airflow(2, 4, 7, dag="e", active=False),
     ],
 )
 def test_a_backfill_that_is_not_the_pending_chunk_is_not_adopted(other: Backfill) -> None:
     w = world(airflow(1, 0, 3, active=False), other, progress=PENDING, backfill_id=1, runs_of={1: runs(success=4)})
     plan = make_plan([ten()], Policy(), w)
     item = one(plan)
-    assert row(item) == ("wait", "Pending", "awaiting dry run", None)  # never created: planned again
-    assert item.progress == DONE_FIRST
+    assert row(item) == ("wait", "Pending", "awaiting dry run", None)  # not in Airflow: planned again
+    assert item.progress == PENDING  # still pending until a new create replaces it: if it lands late, it is adopted
     assert plan.dry_runs_needed == ("s",)
 
 
@@ -838,7 +847,8 @@ def test_a_backfill_bound_to_another_spec_is_not_the_pending_chunk() -> None:
     )
     other = Binding("t", "d", 2, Phase.RUNNING)
     item = make_plan([ten()], Policy(), replace(w, bindings={**w.bindings, "t": other})).items[0]
-    assert row(item) == ("wait", "Pending", "awaiting dry run", None)
+    assert row(item) == ("wait", "Queued", "queued behind t (backfill #2)", None)
+    assert item.progress == PENDING
 
 
 def test_a_lost_first_chunk_is_planned_again() -> None:
@@ -846,7 +856,7 @@ def test_a_lost_first_chunk_is_planned_again() -> None:
     plan = make_plan([ten()], Policy(), world(progress=progress, intent=T0))
     item = one(plan)
     assert row(item) == ("wait", "Pending", "awaiting dry run", None)
-    assert (item.progress, item.chunk, plan.dry_runs_needed) == (Progress(10), (1, 3), ("s",))
+    assert (item.progress, item.chunk, plan.dry_runs_needed) == (progress, (1, 3), ("s",))
     item = one(make_plan([ten()], Policy(), world(progress=progress, intent=T0, dry=days(0, 9))))
     assert row(item) == ("create", "Pending", "chunk 1: 4 run(s)", None)
     assert (item.progress, item.chunk) == (progress, (1, 3))
@@ -861,11 +871,6 @@ def test_a_lost_first_chunk_with_nothing_left_to_run() -> None:
     assert row(item) == ("noop", "Succeeded", "nothing to reprocess", None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chunk_count sizes the runs left by the canary while no chunk exists: a lost canary create planned again "
-    "says chunk (1, 5) where the first plan said (1, 3)",
-)
 def test_a_lost_canary_is_planned_again_with_the_same_chunk_count() -> None:
     progress = Progress(10, pending=Slice(day(0), day(1), 2, 2))
     item = one(make_plan([ten(execution=CANARY)], Policy(), world(progress=progress, dry=days(0, 9))))
@@ -1017,11 +1022,6 @@ def between(**obs: Any) -> Item:
     return one(make_plan([ten()], Policy(), replace(w, observations={"d": replace(w.observations["d"], **obs)})))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_next_chunk never looks at the DAG's occupant: an unmanaged active backfill holds the DAG's one slot, "
-    "yet the next chunk is planned as a create (Airflow refuses it), where a queue head waits behind it",
-)
 def test_the_next_chunk_waits_behind_an_unmanaged_backfill() -> None:
     w = finished_first(dry=days(4, 9))
     obs = w.observations["d"]
@@ -1029,11 +1029,6 @@ def test_the_next_chunk_waits_behind_an_unmanaged_backfill() -> None:
     assert row(item) == ("wait", "Queued", "queued behind unmanaged backfill #5 (backfill #5)", None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_next_chunk never checks the DAG (_dag_problem): a DAG paused between chunks gets a create whose runs "
-    "wait forever, where a queue head is blocked",
-)
 def test_the_next_chunk_of_a_paused_dag_is_blocked() -> None:
     item = between(info=replace(OK, is_paused=True))
     assert row(item) == (
@@ -1044,11 +1039,6 @@ def test_the_next_chunk_of_a_paused_dag_is_blocked() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_next_chunk never checks the DAG (_dag_problem): a DAG deleted or failing to import between chunks "
-    "still gets a create",
-)
 def test_the_next_chunk_of_a_dag_gone_is_blocked() -> None:
     item = between(info=None)
     assert row(item) == ("blocked", "Blocked", "DAG d does not exist in Airflow", None)
@@ -1097,3 +1087,131 @@ def test_a_backfill_completed_without_runs_of_another_spec_is_not_judged_by_it()
     }
     plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (gone,))}, bindings))
     assert row(plan.items[0]) == ("noop", "Succeeded", "0 run(s) succeeded", 1)
+
+
+# --- review fixes: a chunk without runs, an unknown total, the concurrency a running chunk holds, orphans -------
+
+
+EMPTY_CHUNK = (
+    "backfill #2 completed without any DAG run although its dry run listed runs: Airflow failed half-way through "
+    "creating it (a known fault on SQLite, apache/airflow#66726); cancel it, move Airflow's metadata database to "
+    "PostgreSQL, and add a new spec for the range"
+)
+
+
+def test_a_chunk_that_created_no_runs_blocks() -> None:
+    w = world(
+        airflow(1, 0, 3, active=False), airflow(2, 4, 7, active=False), progress=SECOND, backfill_id=2, dry=days(8, 9)
+    )
+    plan = make_plan([ten()], Policy(), w)
+    item = one(plan)
+    assert row(item) == ("blocked", "Blocked", EMPTY_CHUNK, 2)
+    assert item.error
+    assert item.progress == SECOND.finished(2, RunSummary({}))
+    assert [(f.kind.value, f.spec, f.backfill_id, f.message) for f in plan.findings] == [
+        ("orphan-suspected", "s", 2, EMPTY_CHUNK)
+    ]
+    assert plan.dry_runs_needed == ()
+
+
+def test_a_chunk_of_no_runs_that_listed_none_is_not_blocked() -> None:
+    progress = Progress(10, (chunk(1, 0, 3, runs(success=4)), Chunk(2, day(4), day(7), 0, 2)))
+    w = world(airflow(1, 0, 3, active=False), airflow(2, 4, 7, active=False), progress=progress, backfill_id=2)
+    assert row(one(make_plan([ten()], Policy(), w))) == ("wait", "Pending", "awaiting dry run", None)
+
+
+def test_an_unknown_total_counts_no_chunks_and_cancels_the_rest() -> None:
+    progress = Progress(None, (chunk(1, 0, 3),))
+    w = world(airflow(1, 0, 3, active=False), progress=progress, backfill_id=1, runs_of={1: runs(success=4)})
+    item = one(make_plan([ten()], Policy(), w))
+    assert (item.kind, item.chunk) == (Kind.WAIT, (1, 0))
+    item = one(make_plan([ten(state=DesiredState.CANCELLED)], Policy(), w))
+    assert row(item) == ("noop", "Cancelled", "cancelled after 1 chunk(s); the rest not created", None)
+    assert item.progress == Progress(None, (chunk(1, 0, 3, runs(success=4)),))
+    canary = one(make_plan([ten(execution=CANARY)], Policy(), w))
+    assert (canary.kind, canary.phase) == (Kind.NOOP, Phase.AWAITING_PROMOTION)  # not known to be every run
+
+
+def test_an_unknown_total_creates_the_next_chunk_of_an_unknown_count() -> None:
+    progress = Progress(None, (chunk(1, 0, 3),))
+    w = world(
+        airflow(1, 0, 3, active=False), progress=progress, backfill_id=1, runs_of={1: runs(success=4)}, dry=days(4, 9)
+    )
+    item = one(make_plan([ten()], Policy(), w))
+    assert (item.kind, item.reason, item.chunk) == (Kind.CREATE, "chunk 2: 4 run(s)", (2, 0))  # chunk 2 of ?
+
+
+def test_a_running_chunk_holds_its_budget_with_the_concurrency_it_was_created_with() -> None:
+    s = ten(downstream=("warehouse",), max_active_runs=1)  # lowered after chunk 1 was created with 3
+    other = spec("b", dag="e", downstream=("warehouse",), max_active_runs=2)
+    progress = Progress(10, (chunk(1, 0, 3, mar=3),))
+    w = world(airflow(1, 0, 3, mar=3), progress=progress, backfill_id=1, runs_of={1: runs(running=3)})
+    w = replace(w, observations={**w.observations, "e": DagObservation("e", OK)}, dry_runs={"b": days(0, 6)})
+    plan = make_plan([s, other], Policy(downstream=(Budget("warehouse", 4),)), w)
+    first, second = plan.items
+    assert row(first) == ("noop", "Running", "in sync", 1)
+    assert (second.kind, second.reason) == (Kind.WAIT, "waiting for warehouse budget (3 of 4 in use by s)")
+    assert (
+        plan.budgets[0].as_json()["specs"]
+        if False
+        else [(n, m) for n, m in plan.budgets[0].specs]
+        == [
+            ("s", 3),
+            ("b", 2),
+        ]
+    )
+
+
+def test_a_finished_chunk_holds_with_the_specs_concurrency() -> None:
+    s = ten(downstream=("warehouse",), max_active_runs=1)
+    progress = Progress(10, (chunk(1, 0, 3, mar=3),))
+    w = world(airflow(1, 0, 3, mar=3, active=False), progress=progress, backfill_id=1, runs_of={1: runs(success=4)})
+    plan = make_plan([s], Policy(downstream=(Budget("warehouse", 4),)), w)
+    assert list(plan.budgets[0].specs) == [("s", 1)]
+
+
+@pytest.mark.parametrize(
+    ("progress", "message"),
+    [
+        (FIRST, "spec s was deleted after 1 chunk(s); 6 run(s) will not be created (restore the spec to go on)"),
+        (
+            Progress(None, (chunk(1, 0, 3),)),
+            "spec s was deleted after 1 chunk(s); its other run(s) will not be created (restore the spec to go on)",
+        ),
+        (Progress(4, (chunk(1, 0, 3),)), None),
+    ],
+)
+def test_a_chunked_spec_deleted_between_chunks_is_orphaned(progress: Progress, message: str | None) -> None:
+    w = world(airflow(1, 0, 3, active=False), progress=progress, backfill_id=1)
+    plan = make_plan([], Policy(), w)
+    if message is None:
+        assert (plan.items, plan.findings) == ((), ())
+        return
+    assert [(i.spec, i.kind.value, i.phase.value, i.reason, i.backfill_id) for i in plan.items] == [
+        ("s", "noop", "Orphaned", message, 1)
+    ]
+    assert [(f.kind.value, f.dag_id, f.spec, f.backfill_id, f.message) for f in plan.findings] == [
+        ("orphaned", "d", "s", 1, message)
+    ]
+
+
+def test_a_deleted_chunked_spec_with_its_chunk_running_is_orphaned_as_any_spec() -> None:
+    plan = make_plan([], Policy(), world(airflow(1, 0, 3), progress=FIRST, backfill_id=1))
+    message = "spec s was deleted; backfill #1 keeps running (a deleted spec cancels nothing)"
+    assert [(i.kind.value, i.phase.value, i.reason) for i in plan.items] == [("noop", "Orphaned", message)]
+
+
+def test_an_earlier_chunk_is_never_adopted_by_another_spec() -> None:
+    w = world(
+        airflow(1, 0, 3, active=False),
+        airflow(2, 4, 7),
+        progress=SECOND,
+        backfill_id=2,
+        runs_of={1: runs(success=4), 2: runs(running=4)},
+    )
+    same_range = spec("t", to_date=day(3))  # exactly chunk 1's backfill
+    plan = make_plan([ten(), same_range], Policy(), w)
+    assert [row(i) for i in plan.items] == [
+        ("noop", "Running", "in sync", 2),
+        ("wait", "Queued", "queued behind s (backfill #2)", None),
+    ]
