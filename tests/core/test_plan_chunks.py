@@ -743,6 +743,38 @@ def test_a_resume_between_chunks_keeps_the_resumed_progress(
     assert item.progress == RESUMED
 
 
+@pytest.mark.parametrize(
+    ("observed", "expected", "error"),
+    [
+        (
+            {"info": replace(OK, is_paused=True)},
+            (
+                "blocked",
+                "Blocked",
+                "DAG d is paused: a backfill's runs would wait forever; unpause the DAG first",
+                None,
+            ),
+            False,
+        ),
+        ({"info": None}, ("blocked", "Blocked", "DAG d does not exist in Airflow", None), True),
+        (
+            {"backfills": (airflow(1, 0, 4, active=False), airflow(5, 0, 9))},
+            ("wait", "Queued", "queued behind unmanaged backfill #5 (backfill #5)", None),
+            False,
+        ),
+    ],
+)
+def test_a_resume_between_chunks_keeps_the_resumed_progress_when_the_dag_holds_it(
+    observed: dict[str, Any], expected: tuple[str, str, str, int | None], error: bool
+) -> None:
+    w = resumed_world(dry=days(5, 9))
+    w = replace(w, observations={"d": replace(w.observations["d"], **observed)})
+    item = one(make_plan([ten(execution=HALTING, resume="r1")], Policy(), w))
+    assert row(item) == expected
+    assert item.error is error
+    assert item.progress == RESUMED
+
+
 def test_a_resume_between_chunks_keeps_the_resumed_progress_under_guards() -> None:
     freeze = Freeze(T0 - DAY, T0 + DAY, "close")
     s = ten(execution=HALTING, resume="r1")
@@ -1114,6 +1146,12 @@ def test_a_chunk_that_created_no_runs_blocks() -> None:
     assert plan.dry_runs_needed == ()
 
 
+def test_a_chunk_of_one_listed_run_that_created_none_blocks() -> None:
+    progress = Progress(10, (chunk(1, 0, 3, runs(success=4)), chunk(2, 4, 4)))
+    w = world(airflow(1, 0, 3, active=False), airflow(2, 4, 4, active=False), progress=progress, backfill_id=2)
+    assert one(make_plan([ten()], Policy(), w)).kind is Kind.BLOCKED
+
+
 def test_a_chunk_of_no_runs_that_listed_none_is_not_blocked() -> None:
     progress = Progress(10, (chunk(1, 0, 3, runs(success=4)), Chunk(2, day(4), day(7), 0, 2)))
     w = world(airflow(1, 0, 3, active=False), airflow(2, 4, 7, active=False), progress=progress, backfill_id=2)
@@ -1193,6 +1231,13 @@ def test_a_chunked_spec_deleted_between_chunks_is_orphaned(progress: Progress, m
     assert [(f.kind.value, f.dag_id, f.spec, f.backfill_id, f.message) for f in plan.findings] == [
         ("orphaned", "d", "s", 1, message)
     ]
+
+
+def test_every_deleted_chunked_spec_is_judged() -> None:
+    done = Binding("a", "d", 1, Phase.RUNNING, backfills=(1,), progress=Progress(4, (chunk(1, 0, 3),)))
+    w = world(airflow(1, 0, 3, active=False), airflow(2, 4, 7, active=False), progress=SECOND, backfill_id=2)
+    plan = make_plan([], Policy(), replace(w, bindings={**w.bindings, "a": done}))
+    assert [(i.spec, i.phase.value) for i in plan.items] == [("s", "Orphaned")]
 
 
 def test_a_deleted_chunked_spec_with_its_chunk_running_is_orphaned_as_any_spec() -> None:
