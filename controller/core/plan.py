@@ -629,16 +629,13 @@ class _DagPlanner:
             return _item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, guard=stop.rule, progress=progress)
         self.occupant = (spec.name, 0)
         promoting = bool(spec.execution and spec.execution.canary_runs) and not progress.promoted
-        return _item(
+        return _chunk_create(
             spec,
-            Kind.CREATE,
-            Phase.PENDING,
-            f"chunk {len(progress.chunks) + 1}: {len(dates):,} run(s)",
-            request=request_for(spec, chunk),
-            runs_to_create=len(dates),
+            chunk,
+            progress,
+            runs_to_create=chunk.runs,
             first_date=chunk.first,
             last_date=chunk.last,
-            progress=replace(progress, pending=chunk),
             promoting=promoting,
         )
 
@@ -837,17 +834,7 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, **dates)
         chunk = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), spec.max_active_runs)
         total = len(dry.dates)
-        return _item(
-            spec,
-            Kind.CREATE,
-            Phase.PENDING,
-            f"chunk 1: {chunk.runs:,} run(s)",
-            request=request_for(spec, chunk),
-            progress=Progress(total, pending=chunk),
-            chunk=(1, plan.count(total)),
-            chunking=plan,
-            **dates,
-        )
+        return _chunk_create(spec, chunk, Progress(total), chunk=(1, plan.count(total)), chunking=plan, **dates)
 
     def _unmanaged(self) -> None:
         for backfill in self.obs.backfills:
@@ -1006,6 +993,13 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
         else i
         for i in items
     ]
+
+
+def _chunk_create(spec: BackfillSpec, piece: Slice, progress: Progress, **facts: Any) -> Item:
+    """The create of the spec's next chunk; it stays pending in the progress until Airflow answers."""
+    why = f"chunk {len(progress.chunks) + 1}: {piece.runs:,} run(s)"
+    pending = replace(progress, pending=piece)
+    return _item(spec, Kind.CREATE, Phase.PENDING, why, request=request_for(spec, piece), progress=pending, **facts)
 
 
 def _created_nothing(progress: Progress, backfill_id: int) -> bool:
