@@ -373,6 +373,7 @@ def _recorded_terminal(spec: BackfillSpec, world: World) -> bool:
 
 def _recorded(spec: BackfillSpec, world: World) -> Item:
     binding = world.bindings[spec.name]
+    done = len(binding.progress.chunks) if binding.progress is not None else 0
     return _item(
         spec,
         Kind.NOOP,
@@ -380,6 +381,8 @@ def _recorded(spec: BackfillSpec, world: World) -> Item:
         binding.reason or "finished",
         binding.backfill_id,
         runs=binding.runs or RunSummary({}),
+        progress=binding.progress,
+        chunk=(done, done) if done else None,  # a finished chunked spec ran all its chunks
     )
 
 

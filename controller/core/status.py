@@ -81,7 +81,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         runs.count("failed"),
         running,
         queued,
-        runs.total,
+        runs.total + (0 if item.phase.terminal else uncreated),  # a chunked spec's later chunks count too
         eta,
         item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
         item.chunk,

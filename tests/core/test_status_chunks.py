@@ -56,8 +56,10 @@ def item(
 def test_a_running_chunk_row() -> None:
     runs = summary(success=5, failed=1, running=1, queued=1)
     (row,) = status_rows(Plan((item(runs=runs),)), {})
-    # left: 2 of this chunk and the 12 runs no chunk created yet, 3 at a time (chunk 2's concurrency, not the spec's 1)
-    assert row == StatusRow("s", "d", "Running", 2, 5, 1, 1, 1, 8, 5 * 60.0, "chunk 2 of 5; in sync", (2, 5), (1, 2))
+    # left: 2 of this chunk and the 12 runs no chunk created yet, 3 at a time (chunk 2's concurrency, not the spec's 1);
+    # the total counts those 12 too, so progress is over the whole spec (6 of 20 done)
+    assert row == StatusRow("s", "d", "Running", 2, 5, 1, 1, 1, 20, 5 * 60.0, "chunk 2 of 5; in sync", (2, 5), (1, 2))
+    assert row.progress == 30.0
     assert row.as_json()["chunk"] == {"index": 2, "count": 5}
     assert row.as_json()["backfills"] == [1, 2]
 

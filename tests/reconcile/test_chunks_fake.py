@@ -117,6 +117,8 @@ def test_chunks_are_created_one_after_another_in_order(bench: Bench) -> None:
         (4, 12, 12, True),
     ]
     assert report["intervals"]["complete"] == 48
+    (later,) = status_rows(bench.run().current, bench.store.bindings())  # the finished spec, from the store
+    assert (later.phase, later.chunk, later.backfills, later.total) == ("Succeeded", (4, 4), (1, 2, 3, 4), 48)
 
 
 def test_backwards_chunks_run_the_newest_first(bench: Bench) -> None:
@@ -289,6 +291,8 @@ def test_a_reconciler_killed_after_a_chunk_create_landed_adopts_it_next_pass(ben
         ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z"),
     ]
     assert count_calls(fake(bench).requests)["POST /api/v2/backfills"] == 4
+    # the adoption closed the intent: the next chunk's create is not preceded by an "abandoned" record
+    assert [e.entry.outcome for e in bench.events("kill") if e.entry.action == "create"].count("abandoned") == 0
     assert bench.store.verify().ok
 
 

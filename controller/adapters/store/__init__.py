@@ -443,11 +443,12 @@ class Store:
                 conn.execute(insert(bindings).values(**values, created_at=now, updated_at=now))
 
     def pending_creates(self) -> dict[str, datetime]:
-        """Specs whose latest create event is an intent without an outcome (a crash or an ambiguous call)."""
+        """Specs whose latest create event is an intent without an outcome (a crash or an ambiguous call); an
+        adoption of what the intent created closes it too (a chunked spec creates again after that)."""
         last: dict[str, tuple[str, str]] = {}
         query = (
             select(audit_events.c.spec_name, audit_events.c.phase, audit_events.c.time)
-            .where(audit_events.c.action == "create")
+            .where(audit_events.c.action.in_(("create", "adopt")))
             .order_by(audit_events.c.seq)
         )
         with self._tx("reading create intents") as conn:
