@@ -1,7 +1,8 @@
 """Progressive execution against the real Apache Airflow 3.3.2 (issue 13): chunks, a canary, a failure halt.
 
-`demo_chunked` (hourly, a task that only prints) and `demo_halting` (hourly, fails every third hour, no
-retries); dates in 2024 so these tests share the session's Airflow with the others. Airflow is sampled by a
+`demo_chunked` (hourly, an EmptyOperator task) and `demo_halting` (hourly, fails every third hour, no
+retries), on dates of their own (a random fortnight and day in 2020–2023), so the tests share a session's
+Airflow with the others and also run again on a kept one. Airflow is sampled by a
 thread (every second) while the passes run, straight through its REST API, not through the controller.
 
 Time: Airflow marks a backfill complete only at a fixed 30 s scheduler tick, and the next chunk waits for
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -225,7 +227,10 @@ def bound_ids(events: list[AuditRecord]) -> list[int]:
 
 # --- 1. two weeks in chunks of 48: a canary, a promotion that raises the concurrency, a killed reconciler ----
 
-FIRST, LAST = datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 14, 23, tzinfo=UTC)  # 336 hourly runs
+# a fortnight of its own on every run, so the test also runs again on an Airflow kept from an earlier session
+# (reprocess none: dates that already ran would leave nothing to do)
+FIRST = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=14 * secrets.randbelow(100))
+LAST = FIRST + timedelta(days=14) - HOUR  # 336 hourly runs
 SPAN = {"dag": "demo_chunked", "start": z(FIRST), "end": z(LAST)}
 EXECUTION = "{chunk_runs: 48, canary_runs: 48}"  # 7 chunks: the canary, then 6 more once promoted
 
@@ -348,7 +353,8 @@ def test_two_weeks_in_chunks_of_48_canary_promotion_and_a_killed_reconciler(benc
 
 # --- 2. a DAG that fails often halts, a new `resume` continues ---------------------------------------
 
-HALT_FIRST, HALT_LAST = datetime(2024, 5, 1, tzinfo=UTC), datetime(2024, 5, 1, 23, tzinfo=UTC)  # 24 runs, 8 fail
+HALT_FIRST = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=secrets.randbelow(1400))  # a day of its own
+HALT_LAST = HALT_FIRST + timedelta(days=1) - HOUR  # 24 runs, 8 fail
 
 
 def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_value_continues(
