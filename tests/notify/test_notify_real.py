@@ -65,19 +65,6 @@ def fresh_range(days: int) -> tuple[date, date]:
     return start, start + timedelta(days=days - 1)
 
 
-def env_for(bench: Bench, **more: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "BACKFILLCTL_AIRFLOW_URL": bench.url,
-        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
-        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
-        "BACKFILLCTL_STORE_URL": bench.store_url,
-        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
-        "BACKFILLCTL_ACTOR": "ci-bot",
-        **more,
-    }
-
-
 def cli(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "controller", *args],
@@ -95,8 +82,7 @@ def test_a_receiver_that_was_down_gets_exactly_what_it_missed_after_restarts_and
     canary = f"canary-{uuid.uuid4().hex}"
     token = f"canary-token-{uuid.uuid4().hex}"
     port = free_port()
-    env = env_for(
-        bench,
+    env = bench.cli_env(
         BACKFILLCTL_AIRFLOW_TOKEN=token,  # refused by Airflow (401): the client logs in with username/password
         BACKFILLCTL_WEBHOOK_ORDERS=f"http://127.0.0.1:{port}/orders/{canary}",
         BACKFILLCTL_WEBHOOK_CHAT=f"http://127.0.0.1:{port}/chat/{canary}?token={canary}",
@@ -229,7 +215,7 @@ def test_metrics_health_status_page_and_the_html_report_in_a_browser(bench: Benc
     proxy = SwitchableProxy(bench.url)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = env_for(bench, BACKFILLCTL_AIRFLOW_URL=proxy.url)
+    env = bench.cli_env(BACKFILLCTL_AIRFLOW_URL=proxy.url)
     slow, flaky = fresh_range(3), fresh_range(6)
     bench.spec("mon-slow", dag="demo_slow", start=str(slow[0]), end=str(slow[1]), mar=1, reprocess="completed")
     bench.spec("mon-flaky", dag="demo_flaky", start=str(flaky[0]), end=str(flaky[1]), mar=3, reprocess="completed")
@@ -280,7 +266,7 @@ def test_metrics_health_status_page_and_the_html_report_in_a_browser(bench: Benc
 
         # the change record of the finished spec: six days, three failed (odd days), three succeeded
         html = tmp_path / "mon-flaky.html"
-        written = cli(env_for(bench), "report", "mon-flaky", "--format", "html", "--output", str(html))
+        written = cli(bench.cli_env(), "report", "mon-flaky", "--format", "html", "--output", str(html))
         assert written.returncode == 0, written.stderr
         dom = dump_dom(html.as_uri())
         assert 'id="heatmap" data-cells="6" data-unit="day"' in dom
@@ -336,7 +322,7 @@ def test_stuck_when_the_dag_is_paused_is_notified_once_with_the_cause(bench: Ben
     bench.policy(POLICY + "  stuck_after_minutes: 1\n")
     first_day, last_day = fresh_range(4)
     bench.spec("stuck-slow", dag="demo_slow", start=str(first_day), end=str(last_day), mar=1, reprocess="completed")
-    env = env_for(bench, BACKFILLCTL_WEBHOOK_ORDERS=f"http://127.0.0.1:{port}/orders")
+    env = bench.cli_env(BACKFILLCTL_WEBHOOK_ORDERS=f"http://127.0.0.1:{port}/orders")
     receiver = WebhookReceiver(port)
     watch = subprocess.Popen(
         [sys.executable, "-m", "controller", "reconcile", "--watch", "--interval", "10"],

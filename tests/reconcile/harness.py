@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -72,6 +73,19 @@ class Bench:
         client = AirflowClient(self.url, username="admin", password=Secret("admin"), transport=transport)
         self.clients.append(client)
         return client
+
+    def cli_env(self, **more: str) -> dict[str, str]:
+        """The environment of a `backfillctl` subprocess on this bench's Airflow, store and specs."""
+        return {
+            **os.environ,
+            "BACKFILLCTL_AIRFLOW_URL": self.url,
+            "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
+            "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
+            "BACKFILLCTL_STORE_URL": self.store_url,
+            "BACKFILLCTL_SPECS_DIR": str(self.specs),
+            "BACKFILLCTL_ACTOR": "ci-bot",
+            **more,
+        }
 
     def settings(self) -> Settings:
         return Settings(specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot")

@@ -14,7 +14,6 @@ EmptyOperator, which the scheduler marks itself, so the two weeks take 7 ticks (
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
 import subprocess
@@ -168,22 +167,10 @@ def phase(result: PassResult, spec: str) -> str:
     return str(item.phase.value)
 
 
-def cli_env(bench: Bench) -> dict[str, str]:
-    return {
-        **os.environ,
-        "BACKFILLCTL_AIRFLOW_URL": bench.url,
-        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
-        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
-        "BACKFILLCTL_STORE_URL": bench.store_url,
-        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
-        "BACKFILLCTL_ACTOR": "ci-bot",
-    }
-
-
 def cli_json(bench: Bench, *args: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "controller", *args, "--format", "json"],
-        env=cli_env(bench),
+        env=bench.cli_env(),
         capture_output=True,
         text=True,
         check=False,
@@ -279,7 +266,7 @@ def test_two_weeks_in_chunks_of_48_canary_promotion_and_a_killed_reconciler(benc
             if not killed and len(airflow.backfills("demo_chunked", FIRST, LAST)) >= 3:
                 crash = subprocess.run(
                     [sys.executable, "-c", KILLED_AFTER_CREATE],
-                    env=cli_env(bench),
+                    env=bench.cli_env(),
                     capture_output=True,
                     text=True,
                     check=False,

@@ -7,7 +7,6 @@ it shares the session's Airflow with the contract tests without interference.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -198,28 +197,16 @@ sys.exit(main(["reconcile", "--once"]))
 """
 
 
-def cli_env(bench: Bench) -> dict[str, str]:
-    return {
-        **os.environ,
-        "BACKFILLCTL_AIRFLOW_URL": bench.url,
-        "BACKFILLCTL_AIRFLOW_USERNAME": "admin",
-        "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
-        "BACKFILLCTL_STORE_URL": bench.store_url,
-        "BACKFILLCTL_SPECS_DIR": str(bench.specs),
-        "BACKFILLCTL_ACTOR": "ci-bot",
-    }
-
-
 def run_cli(bench: Bench, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "controller", *args], env=cli_env(bench), capture_output=True, text=True, check=False
+        [sys.executable, "-m", "controller", *args], env=bench.cli_env(), capture_output=True, text=True, check=False
     )
 
 
 def test_sigkill_between_create_and_outcome_then_adopt(bench: Bench) -> None:
     bench.spec("crash", dag="demo_daily", start="2023-08-01", end="2023-08-03")
     killed = subprocess.run(
-        [sys.executable, "-c", CRASH_AFTER_CREATE], env=cli_env(bench), capture_output=True, text=True, check=False
+        [sys.executable, "-c", CRASH_AFTER_CREATE], env=bench.cli_env(), capture_output=True, text=True, check=False
     )
     assert killed.returncode == -signal.SIGKILL
     assert bench.trail("crash") == [("create", "intent", None)]
@@ -243,7 +230,7 @@ def test_two_reconcilers_one_works_the_other_exits_5(bench: Bench) -> None:
     bench.spec("lease", dag="demo_daily", start="2023-09-01", end="2023-09-02")
     watcher = subprocess.Popen(
         [sys.executable, "-m", "controller", "reconcile", "--watch", "--interval", "60"],
-        env=cli_env(bench),
+        env=bench.cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
