@@ -115,6 +115,12 @@ class Bench:
         return {i.spec: i.phase.value for i in result.current.items}
 
 
+def fake(bench: Bench) -> FakeAirflow:
+    """The bench's fake Airflow (fault-injection tests drive its scheduler and faults by hand)."""
+    assert bench.fake is not None
+    return bench.fake
+
+
 def mutating(requests: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [
         (m, p) for m, p in requests if m in ("POST", "PUT") and p not in ("/auth/token", "/api/v2/backfills/dry_run")

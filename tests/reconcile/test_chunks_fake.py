@@ -6,7 +6,6 @@ tests/reconcile/test_chunks_real.py."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +16,10 @@ from controller.core.model import BackfillRequest
 from controller.core.plan import Kind
 from controller.core.plan_render import plan_text
 from controller.core.status import report_json, status_rows
-from tests.fakes.airflow import FakeAirflow, parse
-from tests.reconcile.harness import Bench, count_calls
+from tests.fakes.airflow import parse
+from tests.reconcile.harness import Bench, count_calls, fake
 
 HOURLY_2_DAYS = {"dag": "demo_hourly", "start": "2025-01-01", "end": "2025-01-02T23:00:00Z"}
-
-
-@pytest.fixture
-def bench(tmp_path: Path) -> Iterator[Bench]:
-    b = Bench(tmp_path, fake=FakeAirflow())
-    yield b
-    b.close()
-
-
-def fake(bench: Bench) -> FakeAirflow:
-    assert bench.fake is not None
-    return bench.fake
 
 
 def ranges(bench: Bench) -> list[tuple[int, str, str, int]]:

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
 import pytest
 
-from tests.fakes.airflow import FakeAirflow
-from tests.reconcile.harness import Bench
+from tests.reconcile.harness import Bench, fake
 
 BRAKE = """\
     version: 1
     scheduler_guard: {pause_when_unhealthy: true}
 """
-
-
-@pytest.fixture
-def bench(tmp_path: Path) -> Iterator[Bench]:
-    b = Bench(tmp_path, fake=FakeAirflow())
-    yield b
-    b.close()
-
-
-def fake(bench: Bench) -> FakeAirflow:
-    assert bench.fake is not None
-    return bench.fake
 
 
 def test_an_unhealthy_scheduler_pauses_and_its_recovery_resumes(bench: Bench) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -20,19 +19,7 @@ from controller.cli import main
 from controller.core.audit import AuditEntry, AuditRecord
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
-from tests.reconcile.harness import Bench, count_calls, mutating
-
-
-@pytest.fixture
-def bench(tmp_path: Path) -> Iterator[Bench]:
-    b = Bench(tmp_path, fake=FakeAirflow())
-    yield b
-    b.close()
-
-
-def fake(bench: Bench) -> FakeAirflow:
-    assert bench.fake is not None
-    return bench.fake
+from tests.reconcile.harness import Bench, count_calls, fake, mutating
 
 
 def test_create_runs_to_succeeded(bench: Bench) -> None:
