@@ -217,7 +217,7 @@ class Applier:
         )
         self.recorder.bind(
             spec,
-            *self._keep(spec),
+            self._last_backfill(spec),
             Phase.QUEUED,
             "another backfill is active on this DAG",
             progress=self._progress(spec) if maybe_landed else self._unasked(spec),
@@ -244,7 +244,7 @@ class Applier:
         )
         # a create that may have landed keeps its pending chunk, so a late backfill is adopted, never run again
         progress = self._progress(spec) if maybe_landed else self._unasked(spec)
-        self.recorder.bind(spec, *self._keep(spec), Phase.BLOCKED, message, progress=progress)
+        self.recorder.bind(spec, self._last_backfill(spec), Phase.BLOCKED, message, progress=progress)
         return Applied(item, "rejected", f"{spec.path}: {spec.name}: {message}")
 
     # --- a chunked spec's bookkeeping ------------------------------------------------------------------------
@@ -268,14 +268,18 @@ class Applier:
         progress = self._progress(spec)
         return None if progress is None else replace(progress, pending=None)
 
-    def _keep(self, spec: BackfillSpec) -> tuple[int | None]:
-        """The backfill a chunked spec keeps when its next chunk's create fails (its last chunk)."""
+    def _last_chunk(self, spec: BackfillSpec) -> Chunk | None:
         progress = self._progress(spec)
-        return (progress.chunks[-1].backfill_id if progress is not None and progress.chunks else None,)
+        return progress.chunks[-1] if progress is not None and progress.chunks else None
+
+    def _last_backfill(self, spec: BackfillSpec) -> int | None:
+        """The backfill a chunked spec keeps when its next chunk's create fails (its last chunk's)."""
+        chunk = self._last_chunk(spec)
+        return None if chunk is None else chunk.backfill_id
 
     def _previous_concurrency(self, spec: BackfillSpec) -> int | None:
-        progress = self._progress(spec)
-        return progress.chunks[-1].max_active_runs if progress is not None and progress.chunks else None
+        chunk = self._last_chunk(spec)
+        return None if chunk is None else chunk.max_active_runs
 
 
 def _chunk_text(item: Item, previous: int | None) -> str:

@@ -247,10 +247,22 @@ def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[st
     )
 
 
+def _settled_chunks(dag_id: str, bindings: Mapping[str, Binding]) -> set[int | None]:
+    """Chunks whose final runs the store keeps (a spec held between chunks reads none of them again)."""
+    return {
+        c.backfill_id
+        for b in bindings.values()
+        if b.dag_id == dag_id and b.progress is not None
+        for c in b.progress.chunks
+        if c.summary is not None
+    }
+
+
 def _runs_wanted(
     dag_id: str, backfills: Sequence[Backfill], specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
 ) -> list[Backfill]:
     bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
+    bound -= _settled_chunks(dag_id, bindings)
     unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
     pending = [r for s in specs if s.dag_id == dag_id and (r := pending_request(s, bindings.get(s.name))) is not None]
     return [

@@ -325,7 +325,7 @@ def sub_range_span(done: int, covered: timedelta, target: int = TARGET_RUNS) -> 
     """The span of the next sub-range of a dry run: aimed at `target` runs from the rate seen so far."""
     if done == 0:
         return covered * 8
-    return max(TICK * 1_000_000, covered * (target / done))
+    return max(timedelta(seconds=1), covered * (target / done))
 
 
 def next_sub_range(

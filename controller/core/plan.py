@@ -500,7 +500,7 @@ class _DagPlanner:
         current = self._backfill(binding.backfill_id) if binding.backfill_id is not None else None
         if current is None and binding.backfill_id is not None:
             return self._bound(spec, binding)  # its backfill is gone: blocked, as for any spec
-        runs = self.obs.runs.get(current.id, RunSummary({})) if current is not None else RunSummary({})
+        runs = self._chunk_runs(progress, current.id) if current is not None else RunSummary({})
         if current is not None and (current.active or runs.unfinished):
             item = self._chunk_running(spec, binding, progress, current, runs)
         else:
@@ -512,13 +512,20 @@ class _DagPlanner:
     def _with_chunks(self, spec: BackfillSpec, item: Item, progress: Progress, current: int | None) -> Item:
         """The item with the spec's progress, its runs over every chunk, and which chunk of how many it is on."""
         progress = item.progress or progress
-        observed = {} if current is None else {current: self.obs.runs.get(current, RunSummary({}))}
+        observed = {} if current is None or current not in self.obs.runs else {current: self.obs.runs[current]}
         count = chunk_count(spec, self.policy, progress)
         index = len(progress.chunks) + (1 if item.kind is Kind.CREATE else 0)
         index = max(index, 1)
         return replace(
             item, runs=all_runs(progress, observed), progress=progress, chunk=(index, max(count, index) if count else 0)
         )
+
+    def _chunk_runs(self, progress: Progress, backfill_id: int) -> RunSummary:
+        """A chunk's runs as observed now, or its final runs as the store keeps them (not read again)."""
+        if backfill_id in self.obs.runs:
+            return self.obs.runs[backfill_id]
+        kept = next((c.summary for c in progress.chunks if c.backfill_id == backfill_id), None)
+        return kept or RunSummary({})
 
     def _pending_chunk(self, spec: BackfillSpec, progress: Progress, pending: Slice) -> Item | None:
         """The chunk whose create had no answer, found in Airflow (created after the intent): adopted."""
@@ -944,18 +951,18 @@ def budget_loads(specs: Sequence[BackfillSpec], items: Sequence[Item], policy: P
             b.name,
             b.max_active_runs,
             tuple(
-                (s.name, running_concurrency(live[s.name])) for s in specs if s.name in live and b.name in s.downstream
+                (s.name, running_concurrency(live[s.name], s))
+                for s in specs
+                if s.name in live and b.name in s.downstream
             ),
         )
         for b in policy.downstream
     )
 
 
-def running_concurrency(item: Item) -> int:
+def running_concurrency(item: Item, spec: BackfillSpec) -> int:
     """The max_active_runs its running backfill was created with: a chunked spec's new value applies from
     its next chunk, so its running chunk keeps (and holds a budget with) the one it had."""
-    spec = item.source
-    assert spec is not None  # only a spec's items hold budgets and have an ETA
     chunks = item.progress.chunks if item.progress is not None else ()
     if chunks and chunks[-1].backfill_id == item.backfill_id and chunks[-1].summary is None:
         return chunks[-1].max_active_runs
@@ -973,9 +980,10 @@ def _admit(items: list[Item], specs: Sequence[BackfillSpec], policy: Policy) -> 
     if not budgets:
         return items
     by_name = {i.spec: i for i in items}
+    by_spec = {s.name: s for s in specs}
     claim = {s.name: Claim(s.name, s.downstream, s.max_active_runs) for s in specs}
     holding = [
-        replace(claim[i.spec], max_active_runs=running_concurrency(i))
+        replace(claim[i.spec], max_active_runs=running_concurrency(i, by_spec[i.spec]))
         for i in items
         if i.spec in claim and _holds_budget(i)
     ]

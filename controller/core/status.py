@@ -66,7 +66,7 @@ def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
 def _row(item: Item, binding: Binding | None) -> StatusRow:
     runs = item.runs or (binding.runs if binding else None) or RunSummary({})
     running, queued = runs.count("running"), runs.count("queued")
-    mar = running_concurrency(item) if item.source is not None else 1
+    mar = running_concurrency(item, item.source) if item.source is not None else 1
     progress = item.progress or (binding.progress if binding else None)
     uncreated = (progress.uncreated or 0) if progress is not None else 0
     left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
