@@ -601,8 +601,13 @@ class _DagPlanner:
     def _chunks_done(
         self, spec: BackfillSpec, last: Backfill | None, everything: RunSummary, applied: str, progress: Progress
     ) -> Item:
-        if last is None:
+        if last is None and not progress.chunks:
             return _item(spec, Kind.NOOP, Phase.SUCCEEDED, "nothing to reprocess", progress=progress)
+        if last is None:  # its last chunk was not observed this pass: the outcome is its chunks' runs
+            phase = Phase.COMPLETED_WITH_FAILURES if everything.count("failed") else Phase.SUCCEEDED
+            return _item(
+                spec, Kind.NOOP, phase, _outcome_reason(phase, everything), _last_id(progress), progress=progress
+            )
         phase = terminal_phase(last, everything, applied)
         return _item(spec, Kind.NOOP, phase, _outcome_reason(phase, everything), last.id, progress=progress)
 
@@ -1011,6 +1016,10 @@ def _chunk_create(spec: BackfillSpec, piece: Slice, progress: Progress, **facts:
     why = f"chunk {len(progress.chunks) + 1}: {piece.runs:,} run(s)"
     pending = replace(progress, pending=piece)
     return _item(spec, Kind.CREATE, Phase.PENDING, why, request=request_for(spec, piece), progress=pending, **facts)
+
+
+def _last_id(progress: Progress) -> int | None:
+    return progress.chunks[-1].backfill_id if progress.chunks else None
 
 
 def _created_nothing(progress: Progress, backfill_id: int) -> bool:

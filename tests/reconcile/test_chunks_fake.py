@@ -12,7 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.core.model import BackfillRequest
+from controller.commands.observe import _runs_wanted
+from controller.core.binding import Binding
+from controller.core.chunks import Chunk, Progress
+from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary
 from controller.core.plan import Kind
 from controller.core.plan_render import plan_text
 from controller.core.status import report_json, status_rows
@@ -585,3 +588,35 @@ def test_a_chunked_spec_deleted_between_chunks_is_reported_orphaned(bench: Bench
     message = "spec del was deleted after 2 chunk(s); 24 run(s) will not be created (restore the spec to go on)"
     assert [(f.kind.value, f.message) for f in result.current.findings] == [("orphaned", message)]
     assert [(i.spec, i.phase.value) for i in result.current.items] == [("del", "Orphaned")]
+
+
+def test_a_halted_spec_that_resumes_with_nothing_left_ends_with_its_chunks_outcome(bench: Bench) -> None:
+    """Chunk 1 ran every date (its range ends past the last one) with failures and halted; after the resume the
+    next dry run lists nothing: the outcome is the chunks' runs, never "nothing to reprocess"."""
+    spec = {"dag": "demo_flaky", "start": "2025-01-01", "end": "2025-01-10T12:00:00Z", "mar": 10}
+    bench.spec("tail", execution="{chunk_runs: 10, halt_on_failure_ratio: 0.2}", **spec)
+    assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    assert bench.phases(bench.run()) == {"tail": "Halted"}
+    bench.spec("tail", execution="{chunk_runs: 10, halt_on_failure_ratio: 0.2}", resume="go", **spec)
+    done = bench.run()
+    (item,) = done.current.items
+    assert (item.phase.value, item.reason, item.backfill_id) == (
+        "CompletedWithFailures",
+        "failed: 2025-01-01, 2025-01-03, 2025-01-05, 2025-01-07, 2025-01-09",
+        1,
+    )
+    assert len(fake(bench).backfills) == 1
+
+
+def test_a_chunk_whose_final_runs_the_store_keeps_is_not_read_again() -> None:
+    chunk = Chunk(1, parse("2025-01-01T00:00:00Z"), parse("2025-01-01T11:00:00Z"), 12, 4, RunSummary({"success": 12}))
+    running = Chunk(2, parse("2025-01-01T12:00:00Z"), parse("2025-01-01T23:00:00Z"), 12, 4)
+    binding = Binding("s", "demo_hourly", 1, Phase.BLOCKED, progress=Progress(48, (chunk,)))
+    later = Binding("t", "demo_hourly", 2, Phase.RUNNING, progress=Progress(48, (running,)))
+    backfills = [
+        Backfill(n, "demo_hourly", c.first, c.last, "none", 4, False, None, c.first, c.last if n == 1 else None)
+        for n, c in ((1, chunk), (2, running))
+    ]
+    wanted = _runs_wanted("demo_hourly", backfills, [], {"s": binding, "t": later})
+    assert [b.id for b in wanted] == [2]
