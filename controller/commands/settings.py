@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.core.audit import key_bytes
 from controller.core.secret import Secret
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
 DEFAULT_AIRFLOW_TIMEOUT = 30.0  # seconds to wait for one Airflow answer (connects give up after 5 s)
+AUDIT_KEY_MIN_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is weaker than the MAC
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +26,7 @@ class Settings:
     airflow_password: Secret | None = None
     actor: str = "unknown"
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
+    audit_key: Secret | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -41,7 +44,21 @@ class Settings:
             airflow_password=Secret(password) if password else None,
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
+            audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
         )
+
+
+def _audit_key(value: str) -> Secret | None:
+    """The chain's HMAC key, taken byte for byte (never stripped); an empty one means no key."""
+    if not value:
+        return None
+    if len(key_bytes(value)) < AUDIT_KEY_MIN_BYTES:
+        raise ConfigError(
+            f"BACKFILLCTL_AUDIT_KEY is shorter than {AUDIT_KEY_MIN_BYTES} bytes",
+            hint="use a random secret of at least 32 bytes, e.g. `python -c 'import secrets; "
+            "print(secrets.token_hex(32))'`, kept in your secret store",
+        )
+    return Secret(value)
 
 
 def _timeout(value: str | None) -> float:
