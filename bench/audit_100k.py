@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python bench/audit_100k.py [--events 100000] [--rounds 3]
 The stores are filled directly (bulk insert of properly chained records; the keyed one with
-BACKFILLCTL_AUDIT_KEY's MAC on each), then every command runs as a whole process, in turn (A B C …). The
+BACKFILLCTL_AUDIT_KEY's MAC on each) by a child process, so that the children timed later do not inherit
+the filler's memory in their peak RSS; then every command runs as a whole process, in turn (A B C …). The
 alternative is what a user would write without backfillctl: `sqlite3 -json` piped into python recomputing
 sha256(prev_hash + canonical JSON) per record (and, keyed, the HMAC). `audit export` is timed too. The table
 shows medians of wall time and CPU (user+sys), and peak RSS. No Airflow needed. (No `--before`: a store at
@@ -93,14 +94,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fill", nargs=3, metavar=("DB", "COUNT", "KEYED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fill:
+        db, count, keyed = args.fill
+        fill(f"sqlite:///{db}", int(count), KEY.encode() if keyed == "keyed" else None)
+        return
     rows: list[list[object]] = []
     load_before = load_note()
     with tempfile.TemporaryDirectory() as tmp:
         for count in (args.events // 10, args.events):
             for keyed in (False, True):
                 db = Path(tmp) / f"state-{count}-{'keyed' if keyed else 'plain'}.db"
-                fill(f"sqlite:///{db}", count, KEY.encode() if keyed else None)
+                run([sys.executable, __file__, "--fill", str(db), str(count), "keyed" if keyed else "plain"])
                 todo = commands(db, keyed)
                 runs = alternate(
                     args.rounds, {name: (lambda _i, c=c, e=e: run(c, env=e)) for name, (c, e) in todo.items()}

