@@ -66,7 +66,8 @@ def test_token_canary_never_appears(tmp_path: Path, command: list[str], echo_ser
     assert run(tmp_path, "store", "migrate").returncode == 0  # read-only commands need an existing store
     result = run(tmp_path, *command, BACKFILLCTL_AIRFLOW_URL=echo_server, BACKFILLCTL_AIRFLOW_TOKEN=CANARY)
     assert result.returncode == 1
-    assert "GET /api/v2/dags -> 403: forbidden; you sent {" in result.stdout + result.stderr
+    assert "refused the credentials (GET /api/v2/dags -> 403): check BACKFILLCTL_AIRFLOW_TOKEN" in result.stderr
+    assert "Airflow said: forbidden; you sent {" in result.stderr
     assert "Bearer [secure]" in result.stdout + result.stderr
     exported = run(tmp_path, "audit", "export", "--format", "jsonl")
     for text in (result.stdout, result.stderr, exported.stdout, exported.stderr):
