@@ -20,6 +20,7 @@ def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
     base = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),  # a crash file lands where a test can read it
         "BACKFILLCTL_SPECS_DIR": str(REPO / "specs"),
         "BACKFILLCTL_STORE_URL": f"sqlite:///{tmp_path}/state.db",
         "BACKFILLCTL_ACTOR": "ci",

@@ -630,14 +630,6 @@ _BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
 
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
-_JSON_TYPES = {
-    "dict": "object",
-    "list": "array",
-    "str": "string",
-    "bool": "boolean",
-    "int": "number",
-    "float": "number",
-}
 
 
 def _printable(text: str, limit: int) -> str:
@@ -654,7 +646,10 @@ def _shape(data: Any) -> str:
 
 
 def _json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value).__name__, "null")
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"), ((int, float), "number")
+    )  # fmt: skip
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 def detail_of(response: httpx.Response, limit: int | None = 256) -> str:

@@ -46,8 +46,8 @@ def secret_parameter(name: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """The URL as it may be shown anywhere: its user information and credential-looking query values as `***`
-    (a user name before a password stays; a lone user name may be a token, so it goes)."""
+    """The URL as it may be shown anywhere: its password and credential-looking query values as `***` (a user
+    name stays, but a lone one in an http(s) URL may be a token: `https://TOKEN@host`)."""
     return _redact_parameters(_redact_userinfo(url))
 
 
@@ -64,6 +64,8 @@ def _redact_userinfo(url: str) -> str:
     if end < 0:
         return url
     user, colon, _ = rest[:end].partition(":")
+    if not colon and not (scheme and scheme[1].lower() in ("http", "https")):
+        return url  # a database's user name alone is an identity, not a secret
     return url[:start] + (f"{user}:{MASK}" if colon else MASK) + rest[end:]
 
 

@@ -275,7 +275,8 @@ def test_invalid_token_without_credentials_fails_fast(
         c.list_backfills("demo_daily")
     assert caught.value.status == 403
     assert str(caught.value) == (
-        f"Airflow at {c.base_url} refused the credentials (GET /api/v2/backfills -> 403): check BACKFILLCTL_AIRFLOW_TOKEN"
+        f"Airflow at {c.base_url} refused the credentials (GET /api/v2/backfills -> 403): "
+        "check BACKFILLCTL_AIRFLOW_TOKEN"
     )
     assert caught.value.detail == "Invalid JWT token"
     assert len(c.calls) == 1

@@ -16,6 +16,7 @@ from controller.core.secret import header_problem, redact_url, redact_urls, secr
         ("http://user:CAN/ARY@host/x", "http://user:***@host/x"),  # an unencoded / cuts the authority short
         ("http://user:CAN?ARY@host", "http://user:***@host"),
         ("postgresql//admin:CANARY@db/x", "postgresql//admin:***@db/x"),  # no scheme: still hidden
+        ("postgresql://app@db/x", "postgresql://app@db/x"),  # a database user alone is not a secret
         (
             "http://h/?token=CANARY&limit=1&API_KEY=CANARY;Pass%77ord=CANARY#access_token=CANARY",
             "http://h/?token=***&limit=1&API_KEY=***;Pass%77ord=***#access_token=***",
