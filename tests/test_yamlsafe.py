@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -39,7 +41,11 @@ def load(text: str) -> tuple[object, list[Diagnostic]]:
         ('a: "true"', {"a": "true"}),
         ("a: !!str 5", {"a": "5"}),
         ("a: [1, b]", {"a": [1, "b"]}),
-        ("a: .inf", {"a": ".inf"}),
+        ("a: '.inf'", {"a": ".inf"}),
+        ("a: 9007199254740991", {"a": 2**53 - 1}),
+        ("a: -9007199254740991", {"a": -(2**53 - 1)}),
+        ("a: 1.7976931348623157e308", {"a": 1.7976931348623157e308}),
+        ('a: "\\U0001F600 \\u00e9"', {"a": "\U0001f600 \u00e9"}),
     ],
 )
 def test_plain_scalars_follow_yaml_1_2_core(text: str, value: object) -> None:
@@ -141,6 +147,7 @@ _YAMLISH = st.lists(
             *("\n  ", "- ", ": ", "---", "...", "!!str ", "!!int ", "! ", "&a ", "*a", "<<: ", "true", "null", "010"),
             *("-010", "0x1", "1.5e3", "? ", '"\\u00e4"', "key: value\n", "a:\n  - 1\n  - 2\n", "'it''s'", "|\n  x\n"),
             *(">-\n  y\n", "|#", "[a, b]", "{k: v}", "\n- ", "%YAML 1.1\n"),
+            *('"\\ud800"', '"\\0"', '"\\udc00": ', ".nan", "-.inf", "1e999", "9007199254740992", "[[[[[[[[[["),
         ]
     ),
     max_size=40,
@@ -161,6 +168,15 @@ def test_the_libyaml_reader_accepts_only_what_the_reference_loader_reads_alike(t
     except (yamlsafe.YamlProblem, yaml.YAMLError) as exc:
         pytest.fail(f"the fast reader accepted {text!r}, the reference loader refuses it: {exc}")
     assert fast == reference
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_YAMLISH)
+def test_whatever_loads_can_be_written_as_strict_json_in_utf_8(text: str) -> None:
+    """The audit chain hashes UTF-8 JSON and Airflow's conf is JSON: no NaN, no infinity, no lone surrogate."""
+    doc, _ = load_document("f.yaml", text.encode())
+    if doc is not None:
+        json.dumps(doc.data, allow_nan=False, ensure_ascii=False).encode()
 
 
 def test_oversized_input_is_refused_without_parsing() -> None:
