@@ -198,6 +198,7 @@ def test_any_text_gives_a_value_or_located_errors(text: str) -> None:
         assert problem.location.line >= 1
         assert problem.location.column >= 1
         assert problem.message
+        assert problem.text().startswith("fuzz.yaml:")
 
 
 @settings(max_examples=200, deadline=None)

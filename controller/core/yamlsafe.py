@@ -175,7 +175,8 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         if getattr(event, "anchor", None) is not None:
             raise _problem("anchors (&name) are not allowed", event.start_mark, "write the value out in full")
         if parent is not None:
-            self._path.append(index if isinstance(index, int) else getattr(index, "value", "?"))
+            key = index.value if isinstance(index, yaml.ScalarNode) else "?"  # "?": a key, or a key not plain
+            self._path.append(index if isinstance(index, int) else key)
         if len(self._path) >= MAX_DEPTH and isinstance(event, yaml.CollectionStartEvent):
             raise _too_deep(event.start_mark, tuple(self._path))
         node = super().compose_node(parent, index)

@@ -341,3 +341,18 @@ def test_nesting_in_block_style_is_bounded_too() -> None:
     assert [(p.message, len(p.location.path), p.location.line) for p in problems] == [
         ("lists and mappings nest more than 64 levels deep", 64, 65)
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("? [a]\n: " + "[" * 70 + "]" * 70, ("?", *[0] * 63)),
+        ("? " + "[" * 70 + "]" * 70 + "\n: 1", ("?", *[0] * 63)),
+    ],
+    ids=["under a complex key", "in a complex key"],
+)
+def test_nesting_under_or_in_a_complex_key_is_located_too(text: str, path: tuple[object, ...]) -> None:
+    _, problems = load_document("f.yaml", text.encode())
+    assert [(p.text().split(": ")[-1], p.location.path) for p in problems] == [
+        ("lists and mappings nest more than 64 levels deep", path)
+    ]
