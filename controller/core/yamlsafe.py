@@ -189,13 +189,15 @@ def _problem(message: str, mark: Any, hint: str | None = None, path: tuple[PathP
     return YamlProblem(message, mark.line + 1, mark.column + 1, hint, path)
 
 
-def _too_deep(mark: Any, path: tuple[PathPart, ...]) -> YamlProblem:
-    return _problem(
-        f"lists and mappings nest more than {MAX_DEPTH} levels deep",
-        mark,
-        f"a spec needs a few levels; flatten the value (the limit, {MAX_DEPTH}, keeps every reader of it bounded)",
-        path,
-    )
+class _TooDeep(YamlProblem):
+    """Nesting past MAX_DEPTH. The fast path says it itself, at the mark and path the reference loader would give:
+    every event before it was ordinary, and PyYAML's scanner is quadratic in flow nesting (0.5 s for 1,000 `[`)."""
+
+
+def _too_deep(mark: Any, path: tuple[PathPart, ...]) -> _TooDeep:
+    message = f"lists and mappings nest more than {MAX_DEPTH} levels deep"
+    hint = f"a spec needs a few levels; flatten the value (the limit, {MAX_DEPTH}, keeps every reader of it bounded)"
+    return _TooDeep(message, mark.line + 1, mark.column + 1, hint, path)
 
 
 def load_document(source: str, raw: bytes) -> tuple[Document | None, list[Diagnostic]]:
@@ -257,6 +259,8 @@ def _compose_fast(source: str, text: str) -> Document | None:
         return None
     try:
         data = _FastLoader(text, marks=False).document()
+    except _TooDeep:
+        raise
     except (_Defer, YamlProblem, yaml.YAMLError):
         return None
     return Document._from_text(source, data, text)
@@ -312,8 +316,10 @@ class _FastLoader:
             if event.style == '"' and _UNSTORABLE.search(event.value):
                 raise _Defer  # only a double-quoted escape writes one; the reference loader says where
             return event.value if tag == _STR else _plain(event.value, mark, path)
-        if (tag is not None and tag != "!" and tag not in _ALLOWED_TAGS) or len(path) >= MAX_DEPTH:
+        if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
             raise _Defer
+        if len(path) >= MAX_DEPTH:
+            raise _too_deep(mark, path)
         if kind is yaml.SequenceStartEvent:
             items: list[Any] = []
             while type(self._parser.peek_event()) is not yaml.SequenceEndEvent:
