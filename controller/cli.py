@@ -11,6 +11,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -65,6 +66,20 @@ def _print_version(value: bool) -> None:
     if value:
         _out(f"backfillctl {__version__}\n")
         raise typer.Exit(0)
+
+
+DAY = 86_400.0
+
+
+def _seconds(low: float, high: float) -> Callable[[float | None], float | None]:
+    """A callback refusing seconds outside [low, high]: infinity, and NaN too (it fails every comparison)."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value:g} is not between {low:.0f} and {high:.0f} seconds")
+        return value
+
+    return check
 
 
 class LogFormat(StrEnum):
@@ -215,7 +230,9 @@ def plan(
 def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
-    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between passes.")] = 30.0,
+    interval: Annotated[
+        float, typer.Option("--interval", callback=_seconds(1, DAY), help="Seconds between passes (1 to 86400).")
+    ] = 30.0,
     until_complete: Annotated[
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
     ] = False,
@@ -224,7 +241,11 @@ def reconcile(
     wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", min=1.0, help="With --until-complete: give up (exit 1) after this many seconds."),
+        typer.Option(
+            "--timeout",
+            callback=_seconds(1, 30 * DAY),
+            help="With --until-complete: give up (exit 1) after this many seconds (1 to 30 days).",
+        ),
     ] = None,
     fail_on_failures: Annotated[
         bool,
@@ -235,7 +256,11 @@ def reconcile(
     ] = False,
     lock_timeout: Annotated[
         float | None,
-        typer.Option("--lock-timeout", min=0.0, help="Wait for the lease at most S seconds, then exit 5."),
+        typer.Option(
+            "--lock-timeout",
+            callback=_seconds(0, DAY),
+            help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
+        ),
     ] = None,
     metrics_port: Annotated[
         int | None,

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from controller.cli import main
+from controller.commands.validate import REVIEWS_MAX_BYTES
 
 SPEC = """version: 1
 name: walk
@@ -132,3 +134,50 @@ def test_validate_says_whose_approval_a_downstream_budget_still_needs(
     assert code == 1
     code, out = gate(capsys, json.dumps([review("bob", "APPROVED", 2), review("wh-oncall", "APPROVED", 3)]))
     assert code == 0, out
+
+
+def test_a_device_or_a_fifo_is_refused_without_reading_it(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/zero was read forever (the file was read whole); a FIFO blocked until a writer came."""
+    os.mkfifo("reviews.fifo")
+    for path in ("/dev/zero", "reviews.fifo"):
+        assert main(["validate", "--pr-reviews", path, "--pr-author", "alice"]) == 1
+        assert capsys.readouterr().out == (
+            f"{path}:1:1: cannot read the reviews file: not a regular file\n"
+            + HINT
+            + "1 error, 0 warnings in 1 file.\n"
+        )
+
+
+def test_a_reviews_file_over_the_bound_is_refused_before_it_is_parsed(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = gate(capsys, json.dumps(PAGE_2) + " " * REVIEWS_MAX_BYTES)
+    assert (code, out) == (
+        1,
+        "reviews.json:1:1: the reviews file is over 16777216 bytes (16 MiB); is this the right file?\n"
+        + HINT
+        + "1 error, 0 warnings in 1 file.\n",
+    )
+    assert gate(capsys, json.dumps(PAGE_2).ljust(REVIEWS_MAX_BYTES))[0] == 0  # exactly at the bound is read
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            json.dumps(PAGE_2) + "\n" + "[" * 100_000 + "]" * 100_000,
+            "reviews.json:2:1: the reviews file nests arrays or objects too deeply to read as JSON\n",
+            id="deep",
+        ),
+        pytest.param(
+            '[{"id": ' + "9" * 5000 + "}]",
+            "reviews.json:1:1: the reviews file holds a number too long to read as JSON\n",
+            id="5000 digits",
+        ),
+    ],
+)
+def test_json_python_cannot_read_is_a_located_error(
+    tree: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    """RecursionError and "Exceeds the limit (4300 digits)" once exited 3."""
+    assert gate(capsys, text) == (1, expected + HINT + "1 error, 0 warnings in 1 file.\n")

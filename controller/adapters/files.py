@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,7 +117,7 @@ def _read(path: Path, root: Path, tree: SpecTree) -> SourceFile | None:
     problem = _unsafe(path, root)
     if problem is None:
         try:
-            return SourceFile(shown, _stem(path), _read_bounded(path), _reread)
+            return SourceFile(shown, _stem(path), read_bounded(path), _reread)
         except OSError as exc:
             problem = f"cannot read the file: {exc.strerror or exc}"
     hint = _HINTS.get(problem, "a spec is a few hundred bytes; is this the right file?")
@@ -138,16 +140,20 @@ def _unsafe(path: Path, root: Path) -> str | None:
     return None
 
 
-def _read_bounded(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        return handle.read(MAX_BYTES + 1)
+def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """At most `limit + 1` bytes (one more than allowed tells the caller the file is too large) of a regular file;
+    a FIFO or a device (/dev/zero) raises OSError before a byte is read: opened without blocking, then checked."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read(limit + 1)
 
 
 def _reread(shown: str) -> bytes | None:
     """A spec file again by its shown path (relative to the working directory, or as given), to place a diagnostic
     found after its bytes were dropped; None when it cannot be read (the validator also compares digests)."""
     try:
-        return _read_bounded(Path(shown))
+        return read_bounded(Path(shown))
     except OSError:
         return None
 
