@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.commands.pr_comment import read_changed
 from controller.core.pr_comment import MARKER
 
 REPO = Path(__file__).resolve().parents[1]
@@ -286,7 +287,7 @@ def test_the_plan_step_plans_without_a_store_and_never_swallows_a_failure(pr: Pa
     assert run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": "0"}).returncode == 0
     calls = [json.loads(line) for line in (tmp_path / "calls").read_text().splitlines()]
     assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 3
-    assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\n"
+    assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\0"  # -z: unquoted, NUL-separated
     assert (tmp_path / "plan.md").read_text() == "partial output\n"
 
     offline = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "", "EXIT": "0"})
@@ -297,6 +298,20 @@ def test_the_plan_step_plans_without_a_store_and_never_swallows_a_failure(pr: Pa
         "Airflow is not configured for this repository (secret BACKFILLCTL_AIRFLOW_URL), so there is no plan:\n"
         "the specs were validated; run counts come from Airflow's dry run once it is configured.\n"
     )
+
+
+def test_the_plan_step_lists_changed_paths_unquoted(pr: Path, tmp_path: Path) -> None:
+    odd = ["specs/équipe/spec-b.yaml", 'specs/a b"c/spec-c.yaml', "specs/new\nline/spec-d.yaml"]
+    for name in odd:
+        (pr / name).parent.mkdir()
+        (pr / name).write_text("name: x\n")
+    git(pr, "add", "-A")
+    git(pr, "commit", "-qm", "odd folders")
+    fake(tmp_path / "bin", "backfillctl", "print('plan')\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "BASE_REF": "main", "RUNNER_TEMP": str(tmp_path)}
+    done = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid"})
+    assert done.returncode == 0, done.stderr
+    assert sorted(read_changed(tmp_path / "changed.txt")) == sorted(odd)
 
 
 FAKE_GH = """import json, os, subprocess, sys

@@ -57,9 +57,10 @@ class GitSource:
         return path.resolve().relative_to(self.root).as_posix()
 
     def _log(self, *args: str) -> str:
+        """`git log -z`: paths NUL-terminated and never quoted (git quotes non-ASCII, quotes, newlines by default)."""
         assert self._repo is not None
         try:
-            return str(self._repo.git.log(*args))
+            return str(self._repo.git.log("-z", *args))
         except git.GitCommandError as exc:
             raise GitError(
                 f"git log failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
@@ -149,16 +150,20 @@ class GitSource:
 
 
 def _blocks(out: str) -> list[tuple[Commit, list[str]]]:
-    blocks = []
-    for block in out.split("\x00")[1:]:
-        header, *names = block.strip().splitlines()
-        sha, timestamp, email, *name = header.split(" ", 3)
-        blocks.append(
-            (
-                Commit(sha, int(timestamp), email.lower(), name[0] if name else ""),
-                [n.strip() for n in names if n.strip()],
-            )
-        )
+    """Parse `git log -z --format=%x00… --name-only`: each commit is an empty token (the %x00), its header, then
+    its paths (the first after a newline); a path is never empty, so an empty token always starts a commit."""
+    blocks: list[tuple[Commit, list[str]]] = []
+    header_next = False
+    for token in out.split("\x00"):
+        if not token:
+            header_next = True
+        elif header_next:
+            sha, timestamp, email, *name = token.strip("\n").split(" ", 3)
+            blocks.append((Commit(sha, int(timestamp), email.lower(), name[0] if name else ""), []))
+            header_next = False
+        elif blocks:
+            paths = blocks[-1][1]
+            paths.append(token[1:] if not paths and token.startswith("\n") else token)
     return blocks
 
 
