@@ -199,6 +199,8 @@ def reviews(tmp: Path, *entries: tuple[str, str, str]) -> Path:
             "state": state,
             "commit_id": sha,
             "submitted_at": f"2026-11-29T10:{i:02d}:00Z",
+            "author_association": "MEMBER",
+            "permission": "write",  # what the workflow adds (collaborators/LOGIN/permission)
         }
         for i, (login, state, sha) in enumerate(entries)
     ]
