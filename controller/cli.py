@@ -201,7 +201,7 @@ def plan(
         Path | None,
         typer.Option(
             "--pr-comment",
-            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff -z --name-only`) first.",
         ),
     ] = None,
 ) -> int:

@@ -36,6 +36,8 @@ def review(login: str, state: str, minute: int) -> dict[str, object]:
         "state": state,
         "commit_id": "f" * 40,
         "submitted_at": f"2026-11-29T10:{minute:02d}:00Z",
+        "author_association": "COLLABORATOR",
+        "permission": "write",
     }
 
 
@@ -181,3 +183,52 @@ def test_json_python_cannot_read_is_a_located_error(
 ) -> None:
     """RecursionError and "Exceeds the limit (4300 digits)" once exited 3."""
     assert gate(capsys, text) == (1, expected + HINT + "1 error, 0 warnings in 1 file.\n")
+
+
+def sock_puppet(**fields: object) -> str:
+    """bob's approval without write access (a policy that does not restrict approvers lets the author name bob)."""
+    entry = {k: v for k, v in review("bob", "APPROVED", 2).items() if k not in ("author_association", "permission")}
+    return json.dumps([{**entry, **fields}])
+
+
+@pytest.mark.parametrize(
+    ("fields", "why", "hint"),
+    [
+        pytest.param(
+            {"author_association": "NONE", "permission": "none"},
+            "their permission on the repository is 'none' (write, maintain or admin needed)",
+            "ask someone with write access to approve, or give bob write access",
+            id="no access",
+        ),
+        pytest.param(
+            {"author_association": "MEMBER", "permission": "read"},
+            "their permission on the repository is 'read' (write, maintain or admin needed)",
+            "ask someone with write access to approve, or give bob write access",
+            id="a member who may only read",
+        ),
+        pytest.param(
+            {"author_association": "NONE"},
+            "the reviews file has no repository permission for them and their author_association is 'NONE', not OWNER",
+            "the workflow step that writes the reviews file adds each reviewer's `permission` (gh api "
+            "repos/OWNER/REPO/collaborators/LOGIN/permission); update it from this repository's backfill-pr.yml "
+            "(docs/ci-trust.md)",
+            id="an older reviews file",
+        ),
+    ],
+)
+def test_an_approval_without_write_access_is_ignored_and_says_why(
+    tree: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, object], why: str, hint: str
+) -> None:
+    assert gate(capsys, sock_puppet(**fields)) == (
+        1,
+        "specs/walk.yaml:11:12: $.approvers: walk: 0 of the 1 approvals this spec needs are present\n"
+        "  hint: every listed approver must approve the pull request in code review\n"
+        f"specs/walk.yaml:11:13: $.approvers[0]: walk: 'bob' approved, but the review is ignored: {why}\n"
+        f"  hint: {hint}\n"
+        "2 errors, 0 warnings in 1 file.\n",
+    )
+
+
+def test_an_older_reviews_file_still_counts_the_owners_approval(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gate(capsys, sock_puppet(author_association="OWNER")) == (0, "OK: 1 spec valid (1 file, 0 warnings).\n")
+    assert gate(capsys, sock_puppet(author_association="OWNER", permission="maintain"))[0] == 0
