@@ -84,6 +84,9 @@ def _root(
     ] = None,
 ) -> None:
     """Declarative, change-managed backfills for Apache Airflow 3."""
+    from controller.adapters.logsetup import install_last_resort
+
+    install_last_resort()
     if log_format is not None:
         from controller.commands.logs import configure_logging
 

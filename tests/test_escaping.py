@@ -13,7 +13,11 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import MappingProxyType
 
@@ -360,3 +364,68 @@ def test_airflow_error_text_never_prints_a_workflow_command(
 def test_a_binding_reason_from_airflow_is_one_line_in_stored_status() -> None:
     binding = Binding("hostile", "d", 1, Phase.BLOCKED, reason=HOSTILE_DETAIL)
     assert_terminal_safe(status_text(stored_rows([hostile_spec("x")], {"hostile": binding})))
+
+
+def test_the_handler_of_last_resort_prints_one_plain_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(logging, "lastResort", logging.lastResort)  # put back after the test
+    logsetup.install_last_resort()
+    alone = logging.Logger("no-handlers")  # no parent: nothing but the last resort handles its records
+    alone.info("not shown")
+    alone.warning("stuck: the scheduler is %s", "ok\n::add-mask::hunter2\r::error::x")
+    assert capsys.readouterr().err == "stuck: the scheduler is ok ::add-mask::hunter2 ::error::x\n"
+
+
+class HostileAirflow(BaseHTTPRequestHandler):
+    """Says it is Airflow 3 (or, at /version-lies, an Airflow whose version is a workflow command), then answers
+    every other request with an error whose text is workflow commands and ANSI escapes."""
+
+    mode = "403"
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/api/v2/version"):
+            version = "2\n::error title=x::y\r::add-mask::z" if self.mode == "version" else "3.3.2"
+            status, answer = 200, {"version": version}
+        else:
+            status, answer = int(self.mode), {"detail": HOSTILE_DETAIL}
+        body = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["version", "403", "503"])
+def test_a_hostile_airflow_prints_no_workflow_command_from_a_real_cli(tmp_path: Path, mode: str) -> None:
+    handler = type("Handler", (HostileAirflow,), {"mode": mode})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    bench = Bench(tmp_path)
+    try:
+        bench.spec("hostile", dag="demo_daily")
+        env = bench.cli_env(BACKFILLCTL_AIRFLOW_URL=f"http://127.0.0.1:{server.server_address[1]}")
+        del env["BACKFILLCTL_AIRFLOW_USERNAME"], env["BACKFILLCTL_AIRFLOW_PASSWORD"]  # a token: no login
+        env["BACKFILLCTL_AIRFLOW_TOKEN"] = "tok-1234"
+        done = subprocess.run(
+            [sys.executable, "-m", "controller", "plan", "--no-store"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+        bench.close()
+    assert done.returncode == 1, done.stderr
+    assert "::error title=x::y" in done.stderr  # shown, inert, mid-line
+    assert_terminal_safe(done.stdout)
+    assert_terminal_safe(done.stderr)
+    if mode == "503":  # retried once: the warning goes through the handler of last resort
+        assert done.stderr.startswith("attempt #1/2 failed; will retry in "), done.stderr

@@ -67,6 +67,24 @@ class TextFormatter(logging.Formatter):
         return plain(f"{record.levelname.lower()}: {record.getMessage()}" + (f" [{tail}]" if tail else ""))
 
 
+class PlainLastResort(logging.Handler):
+    """Python's handler of last resort (no `--log-format`): the bare message on stderr, as one plain line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(plain(record.getMessage()) + "\n")  # stderr of now: a test may have replaced it
+        except Exception:  # logging never raises: the stdlib reports it the same way
+            self.handleError(record)
+
+
+def install_last_resort() -> None:
+    """Warnings logged without a configured handler print their text from Airflow as one line too."""
+    logging.lastResort = PlainLastResort()
+
+
 def configure(fmt: str = "text", *, secrets: Iterable[str] = (), stream: TextIO | None = None) -> logging.Handler:
     """Install one handler on the `controller` logger (idempotent: a second call replaces the first)."""
     logger = logging.getLogger("controller")
