@@ -15,9 +15,7 @@ import logging
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import MappingProxyType
 
@@ -51,6 +49,7 @@ from controller.core.validation import ValidationResult
 from controller.errors import ControllerError
 from tests.core.test_plan import spec
 from tests.fakes.airflow import FakeAirflow
+from tests.notify.receivers import SwitchableProxy
 from tests.reconcile.harness import Bench
 
 HOSTILE = (
@@ -377,55 +376,41 @@ def test_the_handler_of_last_resort_prints_one_plain_line(
     assert capsys.readouterr().err == "stuck: the scheduler is ok ::add-mask::hunter2 ::error::x\n"
 
 
-class HostileAirflow(BaseHTTPRequestHandler):
-    """Says it is Airflow 3 (or, at /version-lies, an Airflow whose version is a workflow command), then answers
-    every other request with an error whose text is workflow commands and ANSI escapes."""
-
-    mode = "403"
-
-    def do_GET(self) -> None:
-        if self.path.startswith("/api/v2/version"):
-            version = "2\n::error title=x::y\r::add-mask::z" if self.mode == "version" else "3.3.2"
-            status, answer = 200, {"version": version}
-        else:
-            status, answer = int(self.mode), {"detail": HOSTILE_DETAIL}
-        body = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
-@pytest.mark.parametrize("mode", ["version", "403", "503"])
-def test_a_hostile_airflow_prints_no_workflow_command_from_a_real_cli(tmp_path: Path, mode: str) -> None:
-    handler = type("Handler", (HostileAirflow,), {"mode": mode})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    bench = Bench(tmp_path)
+@pytest.mark.parametrize(
+    ("args", "path", "answer"),
+    [
+        (["plan", "--no-store"], "/api/v2/version", httpx.Response(200, json={"version": "2\n::error title=x::y"})),
+        (["plan", "--no-store"], "/api/v2/dags", httpx.Response(403, json={"detail": HOSTILE_DETAIL})),
+        (["plan", "--no-store"], "/api/v2/dags", httpx.Response(503, json={"detail": HOSTILE_DETAIL})),
+        (["reconcile", "--once"], "/api/v2/backfills", httpx.Response(400, json={"detail": HOSTILE_DETAIL})),
+    ],
+    ids=["version", "403", "503-retried", "create-400"],
+)
+def test_a_hostile_fake_airflow_prints_no_workflow_command_from_a_real_cli(
+    tmp_path: Path, args: list[str], path: str, answer: httpx.Response
+) -> None:
+    fake = FakeAirflow()
+    method = "POST" if path == "/api/v2/backfills" else "GET"
+    for _ in range(2):  # a retried read fails twice: the preflight's two attempts
+        fake.fault(method, path, lambda _request: answer)
+    proxy = SwitchableProxy("http://fake-airflow", transport=fake.transport())
+    bench = Bench(tmp_path, url=proxy.url, fake=fake)
     try:
         bench.spec("hostile", dag="demo_daily")
-        env = bench.cli_env(BACKFILLCTL_AIRFLOW_URL=f"http://127.0.0.1:{server.server_address[1]}")
-        del env["BACKFILLCTL_AIRFLOW_USERNAME"], env["BACKFILLCTL_AIRFLOW_PASSWORD"]  # a token: no login
-        env["BACKFILLCTL_AIRFLOW_TOKEN"] = "tok-1234"
         done = subprocess.run(
-            [sys.executable, "-m", "controller", "plan", "--no-store"],
-            env=env,
+            [sys.executable, "-m", "controller", *args],
+            env=bench.cli_env(),
             capture_output=True,
             text=True,
             check=False,
             timeout=60,
         )
     finally:
-        server.shutdown()
-        server.server_close()
+        proxy.close()
         bench.close()
     assert done.returncode == 1, done.stderr
     assert "::error title=x::y" in done.stderr  # shown, inert, mid-line
     assert_terminal_safe(done.stdout)
     assert_terminal_safe(done.stderr)
-    if mode == "503":  # retried once: the warning goes through the handler of last resort
+    if path == "/api/v2/dags" and answer.status_code == 503:  # the retry's warning: the handler of last resort
         assert done.stderr.startswith("attempt #1/2 failed; will retry in "), done.stderr
