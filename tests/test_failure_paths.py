@@ -234,7 +234,7 @@ def test_an_incomplete_observation_has_no_checksum_and_one_line_per_cause(bench:
     assert json.loads(plan_render.plan_json(result.plan))["checksum"] is None
     markdown = plan_render.plan_markdown(result.plan)
     assert "- **observation-incomplete**: DAGs demo\\_daily, demo\\_hourly were not fully observed: " in markdown
-    assert "GET /api/v2/backfills -&gt; 500: &lt;b&gt;boom&lt;/b&gt;" in markdown
+    assert "GET /api/v2/backfills -\\> 500: \\<b\\>boom\\</b\\>" in markdown
     assert "<b>" not in markdown
 
 
