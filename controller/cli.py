@@ -11,6 +11,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +22,7 @@ import typer
 from controller import __version__
 from controller.commands.settings import Settings
 from controller.core.audit import ACTIONS
+from controller.core.escaping import plain, plain_lines
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
 
@@ -67,6 +69,20 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+DAY = 86_400.0
+
+
+def _seconds(low: float, high: float) -> Callable[[float | None], float | None]:
+    """A callback refusing seconds outside [low, high]: infinity, and NaN too (it fails every comparison)."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value:g} is not between {low:.0f} and {high:.0f} seconds")
+        return value
+
+    return check
+
+
 class LogFormat(StrEnum):
     text = "text"
     json = "json"
@@ -83,6 +99,9 @@ def _root(
     ] = None,
 ) -> None:
     """Declarative, change-managed backfills for Apache Airflow 3."""
+    from controller.adapters.logsetup import install_last_resort
+
+    install_last_resort()
     if log_format is not None:
         from controller.commands.logs import configure_logging
 
@@ -186,7 +205,7 @@ def plan(
         Path | None,
         typer.Option(
             "--pr-comment",
-            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff -z --name-only`) first.",
         ),
     ] = None,
 ) -> int:
@@ -215,7 +234,9 @@ def plan(
 def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
-    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between passes.")] = 30.0,
+    interval: Annotated[
+        float, typer.Option("--interval", callback=_seconds(1, DAY), help="Seconds between passes (1 to 86400).")
+    ] = 30.0,
     until_complete: Annotated[
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
     ] = False,
@@ -224,7 +245,11 @@ def reconcile(
     wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", min=1.0, help="With --until-complete: give up (exit 1) after this many seconds."),
+        typer.Option(
+            "--timeout",
+            callback=_seconds(1, 30 * DAY),
+            help="With --until-complete: give up (exit 1) after this many seconds (1 to 30 days).",
+        ),
     ] = None,
     fail_on_failures: Annotated[
         bool,
@@ -235,7 +260,11 @@ def reconcile(
     ] = False,
     lock_timeout: Annotated[
         float | None,
-        typer.Option("--lock-timeout", min=0.0, help="Wait for the lease at most S seconds, then exit 5."),
+        typer.Option(
+            "--lock-timeout",
+            callback=_seconds(0, DAY),
+            help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
+        ),
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -285,16 +314,13 @@ class PassView:
 
         if self.dry_run or self.mode == "once":
             _out(plan_render.plan_text(result.plan))
-        for item, outcome in result.applied:
-            _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
+        _out(plain_lines([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
         table = status.status_text(status.status_rows(result.current, {}))
         if self.mode == "text" and table != self.shown:
             _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
             self.shown = table
-        for line in result.refused:
-            sys.stderr.write(f"refused: {line}\n")
-        for line in result.errors:
-            sys.stderr.write(f"error: {line}\n")
+        sys.stderr.write(plain_lines([f"refused: {line}" for line in result.refused]))
+        sys.stderr.write(plain_lines([f"error: {line}" for line in result.errors]))
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
@@ -308,8 +334,7 @@ def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
         if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED)
     ]
     if fail_on_failures:
-        for line in unsuccessful:
-            sys.stderr.write(f"failed: {line}\n")
+        sys.stderr.write(plain_lines([f"failed: {line}" for line in unsuccessful]))
     return ExitCode.ERROR if result.errors or (fail_on_failures and unsuccessful) else ExitCode.OK
 
 
@@ -352,13 +377,13 @@ def _status_blocks(rows: "list[StatusRow]") -> "Group":
 
     lines: list[RenderableType] = [Text(f"backfillctl status {_now().strftime('%H:%M:%S')}", style="bold")]
     for r in rows:
-        head = Text(r.spec, style="bold")
-        head.append(f"  DAG {r.dag_id}" + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
+        head = Text(plain(r.spec), style="bold")
+        head.append(plain(f"  DAG {r.dag_id}") + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
         body = Text("  ")
         body.append(r.phase, style=_COLOURS.get(r.phase, ""))
         body.append(f"  {r.progress:.0f}% done, ETA {eta_text(r.eta_seconds)}")
         runs = f"  runs: {r.success} ok, {r.failed} failed, {r.running} running, {r.queued} queued of {r.total}"
-        lines += [head, body, Text(runs), *([Text(f"  {r.note}")] if r.note else [])]
+        lines += [head, body, Text(runs), *([Text(plain(f"  {r.note}"))] if r.note else [])]
     return Group(*lines)
 
 
@@ -375,8 +400,8 @@ def _status_table(rows: "list[StatusRow]") -> "Table":
     for r in rows:
         phase = f"[{_COLOURS[r.phase]}]{r.phase}[/]" if r.phase in _COLOURS else r.phase
         table.add_row(
-            escape(r.spec),
-            escape(r.dag_id),
+            escape(plain(r.spec)),
+            escape(plain(r.dag_id)),
             phase,
             str(r.backfill_id or "-"),
             str(r.success),
@@ -386,7 +411,7 @@ def _status_table(rows: "list[StatusRow]") -> "Table":
             str(r.total),
             f"{r.progress:.0f}%",
             eta_text(r.eta_seconds),
-            escape(r.note),
+            escape(plain(r.note)),
         )
     return table
 
@@ -589,7 +614,7 @@ def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease i
     from controller.commands import audit as audit_cmd
 
     released = audit_cmd.unlock(_settings(), lease_id)
-    _out(f"released the lease of {released.describe()}\n")
+    _out(plain_lines([f"released the lease of {released.describe()}"]))
     return ExitCode.OK
 
 
@@ -614,9 +639,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_error(exc: ControllerError) -> None:
-    sys.stderr.write(f"error: {exc.message}\n")
-    if exc.hint:
-        sys.stderr.write(f"  hint: {exc.hint}\n")
+    sys.stderr.write(plain_lines([f"error: {exc.message}", *([f"  hint: {exc.hint}"] if exc.hint else [])]))
 
 
 def _report_unexpected(exc: Exception) -> int:

@@ -324,3 +324,37 @@ def test_execution_warnings_do_not_hide_errors(tree: Path, capsys: pytest.Captur
     assert [(d["severity"], d["json_path"], d["message"]) for d in document["diagnostics"]] == [
         ("error", "$.execution.canary_runs", "execution.canary_runs 4 is more than expected_runs 3")
     ]
+
+
+def test_files_json_cannot_carry_are_located_errors_and_the_rest_of_the_tree_is_still_validated(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 2 KB file nesting 1,000 lists and a 5,000-digit integer once exited 3 and stopped the whole tree."""
+    specs = tree / "specs"
+    (specs / "team" / "bad.yml").unlink()
+    (specs / "future.yaml").unlink()
+    good = SPEC.format(name="{name}", to="2025-01-07", reprocess="none")
+    extra = {
+        "deep": "dag_run_conf: {x: " + "[" * 1000 + "]" * 1000 + "}\n",
+        "huge": "dag_run_conf: {x: " + "9" * 5000 + "}\n",
+        "inf": "dag_run_conf: {x: 1e999}\n",
+    }
+    for name, text in extra.items():
+        (specs / f"{name}.yaml").write_text(good.replace("{name}", name) + text)
+    lone = good.replace("{name}", "lone").replace("A reason long enough.", '"A reason \\ud800 long enough."')
+    (specs / "lone.yaml").write_text(lone)
+    (specs / "policy.yaml").write_text('version: 1\nticket_pattern: "^CHG-[0-9]+\\udfff$"\n')
+    assert main(["validate"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in lines if not line.startswith("  hint")] == [
+        "specs/deep.yaml:12:81",
+        "specs/huge.yaml:12:19",
+        "specs/inf.yaml:12:19",
+        "specs/lone.yaml:9:9",
+        "specs/policy.yaml:2:17",
+        "5 errors, 0 warnings in 6 files.",
+    ]
+    assert lines[-2] == "  hint: write the character itself instead of \\u escapes of UTF-16 surrogates"
+    capsys.readouterr()
+    assert main(["validate", "specs/good.yaml"]) == 1  # the good spec passes; only the policy fails
+    assert capsys.readouterr().out.splitlines()[-1] == "1 error, 0 warnings in 2 files."

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from controller.core.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
+from controller.core.escaping import plain
 from controller.core.guards import SchedulerHealth
 from controller.core.model import (
     Backfill,
@@ -660,7 +661,8 @@ def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
         detail = response.text
     if isinstance(detail, list):
         detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-    return str(detail) if limit is None else truncate(str(detail), limit)
+    detail = plain(detail)  # server text goes into messages, logs and CI output: no line breaks, no escapes
+    return detail if limit is None else truncate(detail, limit)
 
 
 def status_error(

@@ -173,9 +173,14 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     assert checks.reviews is not None
     source = files.display(checks.reviews)
     try:
-        text = checks.reviews.read_text(encoding="utf-8")
+        raw = files.read_bounded(checks.reviews, REVIEWS_MAX_BYTES)
+        text = raw.decode("utf-8") if len(raw) <= REVIEWS_MAX_BYTES else None
     except (OSError, ValueError) as exc:
-        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {exc}", _REVIEWS_HINT)]
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", _REVIEWS_HINT)]
+    if text is None:
+        message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
+        return [Diagnostic(Location(source, 1, 1), message, _REVIEWS_HINT)]
     data, unreadable = _reviews_json(text, source)
     if unreadable:
         return unreadable
@@ -186,6 +191,8 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     ]
 
 
+# a page of 100 reviews is ~300 KB (GitHub's user objects), one with 100 maximal (64 KiB) bodies ~7 MB
+REVIEWS_MAX_BYTES = 16 * 1024 * 1024
 _REVIEWS_HINT = (
     "save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
     "(a JSON array, one array per page, or an array of pages)"
@@ -204,6 +211,10 @@ def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
         except json.JSONDecodeError as exc:
             where = Location(source, exc.lineno, exc.colno)
             return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", _REVIEWS_HINT)]
+        except (ValueError, RecursionError) as exc:  # a number of over 4,300 digits; arrays nested past the stack
+            why = "nests arrays or objects too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+            where = Location(source, text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1)
+            return [], [Diagnostic(where, f"the reviews file {why} to read as JSON", _REVIEWS_HINT)]
         pages.append((value, at))
         at = _skip_blank(text, end)
     if not pages:

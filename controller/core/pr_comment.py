@@ -10,12 +10,13 @@ the summary line is kept.
 from __future__ import annotations
 
 import html
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.escaping import md_code as code
+from controller.core.escaping import md_text as escape
 from controller.core.plan import PLAN_FORMAT_VERSION
 from controller.errors import ConfigError
 
@@ -38,8 +39,6 @@ LABELS = {"noop": "in sync", "wait": "queued", "refuse": "refused", "dry-run": "
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
 INCOMPLETE = "observation-incomplete"  # the finding kind of a DAG that could not be observed
-_PLAIN = re.compile(r"^[A-Za-z0-9._:/+-]+$")
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#!|~&])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +47,6 @@ class SpecNote:
 
     ticket: str
     reason: str
-
-
-def escape(text: object) -> str:
-    """One line of plain Markdown text: whitespace runs (newlines too) become one space, and every
-    character that could start markup, HTML, an entity or a table cell is backslash-escaped."""
-    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def code(text: object) -> str:
-    """A code span for identifiers; anything that is not a plain identifier is escaped text instead."""
-    value = str(text)
-    return f"`{value}`" if _PLAIN.match(value) else escape(value)
 
 
 def cut(text: str, limit: int) -> str:

@@ -35,12 +35,14 @@ approvers: [bob]
 
 
 class Bench:
-    def __init__(self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None) -> None:
+    def __init__(
+        self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None, store_url: str = ""
+    ) -> None:
         self.root, self.url = root, url
         self.fake = fake
         self.specs = root / "specs"
         self.specs.mkdir(parents=True, exist_ok=True)
-        self.store_url = f"sqlite:///{root}/state.db"
+        self.store_url = store_url or f"sqlite:///{root}/state.db"
         self.store = Store(self.store_url)
         self.clients: list[AirflowClient] = []
 

@@ -137,6 +137,8 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
                     "state": "APPROVED",
                     "commit_id": head,
                     "submitted_at": "2026-11-29T10:05:00Z",
+                    "author_association": "MEMBER",
+                    "permission": "write",  # the reviews step adds each reviewer's repository permission
                 },
             ]
         )
