@@ -174,7 +174,8 @@ def test_a_url_that_is_not_http_is_refused_before_any_call(tmp_path: Path, url: 
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         f"error: BACKFILLCTL_AIRFLOW_URL={url!r} is not an http:// or https:// address\n"
-        "  hint: set it to the api-server's base address, e.g. http://127.0.0.1:8080\n"
+        "  hint: set it to the api-server's base address, e.g. http://127.0.0.1:8080; percent-encode an @ / ? # "
+        "in a user name or password (%40 %2F %3F %23)\n"
     )
 
 

@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from controller.core.escaping import json_text, plain
+from controller.core.secret import redact_urls
 
 PASS_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("backfillctl_pass_id", default=None)
 FIELDS = ("spec", "dag", "backfill")
 
 
 class Redactor(logging.Filter):
-    """Replaces every given secret value in the formatted message (and its args) with `[secure]`."""
+    """Replaces every given secret value in the formatted message (and its args) with `[secure]`, and the
+    credentials of any URL in it with `***`."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
@@ -30,12 +32,11 @@ class Redactor(logging.Filter):
     def redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[secure]")
-        return text
+        return redact_urls(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            record.msg = self.redact(record.getMessage())
-            record.args = None
+        record.msg = self.redact(record.getMessage())
+        record.args = None
         return True
 
 

@@ -25,6 +25,7 @@ from controller.core import notify, status
 from controller.core.escaping import plain_lines
 from controller.core.policy import Policy
 from controller.core.retrying import Backoff
+from controller.core.secret import url_problem
 from controller.core.spec import BackfillSpec
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,9 @@ def _url(policy: Policy, row: notify.Delivery, env: Mapping[str, str]) -> str:
     url = env.get(receiver.webhook_env, "").strip()
     if not url:
         raise WebhookError(f"receiver {row.receiver}: the environment variable {receiver.webhook_env} is not set")
+    problem = url_problem(url, ("http", "https"))
+    if problem is not None:  # said without the URL: all of it is the secret
+        raise WebhookError(f"receiver {row.receiver}: the environment variable {receiver.webhook_env} {problem}")
     return url
 
 

@@ -28,8 +28,9 @@ from controller.core.model import Backfill, Phase
 from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
+from controller.core.secret import redact_url
 from controller.core.spec import BackfillSpec
-from controller.errors import ConfigError, InvalidSpecs, StalePlan
+from controller.errors import InvalidSpecs, StalePlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +54,8 @@ class PassResult:
 
 def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
     """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
-    if not settings.airflow_url:
-        raise ConfigError(
-            "BACKFILLCTL_AIRFLOW_URL is not set",
-            hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
-            'for a local one: eval "$(scripts/airflow-local env)"',
-        )
-    scheme, _, rest = settings.airflow_url.partition("://")
-    if scheme not in ("http", "https") or not rest:
-        raise ConfigError(
-            f"BACKFILLCTL_AIRFLOW_URL={settings.airflow_url!r} is not an http:// or https:// address",
-            hint="set it to the api-server's base address, e.g. http://127.0.0.1:8080",
-        )
     client = AirflowClient(
-        settings.airflow_url,
+        settings.airflow_address(),
         token=settings.airflow_token,
         username=settings.airflow_username,
         password=settings.airflow_password,
@@ -96,7 +85,7 @@ class Reconciler:
         self.git = git or GitSource(settings.specs_dir)
         self.commit = self.git.head()
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
-        self.airflow_url = settings.airflow_url or client.base_url
+        self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import socket
 import sqlite3
 import threading
@@ -54,6 +53,7 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
+from controller.core.secret import redact_url, url_problem
 from controller.core.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
@@ -136,7 +136,7 @@ class Store:
 
     @property
     def safe_url(self) -> str:
-        return safe_url(self.url)
+        return redact_url(self.url)
 
     def close(self) -> None:
         if self._keeper is not None:
@@ -567,35 +567,28 @@ def normalise_url(url: str) -> str:
 
     Raises `StoreError` (exit 1) with the fix; never creates anything.
     """
+    problem = url_problem(url)
+    if problem is not None:  # before SQLAlchemy: it splits a password at an unencoded @ and crashes on a bad port
+        raise StoreError(
+            f"BACKFILLCTL_STORE_URL={redact_url(url)!r} {problem}",
+            hint=f"use {URL_EXAMPLES}; percent-encode an @ / ? # in the user name or password (%40 %2F %3F %23)",
+        )
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     try:
         parsed = make_url(url)
     except ArgumentError:
         raise StoreError(
-            f"BACKFILLCTL_STORE_URL is not a database URL: {_redact(url)!r}",
+            f"BACKFILLCTL_STORE_URL is not a database URL: {redact_url(url)!r}",
             hint=f"use {URL_EXAMPLES} (supported databases: {', '.join(SUPPORTED)})",
         ) from None
     backend = parsed.get_backend_name()
     if backend not in SUPPORTED:
         raise StoreError(
-            f"store {safe_url(url)}: {backend!r} is not a supported database (supported: {', '.join(SUPPORTED)})",
+            f"store {redact_url(url)}: {backend!r} is not a supported database (supported: {', '.join(SUPPORTED)})",
             hint=f"use {URL_EXAMPLES}; PostgreSQL needs the driver: {INSTALL_POSTGRES}",
         )
     return url
-
-
-def safe_url(url: str) -> str:
-    """The URL with its password hidden (`***`)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return _redact(url)
-
-
-def _redact(text_: str) -> str:
-    """Hide anything that looks like `:password@` in a string that is not a parseable URL."""
-    return re.sub(r":.*@", ":***@", text_)
 
 
 def _sqlite_path(url: str) -> Path | None:
