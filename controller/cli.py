@@ -177,7 +177,8 @@ class PlanFormat(StrEnum):
 def plan(
     output: Annotated[PlanFormat, typer.Option("--format", help="Output format.")] = PlanFormat.text,
     detailed_exitcode: Annotated[
-        bool, typer.Option("--detailed-exitcode", help="Exit 4 when there are changes.")
+        bool,
+        typer.Option("--detailed-exitcode", help="Exit 4 when there are changes (a refusal still exits 5)."),
     ] = False,
     no_store: Annotated[
         bool, typer.Option("--no-store", help="Plan without the store (no bindings): reads like a first apply.")
@@ -186,14 +187,20 @@ def plan(
         Path | None,
         typer.Option(
             "--pr-comment",
-            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first; "
+            "only their refusals exit 5.",
         ),
     ] = None,
 ) -> int:
-    """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    """Compare the specs with Airflow and print what reconcile would do (read only).
+
+    Exits 5 when reconcile would refuse a create (the dry run counts more runs than expected_runs or the
+    policy's max_runs), so a pull request check fails before the merge, not after it.
+    """
     from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.session import open_reconciler
     from controller.core import plan_render
+    from controller.core.plan import refusals
 
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
@@ -206,6 +213,11 @@ def plan(
         PlanFormat.json: plan_render.plan_json,
     }
     _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
+    refused = refusals(result, None if changed is None else pr_comment_cmd.changed_specs(changed))
+    for item in refused:
+        sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")
+    if refused:
+        return ExitCode.REFUSED
     if any(i.error for i in result.items) or not result.complete:
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
@@ -271,6 +283,8 @@ def reconcile(
 
     with live or contextlib.nullcontext():
         end = reconcile_loop(_settings(), options, on_pass)
+    for line in end.last.stuck_lines() if until_complete and not end.timed_out else []:
+        sys.stderr.write(f"stuck: {line}\n")
     return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
 
 

@@ -7,10 +7,11 @@ from pathlib import Path
 
 from controller.adapters import files
 from controller.core.plan import Plan
-from controller.core.pr_comment import SpecNote, pr_comment
+from controller.core.pr_comment import SpecNote, changed_specs, pr_comment
 from controller.core.spec import BackfillSpec
 from controller.errors import ConfigError
 
+__all__ = ["changed_specs", "read_changed", "render"]
 HINT = "write it with `git diff --name-only origin/main...HEAD -- specs/ > FILE` (one path a line)"
 
 

@@ -17,7 +17,7 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.notify import outbox_rows
-from controller.core.plan import UNOBSERVED, Plan
+from controller.core.plan import UNOBSERVED, Kind, Plan
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec, DesiredState
 
@@ -106,6 +106,7 @@ class Recorder:
         created: CreateFacts | None = None,
         guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
         progress: Progress | None = None,  # a chunked spec's progress; None keeps it
+        refused: bool = False,  # this pass refused its create: what `status` shows until a pass decides again
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -124,6 +125,7 @@ class Recorder:
             airflow_url=self.airflow_url,
             guard=guard if guard is not None else (before.guard if before else ""),
             progress=progress if progress is not None else (before.progress if before else None),
+            refused=refused,
         )
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding
@@ -136,7 +138,14 @@ class Recorder:
             if spec is None or item.spec in skip or item.kind.mutating or item.reason.startswith(UNOBSERVED):
                 continue  # a planned phase, or nothing observed at all: never recorded as what was seen
             before = self.bindings.get(item.spec)
-            changed = before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id
+            refused = item.kind is Kind.REFUSE
+            changed = (
+                before is None
+                or before.phase is not item.phase
+                or before.backfill_id != item.backfill_id
+                or before.refused is not refused
+                or (refused and before.reason != item.reason)  # refused again for another count: a new decision
+            )
             if changed:
                 self.audit(
                     "observe",
@@ -147,4 +156,6 @@ class Recorder:
                     message=item.reason,
                 )
             if changed or (item.progress is not None and before is not None and before.progress != item.progress):
-                self.bind(spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress)
+                self.bind(
+                    spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress, refused=refused
+                )

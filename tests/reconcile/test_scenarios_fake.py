@@ -494,6 +494,10 @@ def test_specs_queue_behind_a_refused_head(bench: Bench) -> None:
         ("b-next", "wait", "Queued", "queued behind a-big"),
     ]
     assert mutating(fake(bench).requests) == []
+    assert result.settled  # b-next waits on a-big, and a-big waits on a human
+    assert result.stuck_lines() == [
+        "b-next is queued behind a-big, which is Blocked: the dry run counts 7 runs; expected_runs is 5"
+    ]
 
 
 def test_specs_queue_behind_a_blocked_head(bench: Bench) -> None:

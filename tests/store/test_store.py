@@ -221,6 +221,9 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
     )
     store.save_binding(replace(old, runs=RunSummary({"success": 2})))
     assert store.bindings()["s"].runs == RunSummary({"success": 2})
+    assert old.refused is False
+    store.save_binding(replace(old, phase=Phase.BLOCKED, backfill_id=None, refused=True))  # in the JSON detail
+    assert (store.bindings()["s"].phase, store.bindings()["s"].refused) == (Phase.BLOCKED, True)
 
 
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:

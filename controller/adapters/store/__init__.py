@@ -536,6 +536,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         updated_at=row.get("updated_at"),
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
+        refused=bool(detail.get("refused")),
     )
 
 
@@ -548,6 +549,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail.update(binding.created.as_json())
     if binding.progress is not None:  # a chunked spec's chunks (issue 13): JSON beside the rest, no migration
         detail["progress"] = binding.progress.as_json()
+    if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
+        detail["refused"] = True
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
