@@ -21,6 +21,7 @@ import typer
 from controller import __version__
 from controller.commands.settings import Settings
 from controller.core.audit import ACTIONS
+from controller.core.scaffold import DATE_TO_HELP
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
 
@@ -130,40 +131,87 @@ def new(
     name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
     from_date: Annotated[
-        str, typer.Option("--from", help="First logical date (partition date for a partitioned DAG), e.g. 2025-01-01.")
+        str,
+        typer.Option(
+            "--from",
+            help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
+            "or a date-time with an offset.",
+        ),
     ],
-    to_date: Annotated[str, typer.Option("--to", help="Last logical date or partition date (inclusive).")],
+    to_date: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
+            "(give 2025-01-31T23:00:00Z for the whole day).",
+        ),
+    ],
     reprocess: Annotated[
-        ReprocessBehavior, typer.Option("--reprocess", help="none | failed | completed.")
-    ] = ReprocessBehavior.NONE,
-    max_active_runs: Annotated[int, typer.Option("--max-active-runs", min=1)] = 1,
-    ticket: Annotated[str, typer.Option("--ticket")] = "CHG-0000",
-    approver: Annotated[list[str] | None, typer.Option("--approver", help="Repeat for each approver.")] = None,
-    expected_runs: Annotated[int | None, typer.Option("--expected-runs", min=1)] = None,
+        ReprocessBehavior,
+        typer.Option(
+            "--reprocess",
+            help="Which existing runs to re-run: none (only dates without a run) | failed | completed (all). "
+            "Required: choose deliberately.",
+        ),
+    ],
+    ticket: Annotated[str, typer.Option("--ticket", help="The change ticket that authorises the backfill.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why the backfill is needed, in a sentence (>= 10 characters).")
+    ],
+    approver: Annotated[
+        list[str], typer.Option("--approver", help="Who must approve the pull request; repeat for each.")
+    ],
+    requested_by: Annotated[
+        str | None,
+        typer.Option(
+            "--requested-by", help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user)."
+        ),
+    ] = None,
+    max_active_runs: Annotated[
+        int, typer.Option("--max-active-runs", min=1, help="Runs of this backfill at once (Airflow's backfill limit).")
+    ] = 1,
+    expected_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--expected-runs",
+            min=1,
+            help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
+            "is set, else left out).",
+        ),
+    ] = None,
 ) -> int:
-    """Write a new spec that validates, with placeholders to fill in."""
-    from controller.commands import validate as validate_cmd
+    """Write a new spec that validates (nothing is written when it would not: exit 1).
+
+    With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
+    and `backfillctl plan` shows the count.
+    """
+    from controller.commands.new import new_spec
     from controller.core import render
     from controller.core.scaffold import NewSpec
 
     settings = _settings()
     spec = NewSpec(
-        name,
-        dag_id,
-        from_date,
-        to_date,
-        reprocess,
-        max_active_runs,
-        settings.actor,
-        ticket,
-        tuple(approver or ["TODO-approver"]),
-        expected_runs,
+        name=name,
+        dag_id=dag_id,
+        from_date=from_date,
+        to_date=to_date,
+        reprocess=reprocess,
+        max_active_runs=max_active_runs,
+        requested_by=requested_by or settings.actor,
+        ticket=ticket,
+        approvers=tuple(approver),
+        expected_runs=expected_runs,
+        reason=reason,
     )
-    path, result = validate_cmd.create_spec(spec, settings.specs_dir, _now())
+    path, result, written = new_spec(spec, settings, _now())
     _out(f"wrote {path}\n")
+    if written.counted is not None:
+        _out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
+    elif written.expected_runs is None:
+        _out("expected_runs: left out (BACKFILLCTL_AIRFLOW_URL is not set); `backfillctl plan` shows the count\n")
     if result.diagnostics:
         _out(render.validation_text(result))
-    _out("next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n")
+    _out("next: `backfillctl plan`, then open a pull request with the file\n")
     return ExitCode.OK
 
 
