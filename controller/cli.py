@@ -10,8 +10,9 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 # type checking are quoted instead.
 import contextlib
 import os
+import re
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -552,18 +553,25 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(store_app, name="store")
 
 
-SINCE_HELP = "Only events at or after this time: YYYY-MM-DD (00:00 UTC) or an RFC 3339 date-time with offset."
+SINCE_HELP = (
+    "Only events at or after this time: YYYY-MM-DD (00:00 UTC), an RFC 3339 date-time with offset, "
+    "or an age: 30m, 2h, 3d, 1w."
+)
+_AGE = re.compile(r"(\d+)([mhdw])")
+_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def _since(value: str | None) -> str | None:
     """The store's own time text (fixed width, UTC), so comparing texts compares times."""
     if value is None:
         return None
+    age = _AGE.fullmatch(value.strip())
     try:
-        return parse_date(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
+        moment = _now() - timedelta(**{_AGE_UNITS[age[2]]: int(age[1])}) if age else parse_date(value)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (ValueError, OverflowError):
         raise typer.BadParameter(
-            f"{value!r} is not a date or date-time; use e.g. 2025-01-31 or 2025-01-31T12:00:00Z"
+            f"{value!r} is not a date, date-time or age; use e.g. 2025-01-31, 2025-01-31T12:00:00Z or 2h"
         ) from None
 
 
@@ -587,14 +595,20 @@ def audit_show(
     ] = None,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
     output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N events that match.")] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=1, help="Only the last N events that match (still oldest first).")
+    ] = None,
 ) -> int:
     """Print audit events, oldest first."""
     from controller.adapters.store import EventFilter
     from controller.commands import audit as audit_cmd
     from controller.core import audit_render
 
+    if limit is not None and tail is not None:
+        raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
-    for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since)):
+    for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since), first=limit, last=tail):
         _out(line(record) + "\n")
     return ExitCode.OK
 

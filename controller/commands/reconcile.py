@@ -195,7 +195,7 @@ class Reconciler:
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
-        recorder.pass_done(plan, len(applied))
+        recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after)
 

@@ -7,6 +7,7 @@ together, so later steps of the same pass (re-observation, phase records) never 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller import __version__
@@ -20,6 +21,8 @@ from controller.core.notify import outbox_rows
 from controller.core.plan import UNOBSERVED, Kind, Plan
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec, DesiredState
+
+LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
 
 
 class Recorder:
@@ -37,6 +40,7 @@ class Recorder:
         self.settings, self.store, self.commit, self.provenance = settings, store, commit, provenance
         self.airflow_url, self.policy = airflow_url, policy
         self.bindings: dict[str, Binding] = dict(bindings) if bindings is not None else store.bindings()
+        self.written = 0  # records this pass appended: a pass that found or changed nothing writes none
 
     # --- audit --------------------------------------------------------------------------------------------
 
@@ -59,6 +63,7 @@ class Recorder:
     def _append(self, entry: AuditEntry, spec: BackfillSpec | None) -> AuditRecord:
         """The record, and the notifications it triggers, in one transaction (the outbox)."""
         rows = outbox_rows(entry, self.policy.notify, spec)
+        self.written += 1
         return self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def refusal(self, message: str) -> None:
@@ -69,6 +74,7 @@ class Recorder:
         recorded = self.store.recorded_findings()
         for finding in plan.findings:
             if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
+                self.written += 1
                 self.store.append(
                     AuditEntry(
                         action="finding",
@@ -84,14 +90,21 @@ class Recorder:
                     )
                 )
 
-    def pass_done(self, plan: Plan, changed: int) -> None:
-        self.audit(
-            "reconcile",
-            AuditPhase.OBSERVATION,
-            None,
-            outcome="applied" if changed else "no-changes",
-            message=f"{changed} change(s); plan {plan.checksum()}",
-        )
+    def pass_done(self, plan: Plan, changed: int, now: datetime) -> None:
+        """A pass that changed or found something is recorded; an idle one only as liveness, at most hourly."""
+        if changed or self.written:
+            outcome = "applied" if changed else "no-changes"
+        elif self._quiet_since(now):
+            outcome = "idle"
+        else:
+            return
+        message = f"{changed} change(s); plan {plan.checksum()}"
+        self.audit("reconcile", AuditPhase.OBSERVATION, None, outcome=outcome, message=message)
+
+    def _quiet_since(self, now: datetime) -> bool:
+        """The log has had no record for LIVENESS_EVERY (or none at all)."""
+        last = self.store.last_event_time()
+        return last is None or now - last >= LIVENESS_EVERY
 
     # --- bindings -----------------------------------------------------------------------------------------
 
