@@ -6,8 +6,6 @@ behind it. demo_params (daily) in 2022: no other test creates backfills there, s
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,30 +24,20 @@ def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
     b.close()
 
 
-def cli(bench: Bench, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        cwd=bench.root,
-        env=bench.cli_env(BACKFILLCTL_SPECS_DIR="specs"),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=timeout,
-    )
-
-
 def too_big(bench: Bench, name: str = "a-too-big") -> None:  # first by name: the head of its DAG's queue
     bench.spec(name, dag="demo_params", start="2022-09-01", end="2022-09-10", expected_runs=5)
 
 
 def test_plan_exits_5_when_reconcile_would_refuse_a_create(bench: Bench) -> None:
     too_big(bench)
-    plain = cli(bench, "plan", "--no-store")
+    plain = bench.cli("plan", "--no-store")
     assert (plain.returncode, plain.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
     assert plain.stdout.startswith("! refused   a-too-big  demo_params  2022-09-01 → 2022-09-10")
-    detailed = cli(bench, "plan", "--no-store", "--detailed-exitcode")  # 5 wins over 4 (changes)
+    bench.spec("creates", dag="demo_tz", start="2022-11-01", end="2022-11-02")  # a change: it alone would exit 4
+    detailed = bench.cli("plan", "--no-store", "--detailed-exitcode")  # 5 wins over 4
     assert (detailed.returncode, detailed.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
-    dry = cli(bench, "reconcile", "--dry-run")
+    assert "\n+ create    creates    demo_tz  2022-11-01 → 2022-11-02" in detailed.stdout
+    dry = bench.cli("reconcile", "--dry-run")
     assert (dry.returncode, dry.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
 
 
@@ -58,12 +46,12 @@ def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Benc
     bench.spec("pr-spec", dag="demo_params", start="2022-10-05", end="2022-10-06", expected_runs=2)
     (bench.root / "changed.txt").write_text("specs/pr-spec.yaml\n")
     args = ("plan", "--no-store", "--format", "markdown", "--pr-comment", "changed.txt")
-    unrelated = cli(bench, *args)
+    unrelated = bench.cli(*args)
     assert (unrelated.returncode, unrelated.stderr) == (0, "")  # queued behind main's refused spec: not this PR's
     assert "**Refused" not in unrelated.stdout
 
     (bench.root / "changed.txt").write_text("specs/a-blocked-on-main.yaml\n")
-    own = cli(bench, *args)
+    own = bench.cli(*args)
     assert (own.returncode, own.stderr) == (5, f"refused: a-blocked-on-main: {REFUSAL}\n")
     assert own.stdout.startswith(
         "<!-- backfillctl-plan -->\n"
@@ -83,10 +71,10 @@ def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Benc
 
 def test_status_shows_what_reconcile_last_refused(bench: Bench) -> None:
     too_big(bench)
-    refused = cli(bench, "reconcile", "--once")
+    refused = bench.cli("reconcile", "--once")
     assert (refused.returncode, refused.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
 
-    status = cli(bench, "status", "a-too-big")
+    status = bench.cli("status", "a-too-big")
     assert status.returncode == 0, status.stderr
     row = status.stdout.splitlines()[1]
     assert row.split()[:3] == ["a-too-big", "demo_params", "Blocked"]
@@ -96,7 +84,7 @@ def test_status_shows_what_reconcile_last_refused(bench: Bench) -> None:
 def test_until_complete_settles_when_the_queue_waits_on_a_refusal(bench: Bench) -> None:
     too_big(bench)
     bench.spec("b-next", dag="demo_params", start="2022-10-01", end="2022-10-02")
-    settled = cli(bench, "reconcile", "--until-complete", "--interval", "1", "--timeout", "20")
+    settled = bench.cli("reconcile", "--until-complete", "--interval", "1", "--timeout", "20")
     assert settled.returncode == 5
     assert settled.stderr == (
         f"refused: a-too-big: {REFUSAL}\nstuck: b-next is queued behind a-too-big, which is Blocked: {REFUSAL}\n"
