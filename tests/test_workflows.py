@@ -283,18 +283,18 @@ def test_the_plan_step_plans_without_a_store_and_never_swallows_a_failure(pr: Pa
         "CALLS": str(tmp_path / "calls"),
         "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid",
     }
-    for code in (1, 3):
+    for code in (1, 3, 5):  # 5: reconcile would refuse a spec of the PR; the comment step still posts plan.md
         failed = run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": str(code)})
         assert failed.returncode == code
     assert run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": "0"}).returncode == 0
     calls = [json.loads(line) for line in (tmp_path / "calls").read_text().splitlines()]
-    assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 3
+    assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 4
     assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\0"  # -z: unquoted, NUL-separated
     assert (tmp_path / "plan.md").read_text() == "partial output\n"
 
     offline = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "", "EXIT": "0"})
     assert offline.returncode == 0
-    assert len((tmp_path / "calls").read_text().splitlines()) == 3  # backfillctl was not run
+    assert len((tmp_path / "calls").read_text().splitlines()) == 4  # backfillctl was not run
     assert (tmp_path / "plan.md").read_text() == (
         f"{MARKER}\n### backfillctl plan\n\n"
         "Airflow is not configured for this repository (secret BACKFILLCTL_AIRFLOW_URL), so there is no plan:\n"

@@ -6,6 +6,7 @@ is an error, never an empty success, and nothing is created or migrated.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from controller.adapters.store import EventFilter, Lease, Store
@@ -14,9 +15,12 @@ from controller.core.audit import AuditRecord, VerifyResult, controller_event
 from controller.core.binding import Binding
 
 
-def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord]:
+def show(
+    settings: Settings, where: EventFilter, *, first: int | None = None, last: int | None = None
+) -> Iterator[AuditRecord]:
+    """The events that match, oldest first: all, the `first` N or the `last` N."""
     with Store(settings.store_url, read_only=True) as store:
-        yield from store.events(where)
+        yield from itertools.islice(store.events(where, last=last), first)
 
 
 def verify(settings: Settings, expect_head: str | None) -> VerifyResult:

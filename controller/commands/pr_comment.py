@@ -8,10 +8,11 @@ from pathlib import Path
 
 from controller.adapters import files
 from controller.core.plan import Plan
-from controller.core.pr_comment import SpecNote, pr_comment
+from controller.core.pr_comment import SpecNote, changed_specs, pr_comment
 from controller.core.spec import BackfillSpec
 from controller.errors import ConfigError
 
+__all__ = ["changed_specs", "read_changed", "render"]
 HINT = "write it with `git diff -z --name-only origin/main...HEAD -- specs/ > FILE` (NUL-separated paths)"
 # git's C-style quoting of a path (core.quotePath): "specs/\303\251quipe/x.yaml"
 _QUOTED = re.compile(r'^"(?:[^"\\]|\\.)*"$')

@@ -24,8 +24,19 @@ from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.binding import Binding
-from controller.core.model import Backfill, Phase
-from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
+from controller.core.model import Backfill
+from controller.core.plan import (
+    INCOMPLETE,
+    UNOBSERVED,
+    Item,
+    Kind,
+    Plan,
+    World,
+    iter_changes,
+    make_plan,
+    refusals,
+    stuck,
+)
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.secret import redact_url
@@ -47,9 +58,16 @@ class PassResult:
 
     @property
     def settled(self) -> bool:
-        """Nothing more will happen without a human: finished, orphaned, paused or blocked."""
-        waiting = (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)
-        return all(i.phase not in waiting and not i.held_by_guard for i in self.current.items)
+        """Nothing more will happen without a human: finished, orphaned, paused or blocked, or queued behind such."""
+        behind = stuck(self.current)
+        return all(not i.moving or i.spec in behind for i in self.current.items)
+
+    def stuck_lines(self) -> list[str]:
+        """What holds each spec queued behind one that needs a human."""
+        return [
+            f"{spec} is queued behind {head.spec}, which is {head.phase.value}: {head.reason}"
+            for spec, head in stuck(self.current).items()
+        ]
 
 
 def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
@@ -145,7 +163,7 @@ class Reconciler:
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
-        refused = [f"{i.spec}: {i.reason}" for i in plan.items if i.kind is Kind.REFUSE]
+        refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused)
         applied = self._apply(plan, specs, world, recorder)
@@ -166,7 +184,7 @@ class Reconciler:
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
-        recorder.pass_done(plan, len(applied))
+        recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after)
 

@@ -20,9 +20,8 @@ from controller.core.validation import (
     ValidationResult,
     check_names_in_tree,
     check_spec,
-    is_placeholder,
 )
-from controller.errors import AirflowError, AirflowNotFound, UsageError
+from controller.errors import AirflowError, AirflowNotFound, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.gitsource import GitSource
@@ -250,8 +249,8 @@ def _skip_blank(text: str, at: int) -> int:
     return at
 
 
-def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
-    """Write `specs_dir/<name>.yaml` from the template, only if nothing but its placeholders is wrong."""
+def preview_new(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, str, ValidationResult]:
+    """The new spec's path, its text, and what validation says of it in the tree (nothing is written)."""
     from controller.core.scaffold import scaffold  # noqa: PLC0415
 
     check_new(new)
@@ -262,16 +261,23 @@ def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, Val
     preview = validator.validate(
         [SourceFile(files.display(path), new.name, text.encode())], now=now, policy_file=tree.policy
     )
-    preview = _with(preview, list(check_names_in_tree(preview.loaded, files.names_in_tree(specs_dir))))
-    holes = {d.location.path for d in preview.errors if is_placeholder(d)}
-    wrong = [d for d in preview.errors if d.location.path not in holes]  # a placeholder may break other rules
-    if wrong:
-        raise UsageError(
-            f"not written: the spec would be invalid: {wrong[0].text()}",
-            hint="fix the option that gives this value; `backfillctl new --help` lists them",
-        )
+    return path, text, _with(preview, list(check_names_in_tree(preview.loaded, files.names_in_tree(specs_dir))))
+
+
+def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
+    """Write `specs_dir/<name>.yaml` only if it validates: an invalid file in the tree stops every reconcile."""
+    path, text, preview = preview_new(new, specs_dir, now)
+    refuse_invalid(preview)
     files.write_new(path, text)
     return path, preview
+
+
+def refuse_invalid(preview: ValidationResult) -> None:
+    if preview.errors:
+        raise InvalidSpecs(
+            "not written: the spec would be invalid: " + "\n  ".join(d.text() for d in preview.errors),
+            hint="fix the options that give these values; `backfillctl new --help` lists them",
+        )
 
 
 def check_new(new: NewSpec) -> None:

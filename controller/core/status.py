@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core.audit import AuditRecord
@@ -12,8 +12,8 @@ from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.escaping import md_code, md_fence, md_text, plain_lines
-from controller.core.model import RunSummary
-from controller.core.plan import Item, Plan, running_concurrency
+from controller.core.model import Phase, RunSummary
+from controller.core.plan import AWAITING_DRY_RUN, Item, Plan, running_concurrency
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -61,7 +61,20 @@ class StatusRow:
 
 
 def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
-    return [_row(item, bindings.get(item.spec)) for item in plan.items]
+    return [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
+
+
+def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> StatusRow:
+    """A plan without dry runs (status) only knows `awaiting dry run`; what reconcile last decided about the same
+    spec file, a refusal or a block, is what holds the spec."""
+    source = item.source
+    if item.reason != AWAITING_DRY_RUN or binding is None or binding.phase is not Phase.BLOCKED or source is None:
+        return row
+    if binding.spec_digest != source.digest:  # edited since: the next pass decides again
+        return row
+    when = f" at {binding.updated_at[:19]}Z" if binding.updated_at else ""
+    note = f"{'refused' if binding.refused else 'blocked'} by reconcile{when}: {binding.reason}"
+    return replace(row, phase=Phase.BLOCKED.value, note=note)
 
 
 def _row(item: Item, binding: Binding | None) -> StatusRow:

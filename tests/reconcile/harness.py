@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -88,6 +90,18 @@ class Bench:
             "BACKFILLCTL_ACTOR": "ci-bot",
             **more,
         }
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`backfillctl ARGS` in a subprocess, in the bench's folder (specs/ relative, as in a repository)."""
+        return subprocess.run(
+            [sys.executable, "-m", "controller", *args],
+            cwd=self.root,
+            env=self.cli_env(BACKFILLCTL_SPECS_DIR="specs"),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
 
     def settings(self) -> Settings:
         return Settings(specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot")

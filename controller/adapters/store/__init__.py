@@ -277,11 +277,26 @@ class Store:
                 insert_notifications(conn, record, notifications, stamp(self._clock()))
         return record
 
-    def events(self, where: EventFilter | None = None, batch: int = 2000) -> Iterator[AuditRecord]:
-        """Events in seq order, fetched in batches (flat memory for any size)."""
+    def last_event_time(self) -> datetime | None:
+        """When the newest audit event was written (None: the log is empty)."""
+        query = select(audit_events.c.time).order_by(audit_events.c.seq.desc()).limit(1)
+        with self._tx("reading the newest audit event") as conn:
+            value = conn.execute(query).scalar()
+        return None if value is None else datetime.strptime(value, _TIME).replace(tzinfo=UTC)
+
+    def events(
+        self, where: EventFilter | None = None, batch: int = 2000, *, last: int | None = None
+    ) -> Iterator[AuditRecord]:
+        """Events in seq order, fetched in batches (flat memory for any size); `last`: only the newest N."""
         query = select(audit_events).order_by(audit_events.c.seq)
         for column, value in _filters(where or EventFilter()):
             query = query.where(column >= value) if column is audit_events.c.time else query.where(column == value)
+        if last is not None:  # one read from the end, however long the log is
+            newest = query.order_by(None).order_by(audit_events.c.seq.desc()).limit(last)
+            with self._tx("reading audit events") as conn:
+                rows = conn.execute(newest).mappings().all()
+            yield from (_record(row) for row in reversed(rows))
+            return
         after = 0
         while True:
             with self._tx("reading audit events") as conn:
@@ -536,6 +551,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         updated_at=row.get("updated_at"),
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
+        refused=bool(detail.get("refused")),
     )
 
 
@@ -548,6 +564,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail.update(binding.created.as_json())
     if binding.progress is not None:  # a chunked spec's chunks (issue 13): JSON beside the rest, no migration
         detail["progress"] = binding.progress.as_json()
+    if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
+        detail["refused"] = True
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
