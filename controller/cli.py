@@ -10,8 +10,10 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 # type checking are quoted instead.
 import contextlib
 import os
+import re
 import sys
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -21,6 +23,8 @@ import typer
 from controller import __version__
 from controller.commands.settings import Settings
 from controller.core.audit import ACTIONS
+from controller.core.escaping import plain, plain_lines
+from controller.core.scaffold import DATE_TO_HELP
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.errors import ControllerError, ExitCode
 
@@ -67,6 +71,20 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+DAY = 86_400.0
+
+
+def _seconds(low: float, high: float) -> Callable[[float | None], float | None]:
+    """A callback refusing seconds outside [low, high]: infinity, and NaN too (it fails every comparison)."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"{value:g} is not between {low:.0f} and {high:.0f} seconds")
+        return value
+
+    return check
+
+
 class LogFormat(StrEnum):
     text = "text"
     json = "json"
@@ -83,6 +101,9 @@ def _root(
     ] = None,
 ) -> None:
     """Declarative, change-managed backfills for Apache Airflow 3."""
+    from controller.adapters.logsetup import install_last_resort
+
+    install_last_resort()
     if log_format is not None:
         from controller.commands.logs import configure_logging
 
@@ -130,40 +151,87 @@ def new(
     name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
     from_date: Annotated[
-        str, typer.Option("--from", help="First logical date (partition date for a partitioned DAG), e.g. 2025-01-01.")
+        str,
+        typer.Option(
+            "--from",
+            help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
+            "or a date-time with an offset.",
+        ),
     ],
-    to_date: Annotated[str, typer.Option("--to", help="Last logical date or partition date (inclusive).")],
+    to_date: Annotated[
+        str,
+        typer.Option(
+            "--to",
+            help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
+            "(give 2025-01-31T23:00:00Z for the whole day).",
+        ),
+    ],
     reprocess: Annotated[
-        ReprocessBehavior, typer.Option("--reprocess", help="none | failed | completed.")
-    ] = ReprocessBehavior.NONE,
-    max_active_runs: Annotated[int, typer.Option("--max-active-runs", min=1)] = 1,
-    ticket: Annotated[str, typer.Option("--ticket")] = "CHG-0000",
-    approver: Annotated[list[str] | None, typer.Option("--approver", help="Repeat for each approver.")] = None,
-    expected_runs: Annotated[int | None, typer.Option("--expected-runs", min=1)] = None,
+        ReprocessBehavior,
+        typer.Option(
+            "--reprocess",
+            help="Which existing runs to re-run: none (only dates without a run) | failed | completed (all). "
+            "Required: choose deliberately.",
+        ),
+    ],
+    ticket: Annotated[str, typer.Option("--ticket", help="The change ticket that authorises the backfill.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why the backfill is needed, in a sentence (>= 10 characters).")
+    ],
+    approver: Annotated[
+        list[str], typer.Option("--approver", help="Who must approve the pull request; repeat for each.")
+    ],
+    requested_by: Annotated[
+        str | None,
+        typer.Option(
+            "--requested-by", help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user)."
+        ),
+    ] = None,
+    max_active_runs: Annotated[
+        int, typer.Option("--max-active-runs", min=1, help="Runs of this backfill at once (Airflow's backfill limit).")
+    ] = 1,
+    expected_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--expected-runs",
+            min=1,
+            help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
+            "is set, else left out).",
+        ),
+    ] = None,
 ) -> int:
-    """Write a new spec that validates, with placeholders to fill in."""
-    from controller.commands import validate as validate_cmd
+    """Write a new spec that validates (nothing is written when it would not: exit 1).
+
+    With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
+    and `backfillctl plan` shows the count.
+    """
+    from controller.commands.new import new_spec
     from controller.core import render
     from controller.core.scaffold import NewSpec
 
     settings = _settings()
     spec = NewSpec(
-        name,
-        dag_id,
-        from_date,
-        to_date,
-        reprocess,
-        max_active_runs,
-        settings.actor,
-        ticket,
-        tuple(approver or ["TODO-approver"]),
-        expected_runs,
+        name=name,
+        dag_id=dag_id,
+        from_date=from_date,
+        to_date=to_date,
+        reprocess=reprocess,
+        max_active_runs=max_active_runs,
+        requested_by=requested_by or settings.actor,
+        ticket=ticket,
+        approvers=tuple(approver),
+        expected_runs=expected_runs,
+        reason=reason,
     )
-    path, result = validate_cmd.create_spec(spec, settings.specs_dir, _now())
+    path, result, written = new_spec(spec, settings, _now())
     _out(f"wrote {path}\n")
+    if written.counted is not None:
+        _out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
+    elif written.expected_runs is None:
+        _out("expected_runs: left out (BACKFILLCTL_AIRFLOW_URL is not set); `backfillctl plan` shows the count\n")
     if result.diagnostics:
         _out(render.validation_text(result))
-    _out("next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n")
+    _out("next: `backfillctl plan`, then open a pull request with the file\n")
     return ExitCode.OK
 
 
@@ -177,7 +245,8 @@ class PlanFormat(StrEnum):
 def plan(
     output: Annotated[PlanFormat, typer.Option("--format", help="Output format.")] = PlanFormat.text,
     detailed_exitcode: Annotated[
-        bool, typer.Option("--detailed-exitcode", help="Exit 4 when there are changes.")
+        bool,
+        typer.Option("--detailed-exitcode", help="Exit 4 when there are changes (a refusal still exits 5)."),
     ] = False,
     no_store: Annotated[
         bool, typer.Option("--no-store", help="Plan without the store (no bindings): reads like a first apply.")
@@ -186,14 +255,20 @@ def plan(
         Path | None,
         typer.Option(
             "--pr-comment",
-            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff --name-only`) first.",
+            help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff -z --name-only`) first; "
+            "only their refusals exit 5.",
         ),
     ] = None,
 ) -> int:
-    """Compare the specs with Airflow and print what reconcile would do (read only)."""
+    """Compare the specs with Airflow and print what reconcile would do (read only).
+
+    Exits 5 when reconcile would refuse a create (the dry run counts more runs than expected_runs or the
+    policy's max_runs), so a pull request check fails before the merge, not after it.
+    """
     from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.session import open_reconciler
     from controller.core import plan_render
+    from controller.core.plan import refusals
 
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
@@ -206,6 +281,11 @@ def plan(
         PlanFormat.json: plan_render.plan_json,
     }
     _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
+    refused = refusals(result, None if changed is None else pr_comment_cmd.changed_specs(changed))
+    for item in refused:
+        sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")
+    if refused:
+        return ExitCode.REFUSED
     if any(i.error for i in result.items) or not result.complete:
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
@@ -215,7 +295,9 @@ def plan(
 def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
-    interval: Annotated[float, typer.Option("--interval", min=1.0, help="Seconds between passes.")] = 30.0,
+    interval: Annotated[
+        float, typer.Option("--interval", callback=_seconds(1, DAY), help="Seconds between passes (1 to 86400).")
+    ] = 30.0,
     until_complete: Annotated[
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
     ] = False,
@@ -224,7 +306,11 @@ def reconcile(
     wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", min=1.0, help="With --until-complete: give up (exit 1) after this many seconds."),
+        typer.Option(
+            "--timeout",
+            callback=_seconds(1, 30 * DAY),
+            help="With --until-complete: give up (exit 1) after this many seconds (1 to 30 days).",
+        ),
     ] = None,
     fail_on_failures: Annotated[
         bool,
@@ -235,7 +321,11 @@ def reconcile(
     ] = False,
     lock_timeout: Annotated[
         float | None,
-        typer.Option("--lock-timeout", min=0.0, help="Wait for the lease at most S seconds, then exit 5."),
+        typer.Option(
+            "--lock-timeout",
+            callback=_seconds(0, DAY),
+            help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
+        ),
     ] = None,
     metrics_port: Annotated[
         int | None,
@@ -271,6 +361,8 @@ def reconcile(
 
     with live or contextlib.nullcontext():
         end = reconcile_loop(_settings(), options, on_pass)
+    for line in end.last.stuck_lines() if until_complete and not end.timed_out else []:
+        sys.stderr.write(f"stuck: {line}\n")
     return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
 
 
@@ -285,16 +377,13 @@ class PassView:
 
         if self.dry_run or self.mode == "once":
             _out(plan_render.plan_text(result.plan))
-        for item, outcome in result.applied:
-            _out(f"{plan_render.SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}\n")
+        _out(plain_lines([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
         table = status.status_text(status.status_rows(result.current, {}))
         if self.mode == "text" and table != self.shown:
             _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
             self.shown = table
-        for line in result.refused:
-            sys.stderr.write(f"refused: {line}\n")
-        for line in result.errors:
-            sys.stderr.write(f"error: {line}\n")
+        sys.stderr.write(plain_lines([f"refused: {line}" for line in result.refused]))
+        sys.stderr.write(plain_lines([f"error: {line}" for line in result.errors]))
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
@@ -308,8 +397,7 @@ def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
         if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED)
     ]
     if fail_on_failures:
-        for line in unsuccessful:
-            sys.stderr.write(f"failed: {line}\n")
+        sys.stderr.write(plain_lines([f"failed: {line}" for line in unsuccessful]))
     return ExitCode.ERROR if result.errors or (fail_on_failures and unsuccessful) else ExitCode.OK
 
 
@@ -352,13 +440,13 @@ def _status_blocks(rows: "list[StatusRow]") -> "Group":
 
     lines: list[RenderableType] = [Text(f"backfillctl status {_now().strftime('%H:%M:%S')}", style="bold")]
     for r in rows:
-        head = Text(r.spec, style="bold")
-        head.append(f"  DAG {r.dag_id}" + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
+        head = Text(plain(r.spec), style="bold")
+        head.append(plain(f"  DAG {r.dag_id}") + (f"  backfill #{r.backfill_id}" if r.backfill_id else ""))
         body = Text("  ")
         body.append(r.phase, style=_COLOURS.get(r.phase, ""))
         body.append(f"  {r.progress:.0f}% done, ETA {eta_text(r.eta_seconds)}")
         runs = f"  runs: {r.success} ok, {r.failed} failed, {r.running} running, {r.queued} queued of {r.total}"
-        lines += [head, body, Text(runs), *([Text(f"  {r.note}")] if r.note else [])]
+        lines += [head, body, Text(runs), *([Text(plain(f"  {r.note}"))] if r.note else [])]
     return Group(*lines)
 
 
@@ -375,8 +463,8 @@ def _status_table(rows: "list[StatusRow]") -> "Table":
     for r in rows:
         phase = f"[{_COLOURS[r.phase]}]{r.phase}[/]" if r.phase in _COLOURS else r.phase
         table.add_row(
-            escape(r.spec),
-            escape(r.dag_id),
+            escape(plain(r.spec)),
+            escape(plain(r.dag_id)),
             phase,
             str(r.backfill_id or "-"),
             str(r.success),
@@ -386,7 +474,7 @@ def _status_table(rows: "list[StatusRow]") -> "Table":
             str(r.total),
             f"{r.progress:.0f}%",
             eta_text(r.eta_seconds),
-            escape(r.note),
+            escape(plain(r.note)),
         )
     return table
 
@@ -490,18 +578,25 @@ app.add_typer(audit_app, name="audit")
 app.add_typer(store_app, name="store")
 
 
-SINCE_HELP = "Only events at or after this time: YYYY-MM-DD (00:00 UTC) or an RFC 3339 date-time with offset."
+SINCE_HELP = (
+    "Only events at or after this time: YYYY-MM-DD (00:00 UTC), an RFC 3339 date-time with offset, "
+    "or an age: 30m, 2h, 3d, 1w."
+)
+_AGE = re.compile(r"(\d+)([mhdw])")
+_AGE_UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
 def _since(value: str | None) -> str | None:
     """The store's own time text (fixed width, UTC), so comparing texts compares times."""
     if value is None:
         return None
+    age = _AGE.fullmatch(value.strip())
     try:
-        return parse_date(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    except ValueError:
+        moment = _now() - timedelta(**{_AGE_UNITS[age[2]]: int(age[1])}) if age else parse_date(value)
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    except (ValueError, OverflowError):
         raise typer.BadParameter(
-            f"{value!r} is not a date or date-time; use e.g. 2025-01-31 or 2025-01-31T12:00:00Z"
+            f"{value!r} is not a date, date-time or age; use e.g. 2025-01-31, 2025-01-31T12:00:00Z or 2h"
         ) from None
 
 
@@ -525,14 +620,21 @@ def audit_show(
     ] = None,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
     output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N events that match.")] = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=1, help="Only the last N events that match (still oldest first).")
+    ] = None,
 ) -> int:
     """Print audit events, oldest first."""
     from controller.adapters.store import EventFilter
     from controller.commands import audit as audit_cmd
     from controller.core import audit_render
 
+    if limit is not None and tail is not None:
+        raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
-    skipped = audit_cmd.print_events(_settings(), EventFilter(spec, dag, action, since), line)
+    where = EventFilter(spec, dag, action, since)
+    skipped = audit_cmd.print_events(_settings(), where, line, first=limit, last=tail)
     return ExitCode.ERROR if skipped else ExitCode.OK
 
 
@@ -595,7 +697,7 @@ def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease i
     from controller.commands import audit as audit_cmd
 
     released = audit_cmd.unlock(_settings(), lease_id)
-    _out(f"released the lease of {released.describe()}\n")
+    _out(plain_lines([f"released the lease of {released.describe()}"]))
     return ExitCode.OK
 
 
@@ -620,9 +722,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_error(exc: ControllerError) -> None:
-    sys.stderr.write(f"error: {exc.message}\n")
-    if exc.hint:
-        sys.stderr.write(f"  hint: {exc.hint}\n")
+    sys.stderr.write(plain_lines([f"error: {exc.message}", *([f"  hint: {exc.hint}"] if exc.hint else [])]))
 
 
 def _report_unexpected(exc: Exception) -> int:

@@ -20,6 +20,7 @@ def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
     base = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
+        "TMPDIR": str(tmp_path),  # a crash file lands where a test can read it
         "BACKFILLCTL_SPECS_DIR": str(REPO / "specs"),
         "BACKFILLCTL_STORE_URL": f"sqlite:///{tmp_path}/state.db",
         "BACKFILLCTL_ACTOR": "ci",
@@ -66,7 +67,8 @@ def test_token_canary_never_appears(tmp_path: Path, command: list[str], echo_ser
     assert run(tmp_path, "store", "migrate").returncode == 0  # read-only commands need an existing store
     result = run(tmp_path, *command, BACKFILLCTL_AIRFLOW_URL=echo_server, BACKFILLCTL_AIRFLOW_TOKEN=CANARY)
     assert result.returncode == 1
-    assert "GET /api/v2/dags -> 403: forbidden; you sent {" in result.stdout + result.stderr
+    assert "refused the credentials (GET /api/v2/dags -> 403): check BACKFILLCTL_AIRFLOW_TOKEN" in result.stderr
+    assert "Airflow said: forbidden; you sent {" in result.stderr
     assert "Bearer [secure]" in result.stdout + result.stderr
     exported = run(tmp_path, "audit", "export", "--format", "jsonl")
     for text in (result.stdout, result.stderr, exported.stdout, exported.stderr):

@@ -144,6 +144,9 @@ def test_python_dash_m_works(tree: Path) -> None:
     assert result.stdout.startswith("backfillctl ")
 
 
+NEW = ["--ticket", "CHG-42", "--reason", "January fix of the rounding bug", "--approver", "bob", "--reprocess", "none"]
+
+
 def test_new_writes_a_spec_that_validates(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = [
         "new",
@@ -156,51 +159,57 @@ def test_new_writes_a_spec_that_validates(tree: Path, capsys: pytest.CaptureFixt
         "2025-01-31",
         "--reprocess",
         "failed",
+        "--ticket",
+        "CHG-42",
+        "--reason",
+        "January fix: rounding # not a comment",
+        "--requested-by",
+        "carol",
+        "--max-active-runs",
+        "4",
         "--approver",
         "bob",
         "--approver",
-        "carol",
+        "dave",
     ]
     assert main(args) == 0
     assert capsys.readouterr().out == (
         "wrote specs/orders-jan.yaml\n"
-        "specs/orders-jan.yaml:12:9: $.ticket: placeholder left from `backfillctl new`: ticket is 'CHG-0000'\n"
-        "  hint: put the change ticket that authorises this backfill\n"
-        "specs/orders-jan.yaml:13:9: $.reason: placeholder left from `backfillctl new`: "
-        "reason is 'TODO: explain why this backfill is needed'\n"
-        "  hint: say in a sentence why this backfill is needed; reviewers read it\n"
-        "2 errors, 0 warnings in 1 file.\n"
-        "next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n"
+        "expected_runs: left out (BACKFILLCTL_AIRFLOW_URL is not set); `backfillctl plan` shows the count\n"
+        "next: `backfillctl plan`, then open a pull request with the file\n"
     )
-    path = tree / "specs" / "orders-jan.yaml"
-    text = path.read_text()
-    assert "expected_runs: 31 " in text
-    assert "requested_by: alice\n" in text
-    assert main(["validate", "specs/orders-jan.yaml"]) == 1  # the placeholders must be filled in first
-    capsys.readouterr()
-    text = text.replace("CHG-0000", "CHG-42").replace("TODO: explain why this backfill is needed", "January fix")
-    path.write_text(text)
+    text = (tree / "specs" / "orders-jan.yaml").read_text()
+    assert "\n# expected_runs: N  " in text  # left out, with how to get the number
+    assert "`backfillctl plan` shows Airflow's dry-run count\n" in text
+    assert 'to_date: "2025-01-31"             # inclusive; a date is 00:00 UTC of that day: an hourly DAG' in text
+    assert 'reason: "January fix: rounding # not a comment"\n' in text
+    assert 'requested_by: "carol"\n' in text
+    assert "max_active_runs: 4 " in text
+    assert 'approvers: ["bob", "dave"]' in text
     assert main(["validate", "specs/orders-jan.yaml"]) == 0
     assert main(args) == 1
     assert "error: specs/orders-jan.yaml already exists" in capsys.readouterr().err
 
 
-def test_new_reports_policy_problems(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tree / "specs" / "policy.yaml").write_text("version: 1\nticket_pattern: '^INC-[0-9]+$'\n")
-    assert main(["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 0
-    out = capsys.readouterr().out
-    assert "specs/x.yaml:12:9: $.ticket: ticket 'CHG-0000' does not match the policy's pattern '^INC-[0-9]+$'" in out
-    assert "specs/x.yaml:12:9: $.ticket: placeholder left from `backfillctl new`: ticket is 'CHG-0000'" in out
+@pytest.mark.parametrize("missing", ["--reprocess", "--ticket", "--reason", "--approver"])
+def test_new_requires_the_choices_it_cannot_guess(tree: Path, capsys: pytest.CaptureFixture[str], missing: str) -> None:
+    given = [a for i, a in enumerate(NEW) if missing not in (a, NEW[i - 1] if i else "")]
+    assert main(["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", *given]) == 2
+    assert f"Missing option '{missing}'" in capsys.readouterr().err
+    assert not (tree / "specs" / "x.yaml").exists()
 
 
-def test_new_writes_nothing_for_a_value_that_breaks_a_rule(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tree / "specs" / "policy.yaml").write_text("version: 1\nmax_active_runs_limit: 2\n")
-    args = ["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", "--max-active-runs", "5"]
-    assert main(args) == 2
+def test_new_writes_nothing_that_would_not_validate(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tree / "specs" / "policy.yaml").write_text(
+        "version: 1\nticket_pattern: '^INC-[0-9]+$'\nmax_active_runs_limit: 2\n"
+    )
+    args = ["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", *NEW, "--max-active-runs", "5"]
+    assert main(args) == 1
     assert capsys.readouterr().err == (
         "error: not written: the spec would be invalid: specs/x.yaml:8:18: $.max_active_runs: "
         "max_active_runs 5 is over the limit of 2 set by policy\n"
-        "  hint: fix the option that gives this value; `backfillctl new --help` lists them\n"
+        "  specs/x.yaml:12:9: $.ticket: ticket 'CHG-42' does not match the policy's pattern '^INC-[0-9]+$'\n"
+        "  hint: fix the options that give these values; `backfillctl new --help` lists them\n"
     )
     assert not (tree / "specs" / "x.yaml").exists()
 
@@ -232,13 +241,13 @@ def test_new_refuses_bad_values_before_writing_anything(
     tree: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
     before = sorted(p.relative_to(tree) for p in tree.rglob("*"))
-    assert main(["new", *args, "--dag-id", "d"]) == 2
+    assert main(["new", *args, "--dag-id", "d", *NEW]) == 2
     assert capsys.readouterr().err.splitlines()[0] + "\n" == message
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
 
 
 def test_validating_one_file_still_finds_a_name_used_elsewhere(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["new", "dup", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02"]) == 0
+    assert main(["new", "dup", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", *NEW]) == 0
     (tree / "specs" / "team").mkdir(exist_ok=True)
     (tree / "specs" / "team" / "dup.yaml").write_text((tree / "specs" / "dup.yaml").read_text())
     capsys.readouterr()
@@ -324,3 +333,37 @@ def test_execution_warnings_do_not_hide_errors(tree: Path, capsys: pytest.Captur
     assert [(d["severity"], d["json_path"], d["message"]) for d in document["diagnostics"]] == [
         ("error", "$.execution.canary_runs", "execution.canary_runs 4 is more than expected_runs 3")
     ]
+
+
+def test_files_json_cannot_carry_are_located_errors_and_the_rest_of_the_tree_is_still_validated(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 2 KB file nesting 1,000 lists and a 5,000-digit integer once exited 3 and stopped the whole tree."""
+    specs = tree / "specs"
+    (specs / "team" / "bad.yml").unlink()
+    (specs / "future.yaml").unlink()
+    good = SPEC.format(name="{name}", to="2025-01-07", reprocess="none")
+    extra = {
+        "deep": "dag_run_conf: {x: " + "[" * 1000 + "]" * 1000 + "}\n",
+        "huge": "dag_run_conf: {x: " + "9" * 5000 + "}\n",
+        "inf": "dag_run_conf: {x: 1e999}\n",
+    }
+    for name, text in extra.items():
+        (specs / f"{name}.yaml").write_text(good.replace("{name}", name) + text)
+    lone = good.replace("{name}", "lone").replace("A reason long enough.", '"A reason \\ud800 long enough."')
+    (specs / "lone.yaml").write_text(lone)
+    (specs / "policy.yaml").write_text('version: 1\nticket_pattern: "^CHG-[0-9]+\\udfff$"\n')
+    assert main(["validate"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ")[0] for line in lines if not line.startswith("  hint")] == [
+        "specs/deep.yaml:12:81",
+        "specs/huge.yaml:12:19",
+        "specs/inf.yaml:12:19",
+        "specs/lone.yaml:9:9",
+        "specs/policy.yaml:2:17",
+        "5 errors, 0 warnings in 6 files.",
+    ]
+    assert lines[-2] == "  hint: write the character itself instead of \\u escapes of UTF-16 surrogates"
+    capsys.readouterr()
+    assert main(["validate", "specs/good.yaml"]) == 1  # the good spec passes; only the policy fails
+    assert capsys.readouterr().out.splitlines()[-1] == "1 error, 0 warnings in 2 files."

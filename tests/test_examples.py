@@ -31,6 +31,12 @@ HOSTILE = {
     "typo-dagid",
     "two-documents",
     "custom-tag",
+    "surrogate-reason",
+    "nul-ticket",
+    "conf-infinity",
+    "conf-nan",
+    "conf-huge-integer",
+    "conf-deep-nesting",
 }
 
 

@@ -174,7 +174,8 @@ def test_a_url_that_is_not_http_is_refused_before_any_call(tmp_path: Path, url: 
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         f"error: BACKFILLCTL_AIRFLOW_URL={url!r} is not an http:// or https:// address\n"
-        "  hint: set it to the api-server's base address, e.g. http://127.0.0.1:8080\n"
+        "  hint: set it to the api-server's base address, e.g. http://127.0.0.1:8080; percent-encode an @ / ? # "
+        "in a user name or password (%40 %2F %3F %23)\n"
     )
 
 
@@ -234,7 +235,7 @@ def test_an_incomplete_observation_has_no_checksum_and_one_line_per_cause(bench:
     assert json.loads(plan_render.plan_json(result.plan))["checksum"] is None
     markdown = plan_render.plan_markdown(result.plan)
     assert "- **observation-incomplete**: DAGs demo\\_daily, demo\\_hourly were not fully observed: " in markdown
-    assert "GET /api/v2/backfills -&gt; 500: &lt;b&gt;boom&lt;/b&gt;" in markdown
+    assert "GET /api/v2/backfills -\\> 500: \\<b\\>boom\\</b\\>" in markdown
     assert "<b>" not in markdown
 
 
@@ -313,6 +314,36 @@ def test_audit_filters_that_match_nothing_by_mistake_are_usage_errors(
     tmp_path: Path, option: str, value: str, message: str
 ) -> None:
     done = cli(tmp_path, "audit", "show", option, value, BACKFILLCTL_STORE_URL=f"sqlite:///{tmp_path}/s.db")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == f"Error: {message}"
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--watch", "--interval", "inf"], "Invalid value for '--interval': inf is not between 1 and 86400 seconds"),
+        (["--watch", "--interval", "nan"], "Invalid value for '--interval': nan is not between 1 and 86400 seconds"),
+        (["--watch", "--interval", "0"], "Invalid value for '--interval': 0 is not between 1 and 86400 seconds"),
+        (["--watch", "--interval", "-5"], "Invalid value for '--interval': -5 is not between 1 and 86400 seconds"),
+        (
+            ["--until-complete", "--timeout", "inf"],
+            "Invalid value for '--timeout': inf is not between 1 and 2592000 seconds",
+        ),
+        (
+            ["--until-complete", "--timeout", "nan"],
+            "Invalid value for '--timeout': nan is not between 1 and 2592000 seconds",
+        ),
+        (["--lock-timeout", "inf"], "Invalid value for '--lock-timeout': inf is not between 0 and 86400 seconds"),
+        (["--lock-timeout", "nan"], "Invalid value for '--lock-timeout': nan is not between 0 and 86400 seconds"),
+        (["--lock-timeout", "-1"], "Invalid value for '--lock-timeout': -1 is not between 0 and 86400 seconds"),
+    ],
+)
+def test_seconds_out_of_range_are_usage_errors_naming_the_option_and_its_range(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    """`--interval inf` once exited 3 (OverflowError); a NaN timeout waited for ever."""
+    done = cli(tmp_path, "reconcile", *args, BACKFILLCTL_STORE_URL=f"sqlite:///{tmp_path}/s.db")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.splitlines()[-1] == f"Error: {message}"
     assert not (tmp_path / "s.db").exists()

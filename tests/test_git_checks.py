@@ -199,6 +199,8 @@ def reviews(tmp: Path, *entries: tuple[str, str, str]) -> Path:
             "state": state,
             "commit_id": sha,
             "submitted_at": f"2026-11-29T10:{i:02d}:00Z",
+            "author_association": "MEMBER",
+            "permission": "write",  # what the workflow adds (collaborators/LOGIN/permission)
         }
         for i, (login, state, sha) in enumerate(entries)
     ]
@@ -465,3 +467,27 @@ def test_execution_promote_and_resume_may_change_after_apply(
     )
     approved = reviews(tmp_path, ("dave", "APPROVED", head))
     assert validate(capsys, "--base", "main", "--pr-reviews", str(approved), "--pr-author", "bob")[0] == 0
+
+
+@pytest.mark.parametrize("folder", ["ascii", "équipe", 'a b"c', "tab\there", "ünï cödé 'q'"])
+def test_separation_of_duties_holds_in_any_folder_name(
+    repo: Repo, capsys: pytest.CaptureFixture[str], tmp_path: Path, folder: str
+) -> None:
+    """git quotes non-ASCII, quotes and control characters in paths unless asked not to (-z): the spec's authors
+    must still be found."""
+    spec = repo.write("spec-b", approvers="alice")
+    (repo.root / "specs" / folder).mkdir()
+    moved = spec.rename(repo.root / "specs" / folder / "spec-b.yaml")
+    head = repo.commit("add spec-b", author="alice")
+    approved = reviews(tmp_path, ("alice", "APPROVED", head))
+    code, out = validate(capsys, "--base", "main", "--pr-reviews", str(approved), "--pr-author", "mallory")
+    shown = moved.relative_to(repo.root).as_posix()
+    assert (code, out.splitlines()) == (
+        1,
+        [
+            f"{shown}:11:13: $.approvers[0]: 'alice' authored a commit that added or changed this spec "
+            "(alice@example.com) and cannot approve it",
+            "  hint: separation of duties: ask another reviewer",
+            "1 error, 0 warnings in 3 files including the policy specs/policy.yaml.",
+        ],
+    )

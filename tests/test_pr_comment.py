@@ -296,6 +296,6 @@ def test_plan_pr_comment_names_a_missing_file_before_contacting_airflow(
     assert main(["plan", "--format", "markdown", "--pr-comment", "changed.txt"]) == 1
     assert capsys.readouterr().err == (
         "error: the list of changed files changed.txt does not exist\n"
-        "  hint: write it with `git diff --name-only origin/main...HEAD -- specs/ > FILE` (one path a line)\n"
+        "  hint: write it with `git diff -z --name-only origin/main...HEAD -- specs/ > FILE` (NUL-separated paths)\n"
     )
     assert not (tmp_path / "none.db").exists()

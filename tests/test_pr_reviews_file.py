@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from controller.cli import main
+from controller.commands.validate import REVIEWS_MAX_BYTES
 
 SPEC = """version: 1
 name: walk
@@ -34,6 +36,8 @@ def review(login: str, state: str, minute: int) -> dict[str, object]:
         "state": state,
         "commit_id": "f" * 40,
         "submitted_at": f"2026-11-29T10:{minute:02d}:00Z",
+        "author_association": "COLLABORATOR",
+        "permission": "write",
     }
 
 
@@ -132,3 +136,99 @@ def test_validate_says_whose_approval_a_downstream_budget_still_needs(
     assert code == 1
     code, out = gate(capsys, json.dumps([review("bob", "APPROVED", 2), review("wh-oncall", "APPROVED", 3)]))
     assert code == 0, out
+
+
+def test_a_device_or_a_fifo_is_refused_without_reading_it(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/zero was read forever (the file was read whole); a FIFO blocked until a writer came."""
+    os.mkfifo("reviews.fifo")
+    for path in ("/dev/zero", "reviews.fifo"):
+        assert main(["validate", "--pr-reviews", path, "--pr-author", "alice"]) == 1
+        assert capsys.readouterr().out == (
+            f"{path}:1:1: cannot read the reviews file: not a regular file\n"
+            + HINT
+            + "1 error, 0 warnings in 1 file.\n"
+        )
+
+
+def test_a_reviews_file_over_the_bound_is_refused_before_it_is_parsed(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = gate(capsys, json.dumps(PAGE_2) + " " * REVIEWS_MAX_BYTES)
+    assert (code, out) == (
+        1,
+        "reviews.json:1:1: the reviews file is over 16777216 bytes (16 MiB); is this the right file?\n"
+        + HINT
+        + "1 error, 0 warnings in 1 file.\n",
+    )
+    assert gate(capsys, json.dumps(PAGE_2).ljust(REVIEWS_MAX_BYTES))[0] == 0  # exactly at the bound is read
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            json.dumps(PAGE_2) + "\n" + "[" * 100_000 + "]" * 100_000,
+            "reviews.json:2:1: the reviews file nests arrays or objects too deeply to read as JSON\n",
+            id="deep",
+        ),
+        pytest.param(
+            '[{"id": ' + "9" * 5000 + "}]",
+            "reviews.json:1:1: the reviews file holds a number too long to read as JSON\n",
+            id="5000 digits",
+        ),
+    ],
+)
+def test_json_python_cannot_read_is_a_located_error(
+    tree: Path, capsys: pytest.CaptureFixture[str], text: str, expected: str
+) -> None:
+    """RecursionError and "Exceeds the limit (4300 digits)" once exited 3."""
+    assert gate(capsys, text) == (1, expected + HINT + "1 error, 0 warnings in 1 file.\n")
+
+
+def sock_puppet(**fields: object) -> str:
+    """bob's approval without write access (a policy that does not restrict approvers lets the author name bob)."""
+    entry = {k: v for k, v in review("bob", "APPROVED", 2).items() if k not in ("author_association", "permission")}
+    return json.dumps([{**entry, **fields}])
+
+
+@pytest.mark.parametrize(
+    ("fields", "why", "hint"),
+    [
+        pytest.param(
+            {"author_association": "NONE", "permission": "none"},
+            "their permission on the repository is 'none' (write, maintain or admin needed)",
+            "ask someone with write access to approve, or give bob write access",
+            id="no access",
+        ),
+        pytest.param(
+            {"author_association": "MEMBER", "permission": "read"},
+            "their permission on the repository is 'read' (write, maintain or admin needed)",
+            "ask someone with write access to approve, or give bob write access",
+            id="a member who may only read",
+        ),
+        pytest.param(
+            {"author_association": "NONE"},
+            "the reviews file has no repository permission for them and their author_association is 'NONE', not OWNER",
+            "the workflow step that writes the reviews file adds each reviewer's `permission` (gh api "
+            "repos/OWNER/REPO/collaborators/LOGIN/permission); update it from this repository's backfill-pr.yml "
+            "(docs/ci-trust.md)",
+            id="an older reviews file",
+        ),
+    ],
+)
+def test_an_approval_without_write_access_is_ignored_and_says_why(
+    tree: Path, capsys: pytest.CaptureFixture[str], fields: dict[str, object], why: str, hint: str
+) -> None:
+    assert gate(capsys, sock_puppet(**fields)) == (
+        1,
+        "specs/walk.yaml:11:12: $.approvers: walk: 0 of the 1 approvals this spec needs are present\n"
+        "  hint: every listed approver must approve the pull request in code review\n"
+        f"specs/walk.yaml:11:13: $.approvers[0]: walk: 'bob' approved, but the review is ignored: {why}\n"
+        f"  hint: {hint}\n"
+        "2 errors, 0 warnings in 1 file.\n",
+    )
+
+
+def test_an_older_reviews_file_still_counts_the_owners_approval(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert gate(capsys, sock_puppet(author_association="OWNER")) == (0, "OK: 1 spec valid (1 file, 0 warnings).\n")
+    assert gate(capsys, sock_puppet(author_association="OWNER", permission="maintain"))[0] == 0

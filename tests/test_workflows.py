@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from controller.commands.pr_comment import read_changed
+from controller.core.approval import latest_decisions, parse_reviews
 from controller.core.pr_comment import MARKER
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,9 +186,10 @@ def test_pr_workflow_validates_gates_and_plans_without_a_store() -> None:
     runs = steps("backfill-pr.yml")
     assert list(runs) == ["changes", "install", "validate", "reviews", "approvals", "plan", "comment"]
     assert runs["validate"] == 'backfillctl validate --base "origin/$BASE_REF" --format github'
-    assert runs["reviews"] == (
-        'gh api --paginate --slurp "repos/$GITHUB_REPOSITORY/pulls/$PR_NUMBER/reviews" > "$RUNNER_TEMP/reviews.json"'
+    assert runs["reviews"].startswith(
+        'gh api --paginate --slurp "repos/$GITHUB_REPOSITORY/pulls/$PR_NUMBER/reviews" > pages.json\n'
     )
+    assert runs["reviews"].endswith('pages.json \\\n  > "$RUNNER_TEMP/reviews.json"\n')
     assert runs["approvals"] == (
         'backfillctl validate --base "origin/$BASE_REF" --pr-reviews "$RUNNER_TEMP/reviews.json" '
         '--pr-author "$PR_AUTHOR" --head-sha "$HEAD_SHA" --format github'
@@ -280,23 +283,37 @@ def test_the_plan_step_plans_without_a_store_and_never_swallows_a_failure(pr: Pa
         "CALLS": str(tmp_path / "calls"),
         "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid",
     }
-    for code in (1, 3):
+    for code in (1, 3, 5):  # 5: reconcile would refuse a spec of the PR; the comment step still posts plan.md
         failed = run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": str(code)})
         assert failed.returncode == code
     assert run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": "0"}).returncode == 0
     calls = [json.loads(line) for line in (tmp_path / "calls").read_text().splitlines()]
-    assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 3
-    assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\n"
+    assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 4
+    assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\0"  # -z: unquoted, NUL-separated
     assert (tmp_path / "plan.md").read_text() == "partial output\n"
 
     offline = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "", "EXIT": "0"})
     assert offline.returncode == 0
-    assert len((tmp_path / "calls").read_text().splitlines()) == 3  # backfillctl was not run
+    assert len((tmp_path / "calls").read_text().splitlines()) == 4  # backfillctl was not run
     assert (tmp_path / "plan.md").read_text() == (
         f"{MARKER}\n### backfillctl plan\n\n"
         "Airflow is not configured for this repository (secret BACKFILLCTL_AIRFLOW_URL), so there is no plan:\n"
         "the specs were validated; run counts come from Airflow's dry run once it is configured.\n"
     )
+
+
+def test_the_plan_step_lists_changed_paths_unquoted(pr: Path, tmp_path: Path) -> None:
+    odd = ["specs/équipe/spec-b.yaml", 'specs/a b"c/spec-c.yaml', "specs/new\nline/spec-d.yaml"]
+    for name in odd:
+        (pr / name).parent.mkdir()
+        (pr / name).write_text("name: x\n")
+    git(pr, "add", "-A")
+    git(pr, "commit", "-qm", "odd folders")
+    fake(tmp_path / "bin", "backfillctl", "print('plan')\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "BASE_REF": "main", "RUNNER_TEMP": str(tmp_path)}
+    done = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid"})
+    assert done.returncode == 0, done.stderr
+    assert sorted(read_changed(tmp_path / "changed.txt")) == sorted(odd)
 
 
 FAKE_GH = """import json, os, subprocess, sys
@@ -399,6 +416,68 @@ def test_a_fork_gets_the_plan_in_the_job_summary(tmp_path: Path) -> None:
     )
     assert (tmp_path / "summary.md").read_text() == f"{MARKER}\nplan\n"
     assert not (tmp_path / "gh.log").exists()
+
+
+FAKE_GH_REVIEWS = """import json, os, sys
+args = sys.argv[1:]
+open(os.environ["GH_LOG"], "a").write(json.dumps(args) + "\\n")
+path = next(a for a in args if a.startswith("repos/"))
+if path.endswith("/reviews"):
+    print(os.environ["GH_PAGES"])
+else:
+    known = json.loads(os.environ["GH_PERMISSIONS"])
+    login = path.split("/")[-2]
+    if login not in known:
+        sys.exit("gh: Not Found (HTTP 404)")
+    print(known[login])
+"""
+
+
+def gh_review(login: str | None, state: str, association: str = "MEMBER") -> dict[str, Any]:
+    return {"user": None if login is None else {"login": login}, "state": state, "author_association": association}
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the reviews step needs jq (preinstalled on GitHub runners)")
+def test_the_reviews_step_adds_each_reviewers_repository_permission(tmp_path: Path) -> None:
+    pages = [
+        [gh_review("dave", "APPROVED"), gh_review("puppet", "APPROVED", "NONE")],
+        [gh_review("dave", "COMMENTED"), gh_review(None, "APPROVED"), gh_review("copilot[bot]", "COMMENTED", "NONE")],
+        [gh_review("erin", "APPROVED")],
+    ]
+    fake(tmp_path / "bin", "gh", FAKE_GH_REVIEWS)
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_REPOSITORY": "o/r",
+        "PR_NUMBER": "7",
+        "GH_LOG": str(tmp_path / "gh.log"),
+        "GH_PAGES": json.dumps(pages),
+        "GH_PERMISSIONS": json.dumps({"dave": "write", "puppet": "none"}),  # erin: the permission cannot be read
+    }
+    done = run_step("backfill-pr.yml", "reviews", tmp_path, env)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "::warning title=backfillctl approvals::cannot read the repository permission of erin; their approval "
+        "counts only if they own the repository\n",
+    )
+    calls = [json.loads(line) for line in (tmp_path / "gh.log").read_text().splitlines()]
+    assert calls == [
+        ["api", "--paginate", "--slurp", "repos/o/r/pulls/7/reviews"],
+        *[
+            ["api", f"repos/o/r/collaborators/{login}/permission", "--jq", ".permission"]
+            for login in ("dave", "erin", "puppet")
+        ],
+    ]
+    permissions = {"dave": "write", "puppet": "none"}
+    assert json.loads((tmp_path / "reviews.json").read_text()) == [
+        {**r, "permission": permissions.get((r["user"] or {}).get("login", ""))} for page in pages for r in page
+    ]
+    reviews, _ = parse_reviews(json.loads((tmp_path / "reviews.json").read_text()), "reviews.json")
+    assert {r.login: r.permission for r in latest_decisions(reviews).values()} == {
+        "dave": "write",
+        "puppet": "none",
+        "erin": None,
+    }
 
 
 def test_the_comment_marker_is_the_renderers() -> None:

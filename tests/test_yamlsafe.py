@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -39,7 +41,11 @@ def load(text: str) -> tuple[object, list[Diagnostic]]:
         ('a: "true"', {"a": "true"}),
         ("a: !!str 5", {"a": "5"}),
         ("a: [1, b]", {"a": [1, "b"]}),
-        ("a: .inf", {"a": ".inf"}),
+        ("a: '.inf'", {"a": ".inf"}),
+        ("a: 9007199254740991", {"a": 2**53 - 1}),
+        ("a: -9007199254740991", {"a": -(2**53 - 1)}),
+        ("a: 1.7976931348623157e308", {"a": 1.7976931348623157e308}),
+        ('a: "\\U0001F600 \\u00e9"', {"a": "\U0001f600 \u00e9"}),
     ],
 )
 def test_plain_scalars_follow_yaml_1_2_core(text: str, value: object) -> None:
@@ -134,6 +140,35 @@ def test_the_libyaml_reader_gives_the_reference_values_and_positions() -> None:
     assert fast == yamlsafe._compose("s.yaml", _SPEC_LIKE)
 
 
+@pytest.mark.skipif(yamlsafe._CParser is None, reason="PyYAML without libyaml: the reference loader reads everything")
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: " + "[" * 999 + "]" * 999,
+        "a:\n  b: [1, {c: " + "{d: " * 70 + "1" + "}" * 71 + "]\n",
+        "".join(f"{'  ' * i}k{i}:\n" for i in range(70)) + "  " * 70 + "v: 1\n",
+        "- " * 80 + "x\n",
+    ],
+    ids=["flow lists", "flow mappings in a list", "block mappings", "block lists"],
+)
+def test_the_libyaml_reader_refuses_deep_nesting_as_the_reference_loader_does(text: str) -> None:
+    """The fast path says this refusal itself (PyYAML's scanner takes 0.5 s on 1,000 nested `[`): same words,
+    same position, same path."""
+    with pytest.raises(yamlsafe.YamlProblem) as fast:
+        yamlsafe._compose_fast("f.yaml", text)
+    with pytest.raises(yamlsafe.YamlProblem) as reference:
+        yamlsafe._compose("f.yaml", text)
+    mine, theirs = fast.value, reference.value
+    assert (mine.message, mine.line, mine.column, mine.hint, mine.path) == (
+        theirs.message,
+        theirs.line,
+        theirs.column,
+        theirs.hint,
+        theirs.path,
+    )
+    assert mine.message == "lists and mappings nest more than 64 levels deep"
+
+
 _YAMLISH = st.lists(
     st.sampled_from(
         [
@@ -141,6 +176,7 @@ _YAMLISH = st.lists(
             *("\n  ", "- ", ": ", "---", "...", "!!str ", "!!int ", "! ", "&a ", "*a", "<<: ", "true", "null", "010"),
             *("-010", "0x1", "1.5e3", "? ", '"\\u00e4"', "key: value\n", "a:\n  - 1\n  - 2\n", "'it''s'", "|\n  x\n"),
             *(">-\n  y\n", "|#", "[a, b]", "{k: v}", "\n- ", "%YAML 1.1\n"),
+            *('"\\ud800"', '"\\0"', '"\\udc00": ', ".nan", "-.inf", "1e999", "9007199254740992", "[[[[[[[[[["),
         ]
     ),
     max_size=40,
@@ -163,6 +199,15 @@ def test_the_libyaml_reader_accepts_only_what_the_reference_loader_reads_alike(t
     assert fast == reference
 
 
+@settings(max_examples=1500, deadline=None)
+@given(_YAMLISH)
+def test_whatever_loads_can_be_written_as_strict_json_in_utf_8(text: str) -> None:
+    """The audit chain hashes UTF-8 JSON and Airflow's conf is JSON: no NaN, no infinity, no lone surrogate."""
+    doc, _ = load_document("f.yaml", text.encode())
+    if doc is not None:
+        json.dumps(doc.data, allow_nan=False, ensure_ascii=False).encode()
+
+
 def test_oversized_input_is_refused_without_parsing() -> None:
     doc, problems = load_document("big.yaml", b"a: [" + b"1," * 600_000 + b"1]")
     assert doc is None
@@ -182,6 +227,7 @@ def test_any_text_gives_a_value_or_located_errors(text: str) -> None:
         assert problem.location.line >= 1
         assert problem.location.column >= 1
         assert problem.message
+        assert problem.text().startswith("fuzz.yaml:")
 
 
 @settings(max_examples=200, deadline=None)

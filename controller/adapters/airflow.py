@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from controller.core.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
+from controller.core.escaping import plain
 from controller.core.guards import SchedulerHealth
 from controller.core.model import (
     Backfill,
@@ -35,7 +36,7 @@ from controller.core.model import (
     summary_from_counts,
 )
 from controller.core.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
-from controller.core.secret import Secret
+from controller.core.secret import Secret, header_problem, redact_url
 from controller.core.spec import format_utc
 from controller.errors import (
     AirflowAmbiguous,
@@ -46,6 +47,7 @@ from controller.errors import (
     AirflowNotFound,
     AirflowUnavailable,
     AirflowVersionError,
+    ConfigError,
     truncate,
 )
 
@@ -179,21 +181,27 @@ class AirflowClient:
         rng: Callable[[], float] = random.random,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.shown_url = redact_url(self.base_url)  # the one form of the URL any message carries
         self._token, self._username, self._password = token, username, password
+        self._static_token = token is not None
         self._backoff, self._sleep, self._rng = backoff or Backoff(), sleep, rng
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            transport=transport,
-            follow_redirects=False,
-            timeout=httpx.Timeout(timeout, connect=5.0),
-            headers={"Accept": "application/json"},
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=self.base_url,
+                transport=transport,
+                follow_redirects=False,
+                timeout=httpx.Timeout(timeout, connect=5.0),
+                headers={"Accept": "application/json"},
+            )
+            self._http.build_request("GET", "/")  # a host IDNA cannot encode fails here, not at the first call
+        except (httpx.InvalidURL, ValueError):  # never httpx's text: it quotes the part it could not parse
+            raise ConfigError(f"BACKFILLCTL_AIRFLOW_URL={self.shown_url!r} is not a valid URL", hint=URL_HINT) from None
         self._login_lock = threading.Lock()
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
         self.observer: Callable[[str, str, int | None], None] | None = None  # (method, path, status): metrics
 
     def __repr__(self) -> str:
-        return f"AirflowClient({self.base_url!r}, token=[secure])"
+        return f"AirflowClient({self.shown_url!r}, token=[secure])"
 
     def close(self) -> None:
         self._http.close()
@@ -211,7 +219,7 @@ class AirflowClient:
         version = str(data.get("version", "")) if isinstance(data, dict) else ""
         if not version or not version.split(".", maxsplit=1)[0].isdigit() or int(version.split(".")[0]) < 3:
             raise AirflowVersionError(
-                f"Airflow at {self.base_url} reports version {version or 'unknown'}; backfillctl needs Airflow 3",
+                f"Airflow at {self.shown_url} reports version {version or 'unknown'}; backfillctl needs Airflow 3",
                 method="GET",
                 path="/api/v2/version",
                 hint="point BACKFILLCTL_AIRFLOW_URL at an Airflow 3 api-server",
@@ -227,23 +235,13 @@ class AirflowClient:
         saved, self._backoff = self._backoff, quick
         try:
             version = self._preflight_version()
-            try:
-                self._json("GET", "/api/v2/dags", params={"limit": 1})
-            except AirflowAuthError as exc:
-                raise AirflowAuthError(
-                    f"Airflow at {self.base_url} refused the credentials: {exc.message}",
-                    method=exc.method,
-                    path=exc.path,
-                    status=exc.status,
-                    detail=exc.detail,
-                    hint=_HINTS[401] + " (a token expires: username/password let backfillctl get a new one)",
-                ) from None
+            self._json("GET", "/api/v2/dags", params={"limit": 1})  # a refusal says "refused the credentials"
         finally:
             self._backoff = saved
         return version
 
     def _preflight_version(self) -> str:
-        where = f"BACKFILLCTL_AIRFLOW_URL={self.base_url}"
+        where = f"BACKFILLCTL_AIRFLOW_URL={self.shown_url}"
         try:
             return self.version()
         except AirflowUnavailable as exc:
@@ -255,7 +253,7 @@ class AirflowClient:
                     hint="is Airflow's api-server running, and is that its address?",
                 ) from None
             raise _not_airflow(where, exc) from None
-        except (AirflowNotFound, AirflowInvalid, AirflowAuthError) as exc:
+        except (AirflowNotFound, AirflowInvalid) as exc:
             raise _not_airflow(where, exc) from None
 
     def list_backfills(self, dag_id: str, *, newest: frozenset[int] | None = None) -> list[Backfill]:
@@ -500,7 +498,7 @@ class AirflowClient:
                 verdict = classify(kind, outcome_of(response.status_code))
                 if verdict is Verdict.OK:
                     return response
-                error = status_error(method, path, response, self._redact, kind)
+                error = self._refused(status_error(method, path, response, self._redact, kind))
             elif not isinstance(error, AirflowUnavailable):  # the table chose the class: only this one retries
                 verdict = Verdict.PERMANENT
             if error is None or verdict is not Verdict.RETRY or attempt == self._backoff.attempts:
@@ -540,7 +538,7 @@ class AirflowClient:
         for secret in (self._token, self._password):
             if secret is not None and secret.reveal():
                 text = text.replace(secret.reveal(), "[secure]")
-        return _BEARER.sub("Bearer [secure]", text)
+        return _JWT.sub("[secure]", _BEARER.sub("Bearer [secure]", text))
 
     def _can_login(self) -> bool:
         return self._username is not None and self._password is not None
@@ -560,8 +558,55 @@ class AirflowClient:
         except _HTTPX_ERRORS as exc:
             raise translate_any("POST", path, exc, Request.READ) from None
         if response.status_code != 201:
-            raise status_error("POST", path, response, self._redact, Request.READ)
-        return Secret(str(response.json()["access_token"]))
+            raise self._refused(status_error("POST", path, response, self._redact, Request.READ))
+        return self._access_token(response)
+
+    def _access_token(self, response: httpx.Response) -> Secret:
+        """The token of a 201 from `POST /auth/token`; any other answer is said (its shape, never a token)."""
+        try:
+            data = response.json()
+        except ValueError:
+            kind = _printable(response.headers.get("content-type", "no content type"), 60)
+            text = _printable(self._redact(response.text), 80)
+            raise self._login_answer(response, f"with a body that is not JSON ({kind}): {text!r}") from None
+        token = data.get("access_token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise self._login_answer(response, f"without an access token: {_shape(data)}")
+        problem = header_problem(token)
+        if problem is not None:
+            raise self._login_answer(response, f"with an access token that {problem}")
+        return Secret(token)
+
+    def _login_answer(self, response: httpx.Response, what: str) -> AirflowError:
+        return AirflowError(
+            f"Airflow at {self.shown_url} answered POST /auth/token -> {response.status_code} {what}",
+            method="POST",
+            path="/auth/token",
+            status=response.status_code,
+            hint="BACKFILLCTL_AIRFLOW_URL must be the Airflow 3 api-server's own address (not a proxy's login page)",
+        )
+
+    def _refused(self, error: AirflowError) -> AirflowError:
+        """A 401/403 said as what it is: Airflow refused these credentials; the variables to check, no value."""
+        if not isinstance(error, AirflowAuthError):
+            return error
+        said = f"Airflow said: {error.detail}" if error.detail else "Airflow gave no reason"
+        if self._can_login():
+            text, hint = "refused the credentials", said
+            fix = "check BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD"
+        elif self._static_token:
+            text, fix = "refused the credentials", "check BACKFILLCTL_AIRFLOW_TOKEN"
+            hint = f"{said}; a token expires: with BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD backfillctl gets a new one"
+        else:
+            text, fix, hint = "wants credentials", _HINTS[401], said
+        return AirflowAuthError(
+            f"Airflow at {self.shown_url} {text} ({error.method} {error.path} -> {error.status}): {fix}",
+            method=error.method,
+            path=error.path,
+            status=error.status,
+            detail=error.detail,
+            hint=hint,
+        )
 
 
 def _not_airflow(where: str, exc: AirflowError) -> AirflowError:
@@ -585,6 +630,29 @@ def _retry_after(response: httpx.Response | None) -> float | None:
 _BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
 
 
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
+
+
+def _printable(text: str, limit: int) -> str:
+    """Outside text cut short, every character outside printable ASCII as `?` (no line breaks, no escapes)."""
+    return re.sub(r"[^\x20-\x7e]", "?", text[:limit]) + ("..." if len(text) > limit else "")
+
+
+def _shape(data: Any) -> str:
+    """A JSON value by its shape: an object's keys and the types of their values, never a value."""
+    if isinstance(data, dict):
+        keys = ", ".join(f"{_printable(str(k), 40)}: {_json_type(v)}" for k, v in list(data.items())[:8])
+        return f"a JSON object {{{keys}}}"
+    return f"a JSON {_json_type(data)}"
+
+
+def _json_type(value: Any) -> str:
+    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
+        (dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"), ((int, float), "number")
+    )  # fmt: skip
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
+
+
 def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
     """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to `limit` chars."""
     try:
@@ -593,7 +661,8 @@ def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
         detail = response.text
     if isinstance(detail, list):
         detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-    return str(detail) if limit is None else truncate(str(detail), limit)
+    detail = plain(detail)  # server text goes into messages, logs and CI output: no line breaks, no escapes
+    return detail if limit is None else truncate(detail, limit)
 
 
 def status_error(
@@ -634,6 +703,7 @@ _HINTS = {
 _CONFIG_FAILURES = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
 URL_HINT = "set BACKFILLCTL_AIRFLOW_URL to the API server's address with its scheme, e.g. http://127.0.0.1:8080"
+HEADER_HINT = "set BACKFILLCTL_AIRFLOW_TOKEN to the token alone: one line of ASCII characters"
 
 
 def failure_of(exc: Exception) -> Failure:
@@ -646,6 +716,8 @@ def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: Request)
     """Map an httpx exception: not sent → unavailable (retryable); maybe processed → ambiguous for a create."""
     failure = failure_of(exc)
     text = f"{method} {path} failed: {type(exc).__name__}"
+    if isinstance(exc, httpx.LocalProtocolError):  # never str(exc): it quotes the header, token and all
+        return AirflowError(f"{text}: a header value cannot be sent", method=method, path=path, hint=HEADER_HINT)
     if failure is Failure.CONFIG:
         return AirflowError(f"{text}: {truncate(str(exc), 120)}", method=method, path=path, hint=URL_HINT)
     if classify(kind, failure) is Verdict.AMBIGUOUS:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ class SpecTree:
     """What `collect` found: spec files (read one at a time by `sources`), the policy file, and files that could
     not be read (`sources` adds to them as it goes)."""
 
-    found: list[tuple[Path, Path]] = field(default_factory=list)  # (file, the root it was found under), in order
+    found: list[tuple[Path, Path]] = field(default_factory=list)  # (file, its root resolved), in order
     policy: SourceFile | None = None
     problems: list[Diagnostic] = field(default_factory=list)
 
@@ -53,15 +55,40 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def collect(paths: Sequence[Path], specs_dir: Path) -> SpecTree:
-    """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists."""
+    """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists. Every folder read
+    from must resolve inside its repository (ConfigError), every file inside its folder (a located problem)."""
     tree = SpecTree()
+    roots = {root: confine(root) for root in [specs_dir, *(p if p.is_dir() else p.parent for p in paths)]}
     policy_path = _policy_path(specs_dir)
     if policy_path is not None:
-        tree.policy = _read(policy_path, specs_dir, tree)
-    for path in sorted(set(_expand(paths, tree))):
+        tree.policy = _read(policy_path, roots[specs_dir], tree)
+    for path in sorted(set(_expand(paths, roots))):
         if policy_path is None or path.resolve() != policy_path.resolve():
-            tree.found.append((path, _root_for(path, paths)))
+            tree.found.append((path, roots[_root_for(path, paths)]))
     return tree
+
+
+def confine(folder: Path) -> Path:
+    """`folder` resolved, refused when it resolves outside the repository it is in: in CI the pull request controls
+    specs/, and a symlink out of the checkout would read (and echo in errors) the runner's files."""
+    resolved = folder.resolve()
+    repository = _repository(folder)
+    if repository is not None and not resolved.is_relative_to(repository.resolve()):
+        raise ConfigError(
+            f"{display(folder)} resolves to {resolved}, outside the repository {repository}: nothing was read from it",
+            hint="specs must be files in the repository: replace the symlink with the folder and its files",
+        )
+    return resolved
+
+
+def _repository(folder: Path) -> Path | None:
+    """The working tree `folder` is in: the nearest folder at or above it with a `.git`, not a symlink (a symlinked
+    folder inside the repository could point at another checkout)."""
+    absolute = folder.absolute()
+    for candidate in (absolute, *absolute.parents):
+        if (candidate / ".git").exists() and not candidate.is_symlink():
+            return candidate
+    return None
 
 
 def names_in_tree(specs_dir: Path) -> dict[str, list[str]]:
@@ -82,10 +109,10 @@ def _policy_path(specs_dir: Path) -> Path | None:
     return None
 
 
-def _expand(paths: Sequence[Path], tree: SpecTree) -> Iterable[Path]:
+def _expand(paths: Sequence[Path], roots: dict[Path, Path]) -> Iterable[Path]:
     for path in paths:
         if path.is_dir():
-            yield from (p for p in path.rglob("*") if p.suffix in SPEC_SUFFIXES and not p.is_dir())
+            yield from _walk(path, roots[path])
         elif path.exists() or path.is_symlink():
             yield path
         else:
@@ -93,6 +120,18 @@ def _expand(paths: Sequence[Path], tree: SpecTree) -> Iterable[Path]:
                 f"{path}: no such file or directory",
                 hint="pass spec files or folders, e.g. `backfillctl validate specs/`",
             )
+
+
+def _walk(folder: Path, resolved: Path) -> Iterator[Path]:
+    """Spec files below `folder`, and its symlinked folders that lead out of it (reported by `_read`; a symlinked
+    folder is never entered: os.walk does not follow links)."""
+    for top, folders, names in os.walk(folder):
+        base = Path(top)
+        yield from (base / name for name in names if Path(name).suffix in SPEC_SUFFIXES)
+        for name in folders:
+            link = base / name
+            if link.is_symlink() and not link.resolve().is_relative_to(resolved):
+                yield link
 
 
 def _root_for(path: Path, roots: Sequence[Path]) -> Path:
@@ -111,11 +150,12 @@ def display(path: Path) -> str:
 
 
 def _read(path: Path, root: Path, tree: SpecTree) -> SourceFile | None:
+    """`path`'s bytes, or a problem in `tree`; `root` is the folder it was found under, resolved."""
     shown = display(path)
     problem = _unsafe(path, root)
     if problem is None:
         try:
-            return SourceFile(shown, _stem(path), _read_bounded(path), _reread)
+            return SourceFile(shown, _stem(path), read_bounded(path), _reread)
         except OSError as exc:
             problem = f"cannot read the file: {exc.strerror or exc}"
     hint = _HINTS.get(problem, "a spec is a few hundred bytes; is this the right file?")
@@ -128,8 +168,10 @@ def _stem(path: Path) -> str:
 
 
 def _unsafe(path: Path, root: Path) -> str | None:
-    if path.is_symlink() and not path.resolve().is_relative_to(root.resolve()):
-        return "symlink points outside the specs tree"
+    if not path.resolve().is_relative_to(root):  # every component, not only the last
+        if not path.is_symlink():
+            return _THROUGH_FOLDER
+        return _LINKED_FOLDER if path.is_dir() else _OUTSIDE
     if not path.is_file():
         return "not a regular file"
     size = path.stat().st_size
@@ -138,22 +180,31 @@ def _unsafe(path: Path, root: Path) -> str | None:
     return None
 
 
-def _read_bounded(path: Path) -> bytes:
-    with path.open("rb") as handle:
-        return handle.read(MAX_BYTES + 1)
+def read_bounded(path: Path, limit: int = MAX_BYTES) -> bytes:
+    """At most `limit + 1` bytes (one more than allowed tells the caller the file is too large) of a regular file;
+    a FIFO or a device (/dev/zero) raises OSError before a byte is read: opened without blocking, then checked."""
+    with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read(limit + 1)
 
 
 def _reread(shown: str) -> bytes | None:
     """A spec file again by its shown path (relative to the working directory, or as given), to place a diagnostic
     found after its bytes were dropped; None when it cannot be read (the validator also compares digests)."""
     try:
-        return _read_bounded(Path(shown))
+        return read_bounded(Path(shown))
     except OSError:
         return None
 
 
+_OUTSIDE = "symlink points outside the specs tree"
+_LINKED_FOLDER = "symlinked folder points outside the specs tree; nothing in it was read"
+_THROUGH_FOLDER = "resolves outside the specs tree through a symlinked folder"
 _HINTS = {
-    "symlink points outside the specs tree": "copy the spec into the tree instead of linking to it",
+    _OUTSIDE: "copy the spec into the tree instead of linking to it",
+    _LINKED_FOLDER: "copy the specs into the tree instead of linking to their folder",
+    _THROUGH_FOLDER: "copy the specs into the tree instead of linking to their folder",
     "not a regular file": "specs must be ordinary files",
 }
 

@@ -7,6 +7,7 @@ empty, so the controller also works on a plain folder (queue order then falls ba
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from controller.core.spec import SourceFile
 from controller.errors import GitError
 
 _SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")
+_LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +59,10 @@ class GitSource:
         return path.resolve().relative_to(self.root).as_posix()
 
     def _log(self, *args: str) -> str:
+        """`git log -z`: paths NUL-terminated and never quoted (git quotes non-ASCII, quotes, newlines by default)."""
         assert self._repo is not None
         try:
-            return str(self._repo.git.log(*args))
+            return str(self._repo.git.log("-z", *args))
         except git.GitCommandError as exc:
             raise GitError(
                 f"git log failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
@@ -124,41 +127,81 @@ class GitSource:
         prefix = self.relative(folder)
         for suffix in SPEC_SUFFIXES:
             path = f"{prefix}/policy{suffix}" if prefix not in ("", ".") else f"policy{suffix}"
-            try:
-                blob = commit.tree / path
-            except KeyError:
+            item = _entry(commit.tree, path)
+            if item is None:
                 continue
+            blob = _follow(commit.tree, item, prefix)
+            if blob is None:  # judged by the default policy instead, a pull request could escape the base's rules
+                raise GitError(
+                    f"{path} at {ref} is a symlink that leads out of the specs folder: the base's policy is unread",
+                    hint=f"make {path} an ordinary file on {ref}",
+                )
             return SourceFile(f"{path}@{ref}", "policy", blob.data_stream.read())
         return None
 
     def specs_at(self, ref: str, folder: Path) -> list[SourceFile]:
-        """The spec files under `folder` as they were at `ref` (paths as in the working tree)."""
+        """The spec files under `folder` as they were at `ref` (paths as in the working tree); a symlink is followed
+        inside the folder only, as in the working tree."""
         assert self._repo is not None
         commit = self._repo.commit(self.resolve(ref))
         prefix = self.relative(folder)
-        try:
-            tree = commit.tree / prefix if prefix not in ("", ".") else commit.tree
-        except KeyError:
+        tree = _entry(commit.tree, prefix) if prefix not in ("", ".") else commit.tree
+        if not isinstance(tree, git.Tree):  # absent at `ref`, or a symlink there: no spec to compare with
             return []
-        blobs = [item for item in tree.traverse() if isinstance(item, git.Blob)]
+        named = [item for item in tree.traverse() if isinstance(item, git.Blob) and _is_spec(str(item.path))]
         return [
-            SourceFile(display(self.root / blob.path), Path(blob.path).stem, blob.data_stream.read())
-            for blob in blobs
-            if Path(blob.path).suffix in SPEC_SUFFIXES and Path(blob.path).stem != "policy"
+            SourceFile(display(self.root / item.path), Path(item.path).stem, blob.data_stream.read())
+            for item in named
+            if (blob := _follow(commit.tree, item, prefix)) is not None
         ]
 
 
+def _is_spec(path: str) -> bool:
+    return Path(path).suffix in SPEC_SUFFIXES and Path(path).stem != "policy"
+
+
+def _entry(tree: git.Tree, path: str) -> git.Tree | git.Blob | None:
+    """The tree or blob at `path`, None when there is none (or a folder on the way is a symlink: git does not
+    follow it, nor does the working tree reader)."""
+    try:
+        item = tree / path
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return item if isinstance(item, git.Tree | git.Blob) else None
+
+
+def _follow(root: git.Tree, item: git.Tree | git.Blob, prefix: str) -> git.Blob | None:
+    """A blob, or the blob its symlink chain leads to while it stays in the specs folder `prefix` (None: it leads
+    out, nowhere, to a folder or round in a loop)."""
+    for _ in range(_LINK_HOPS):
+        if not isinstance(item, git.Blob):
+            return None
+        if item.mode != git.Blob.link_mode:
+            return item
+        target = item.data_stream.read().decode("utf-8", "surrogateescape")
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(str(item.path)), target))
+        inside = prefix in ("", ".") or path.startswith(f"{prefix}/")
+        if not inside or path.startswith(("/", "../")) or path == ".." or (found := _entry(root, path)) is None:
+            return None
+        item = found
+    return None
+
+
 def _blocks(out: str) -> list[tuple[Commit, list[str]]]:
-    blocks = []
-    for block in out.split("\x00")[1:]:
-        header, *names = block.strip().splitlines()
-        sha, timestamp, email, *name = header.split(" ", 3)
-        blocks.append(
-            (
-                Commit(sha, int(timestamp), email.lower(), name[0] if name else ""),
-                [n.strip() for n in names if n.strip()],
-            )
-        )
+    """Parse `git log -z --format=%x00… --name-only`: each commit is an empty token (the %x00), its header, then
+    its paths (the first after a newline); a path is never empty, so an empty token always starts a commit."""
+    blocks: list[tuple[Commit, list[str]]] = []
+    header_next = False
+    for token in out.split("\x00"):
+        if not token:
+            header_next = True
+        elif header_next:
+            sha, timestamp, email, *name = token.strip("\n").split(" ", 3)
+            blocks.append((Commit(sha, int(timestamp), email.lower(), name[0] if name else ""), []))
+            header_next = False
+        elif blocks:
+            paths = blocks[-1][1]
+            paths.append(token[1:] if not paths and token.startswith("\n") else token)
     return blocks
 
 

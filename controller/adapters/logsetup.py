@@ -14,12 +14,16 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from controller.core.escaping import json_text, plain
+from controller.core.secret import redact_urls
+
 PASS_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("backfillctl_pass_id", default=None)
 FIELDS = ("spec", "dag", "backfill")
 
 
 class Redactor(logging.Filter):
-    """Replaces every given secret value in the formatted message (and its args) with `[secure]`."""
+    """Replaces every given secret value in the formatted message (and its args) with `[secure]`, and the
+    credentials of any URL in it with `***`."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
@@ -28,12 +32,11 @@ class Redactor(logging.Filter):
     def redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[secure]")
-        return text
+        return redact_urls(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            record.msg = self.redact(record.getMessage())
-            record.args = None
+        record.msg = self.redact(record.getMessage())
+        record.args = None
         return True
 
 
@@ -54,7 +57,7 @@ class JsonFormatter(logging.Formatter):
             line["pass_id"] = pass_id
         if record.exc_info and record.exc_info[0] is not None:
             line["error"] = record.exc_info[0].__name__  # the type only: a traceback's locals may hold secrets
-        return json.dumps(line, sort_keys=True, ensure_ascii=False, default=str)
+        return json_text(json.dumps(line, sort_keys=True, ensure_ascii=False, default=str))
 
 
 class TextFormatter(logging.Formatter):
@@ -62,7 +65,25 @@ class TextFormatter(logging.Formatter):
         extra = " ".join(f"{n}={getattr(record, n)}" for n in FIELDS if getattr(record, n, None) is not None)
         pass_id = getattr(record, "pass_id", None) or PASS_ID.get()
         tail = " ".join(p for p in (extra, f"pass={pass_id}" if pass_id else "") if p)
-        return f"{record.levelname.lower()}: {record.getMessage()}" + (f" [{tail}]" if tail else "")
+        return plain(f"{record.levelname.lower()}: {record.getMessage()}" + (f" [{tail}]" if tail else ""))
+
+
+class PlainLastResort(logging.Handler):
+    """Python's handler of last resort (no `--log-format`): the bare message on stderr, as one plain line."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(plain(record.getMessage()) + "\n")  # stderr of now: a test may have replaced it
+        except Exception:  # logging never raises: the stdlib reports it the same way
+            self.handleError(record)
+
+
+def install_last_resort() -> None:
+    """Warnings logged without a configured handler print their text from Airflow as one line too."""
+    logging.lastResort = PlainLastResort()
 
 
 def configure(fmt: str = "text", *, secrets: Iterable[str] = (), stream: TextIO | None = None) -> logging.Handler:

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from controller.core.escaping import plain
 from controller.core.notify import IDEMPOTENCY_HEADER
 from controller.errors import ControllerError, truncate
 
@@ -43,10 +44,10 @@ class WebhookClient:
         except httpx.HTTPError as exc:
             # never str(exc): httpx puts the URL (the secret) into some messages
             raise WebhookError(f"receiver {receiver}: {type(exc).__name__} (no answer)") from None
-        except ValueError:  # an invalid URL in the environment variable
+        except (ValueError, httpx.InvalidURL):  # an invalid URL in the environment variable
             raise WebhookError(f"receiver {receiver}: the webhook URL is not a valid http(s) address") from None
         if not 200 <= response.status_code < 300:
-            detail = truncate(_scrub(response.text, url), 120)
+            detail = truncate(plain(_scrub(response.text, url)), 120)
             raise WebhookError(f"receiver {receiver}: HTTP {response.status_code} {detail}".rstrip())
         return response.status_code
 

@@ -10,6 +10,7 @@ what is wrong, and nothing is green. `audit verify` names it as the first bad re
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Iterator
 
@@ -20,16 +21,26 @@ from controller.core.binding import Binding
 from controller.errors import StoreError
 
 
-def show(settings: Settings, where: EventFilter) -> Iterator[AuditRecord | Unreadable]:
+def show(
+    settings: Settings, where: EventFilter, *, first: int | None = None, last: int | None = None
+) -> Iterator[AuditRecord | Unreadable]:
+    """The events that match, oldest first: all, the `first` N or the `last` N."""
     with Store(settings.store_url, read_only=True) as store:
-        yield from store.events(where)
+        yield from itertools.islice(store.events(where, last=last), first)
 
 
-def print_events(settings: Settings, where: EventFilter, line: Callable[[AuditRecord], str]) -> int:
+def print_events(
+    settings: Settings,
+    where: EventFilter,
+    line: Callable[[AuditRecord], str],
+    *,
+    first: int | None = None,
+    last: int | None = None,
+) -> int:
     """Write each readable record as a line on stdout and each unreadable one as an error on stderr;
     return how many were unreadable."""
     skipped = 0
-    for record in show(settings, where):
+    for record in show(settings, where, first=first, last=last):
         if isinstance(record, Unreadable):
             sys.stdout.flush()  # keep the error next to where the record belongs on a terminal
             sys.stderr.write(f"error: {record.describe()}; skipped (run `backfillctl audit verify`)\n")

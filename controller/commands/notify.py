@@ -22,8 +22,10 @@ from controller.adapters.webhook import WebhookClient, WebhookError
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core import notify, status
+from controller.core.escaping import plain_lines
 from controller.core.policy import Policy
 from controller.core.retrying import Backoff
+from controller.core.secret import url_problem
 from controller.core.spec import BackfillSpec
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,9 @@ def _url(policy: Policy, row: notify.Delivery, env: Mapping[str, str]) -> str:
     url = env.get(receiver.webhook_env, "").strip()
     if not url:
         raise WebhookError(f"receiver {row.receiver}: the environment variable {receiver.webhook_env} is not set")
+    problem = url_problem(url, ("http", "https"))
+    if problem is not None:  # said without the URL: all of it is the secret
+        raise WebhookError(f"receiver {row.receiver}: the environment variable {receiver.webhook_env} {problem}")
     return url
 
 
@@ -153,4 +158,4 @@ def status_render(view: NotifyStatus, *, json_format: bool = False) -> str:
             f"  {r.state:<7} {r.receiver:<20} {r.event:<24} {r.spec or '-':<28} seq {r.audit_seq:<6} "
             f"attempts {r.attempts:<3} next {r.next_attempt_at}" + (f"  {r.last_error}" if r.last_error else "")
         )
-    return "\n".join(lines) + "\n"
+    return plain_lines(lines)

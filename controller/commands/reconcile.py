@@ -24,12 +24,24 @@ from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
 from controller.core.binding import Binding
-from controller.core.model import Backfill, Phase
-from controller.core.plan import INCOMPLETE, UNOBSERVED, Item, Kind, Plan, World, iter_changes, make_plan
+from controller.core.model import Backfill
+from controller.core.plan import (
+    INCOMPLETE,
+    UNOBSERVED,
+    Item,
+    Kind,
+    Plan,
+    World,
+    iter_changes,
+    make_plan,
+    refusals,
+    stuck,
+)
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
+from controller.core.secret import redact_url
 from controller.core.spec import BackfillSpec
-from controller.errors import ConfigError, InvalidSpecs, StalePlan
+from controller.errors import InvalidSpecs, StalePlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,27 +58,22 @@ class PassResult:
 
     @property
     def settled(self) -> bool:
-        """Nothing more will happen without a human: finished, orphaned, paused or blocked."""
-        waiting = (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)
-        return all(i.phase not in waiting and not i.held_by_guard for i in self.current.items)
+        """Nothing more will happen without a human: finished, orphaned, paused or blocked, or queued behind such."""
+        behind = stuck(self.current)
+        return all(not i.moving or i.spec in behind for i in self.current.items)
+
+    def stuck_lines(self) -> list[str]:
+        """What holds each spec queued behind one that needs a human."""
+        return [
+            f"{spec} is queued behind {head.spec}, which is {head.phase.value}: {head.reason}"
+            for spec, head in stuck(self.current).items()
+        ]
 
 
 def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
     """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
-    if not settings.airflow_url:
-        raise ConfigError(
-            "BACKFILLCTL_AIRFLOW_URL is not set",
-            hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
-            'for a local one: eval "$(scripts/airflow-local env)"',
-        )
-    scheme, _, rest = settings.airflow_url.partition("://")
-    if scheme not in ("http", "https") or not rest:
-        raise ConfigError(
-            f"BACKFILLCTL_AIRFLOW_URL={settings.airflow_url!r} is not an http:// or https:// address",
-            hint="set it to the api-server's base address, e.g. http://127.0.0.1:8080",
-        )
     client = AirflowClient(
-        settings.airflow_url,
+        settings.airflow_address(),
         token=settings.airflow_token,
         username=settings.airflow_username,
         password=settings.airflow_password,
@@ -96,7 +103,7 @@ class Reconciler:
         self.git = git or GitSource(settings.specs_dir)
         self.commit = self.git.head()
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
-        self.airflow_url = settings.airflow_url or client.base_url
+        self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
 
@@ -156,7 +163,7 @@ class Reconciler:
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
-        refused = [f"{i.spec}: {i.reason}" for i in plan.items if i.kind is Kind.REFUSE]
+        refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused)
         applied = self._apply(plan, specs, world, recorder)
@@ -177,7 +184,7 @@ class Reconciler:
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
-        recorder.pass_done(plan, len(applied))
+        recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after)
 

@@ -7,6 +7,7 @@ together, so later steps of the same pass (re-observation, phase records) never 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from controller import __version__
@@ -17,9 +18,11 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.notify import outbox_rows
-from controller.core.plan import UNOBSERVED, Plan
+from controller.core.plan import UNOBSERVED, Kind, Plan
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec, DesiredState
+
+LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
 
 
 class Recorder:
@@ -37,6 +40,7 @@ class Recorder:
         self.settings, self.store, self.commit, self.provenance = settings, store, commit, provenance
         self.airflow_url, self.policy = airflow_url, policy
         self.bindings: dict[str, Binding] = dict(bindings) if bindings is not None else store.bindings()
+        self.written = 0  # records this pass appended: a pass that found or changed nothing writes none
 
     # --- audit --------------------------------------------------------------------------------------------
 
@@ -59,6 +63,7 @@ class Recorder:
     def _append(self, entry: AuditEntry, spec: BackfillSpec | None) -> AuditRecord:
         """The record, and the notifications it triggers, in one transaction (the outbox)."""
         rows = outbox_rows(entry, self.policy.notify, spec)
+        self.written += 1
         return self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def refusal(self, message: str) -> None:
@@ -69,6 +74,7 @@ class Recorder:
         recorded = self.store.recorded_findings()
         for finding in plan.findings:
             if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
+                self.written += 1
                 self.store.append(
                     AuditEntry(
                         action="finding",
@@ -84,14 +90,21 @@ class Recorder:
                     )
                 )
 
-    def pass_done(self, plan: Plan, changed: int) -> None:
-        self.audit(
-            "reconcile",
-            AuditPhase.OBSERVATION,
-            None,
-            outcome="applied" if changed else "no-changes",
-            message=f"{changed} change(s); plan {plan.checksum()}",
-        )
+    def pass_done(self, plan: Plan, changed: int, now: datetime) -> None:
+        """A pass that changed or found something is recorded; an idle one only as liveness, at most hourly."""
+        if changed or self.written:
+            outcome = "applied" if changed else "no-changes"
+        elif self._quiet_since(now):
+            outcome = "idle"
+        else:
+            return
+        message = f"{changed} change(s); plan {plan.checksum()}"
+        self.audit("reconcile", AuditPhase.OBSERVATION, None, outcome=outcome, message=message)
+
+    def _quiet_since(self, now: datetime) -> bool:
+        """The log has had no record for LIVENESS_EVERY (or none at all)."""
+        last = self.store.last_event_time()
+        return last is None or now - last >= LIVENESS_EVERY
 
     # --- bindings -----------------------------------------------------------------------------------------
 
@@ -106,6 +119,7 @@ class Recorder:
         created: CreateFacts | None = None,
         guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
         progress: Progress | None = None,  # a chunked spec's progress; None keeps it
+        refused: bool = False,  # this pass refused its create: what `status` shows until a pass decides again
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -124,6 +138,7 @@ class Recorder:
             airflow_url=self.airflow_url,
             guard=guard if guard is not None else (before.guard if before else ""),
             progress=progress if progress is not None else (before.progress if before else None),
+            refused=refused,
         )
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding
@@ -136,7 +151,14 @@ class Recorder:
             if spec is None or item.spec in skip or item.kind.mutating or item.reason.startswith(UNOBSERVED):
                 continue  # a planned phase, or nothing observed at all: never recorded as what was seen
             before = self.bindings.get(item.spec)
-            changed = before is None or before.phase is not item.phase or before.backfill_id != item.backfill_id
+            refused = item.kind is Kind.REFUSE
+            changed = (
+                before is None
+                or before.phase is not item.phase
+                or before.backfill_id != item.backfill_id
+                or before.refused is not refused
+                or (refused and before.reason != item.reason)  # refused again for another count: a new decision
+            )
             if changed:
                 self.audit(
                     "observe",
@@ -147,4 +169,6 @@ class Recorder:
                     message=item.reason,
                 )
             if changed or (item.progress is not None and before is not None and before.progress != item.progress):
-                self.bind(spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress)
+                self.bind(
+                    spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress, refused=refused
+                )

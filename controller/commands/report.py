@@ -16,6 +16,7 @@ from controller.commands.settings import Settings
 from controller.commands.status import report_document
 from controller.core import heatmap
 from controller.core.audit import AuditRecord
+from controller.core.escaping import md_fence
 from controller.core.report_html import report_html
 from controller.core.spec import parse_date
 from controller.core.status import report_markdown
@@ -58,5 +59,6 @@ def markdown_report(settings: Settings, name: str, now: datetime) -> str:
 
 
 def with_calendar(markdown: str, themap: heatmap.HeatMap, _events: list[AuditRecord]) -> str:
-    section = f"\n## Calendar\n\n```\n{heatmap.heatmap_text(themap)}```\n\n## Audit trail\n"
+    block = "\n".join(md_fence(heatmap.heatmap_text(themap).splitlines()))
+    section = f"\n## Calendar\n\n{block}\n\n## Audit trail\n"
     return markdown.replace("\n## Audit trail\n", section, 1)

@@ -14,6 +14,7 @@ from controller.adapters.store import Lease, NoStore, Store
 from controller.commands.reconcile import Reconciler, make_client
 from controller.commands.settings import Settings
 from controller.core.audit import controller_event
+from controller.core.escaping import plain
 from controller.errors import LockHeld
 
 LEASE_TTL = 20.0  # a killed holder's lease lapses this long after its last renewal (takeover within 30 s)
@@ -22,7 +23,7 @@ WAIT_POLL = 2.0
 
 
 def _stderr(line: str) -> None:
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(plain(line) + "\n")  # the lease holder's name and host come from the store
     sys.stderr.flush()
 
 

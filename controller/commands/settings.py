@@ -6,9 +6,10 @@ import getpass
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from controller.core.audit import key_bytes
-from controller.core.secret import Secret
+from controller.core.secret import Secret, header_problem, redact_url, text_problem, url_problem
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
@@ -46,6 +47,49 @@ class Settings:
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
             audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
         )
+
+    def airflow_address(self) -> str:
+        """The Airflow URL, once it and the credentials are known to be sendable: a `ConfigError` names the
+        variable and what is wrong with it, never its value (a header cannot carry a line break, httpx would
+        print it)."""
+        if not self.airflow_url:
+            raise ConfigError(
+                "BACKFILLCTL_AIRFLOW_URL is not set",
+                hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
+                'for a local one: eval "$(scripts/airflow-local env)"',
+            )
+        problem, hint = self._airflow_url_problem(self.airflow_url)
+        if problem is not None:
+            raise ConfigError(f"BACKFILLCTL_AIRFLOW_URL={redact_url(self.airflow_url)!r} {problem}", hint=hint)
+        sent = (
+            ("BACKFILLCTL_AIRFLOW_TOKEN", self.airflow_token and self.airflow_token.reveal(), header_problem),
+            ("BACKFILLCTL_AIRFLOW_USERNAME", self.airflow_username, text_problem),
+            ("BACKFILLCTL_AIRFLOW_PASSWORD", self.airflow_password and self.airflow_password.reveal(), text_problem),
+        )
+        for name, value, check in sent:
+            if value and (problem := check(value)) is not None:
+                raise ConfigError(f"{name} {problem}", hint=f"set {name} to the value alone, on one line")
+        return self.airflow_url
+
+    def _airflow_url_problem(self, url: str) -> tuple[str | None, str]:
+        """What is wrong with the Airflow URL, and the fix; a base URL's query would replace every path."""
+        problem = url_problem(url, ("http", "https"))
+        if problem is not None:
+            return problem, URL_FIX
+        parts = urlsplit(url)
+        if parts.query or parts.fragment:
+            return "has a query or a fragment: the api-server's base address takes neither", URL_FIX
+        logs_in = self.airflow_token is not None or (self.airflow_username and self.airflow_password)
+        if (parts.username or parts.password) and logs_in:  # httpx sends them as Basic auth, over the Bearer token
+            return "has a user name or password, which would be sent in place of the token", USERINFO_FIX
+        return None, ""
+
+
+USERINFO_FIX = "take user:password@ out of the URL: BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD carry the login"
+URL_FIX = (
+    "set it to the api-server's base address, e.g. http://127.0.0.1:8080; percent-encode an @ / ? # in a "
+    "user name or password (%40 %2F %3F %23)"
+)
 
 
 def _audit_key(value: str) -> Secret | None:

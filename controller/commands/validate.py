@@ -20,9 +20,8 @@ from controller.core.validation import (
     ValidationResult,
     check_names_in_tree,
     check_spec,
-    is_placeholder,
 )
-from controller.errors import AirflowError, AirflowNotFound, UsageError
+from controller.errors import AirflowError, AirflowNotFound, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.gitsource import GitSource
@@ -173,9 +172,14 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     assert checks.reviews is not None
     source = files.display(checks.reviews)
     try:
-        text = checks.reviews.read_text(encoding="utf-8")
+        raw = files.read_bounded(checks.reviews, REVIEWS_MAX_BYTES)
+        text = raw.decode("utf-8") if len(raw) <= REVIEWS_MAX_BYTES else None
     except (OSError, ValueError) as exc:
-        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {exc}", _REVIEWS_HINT)]
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", _REVIEWS_HINT)]
+    if text is None:
+        message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
+        return [Diagnostic(Location(source, 1, 1), message, _REVIEWS_HINT)]
     data, unreadable = _reviews_json(text, source)
     if unreadable:
         return unreadable
@@ -186,6 +190,8 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     ]
 
 
+# a page of 100 reviews is ~300 KB (GitHub's user objects), one with 100 maximal (64 KiB) bodies ~7 MB
+REVIEWS_MAX_BYTES = 16 * 1024 * 1024
 _REVIEWS_HINT = (
     "save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
     "(a JSON array, one array per page, or an array of pages)"
@@ -204,6 +210,10 @@ def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
         except json.JSONDecodeError as exc:
             where = Location(source, exc.lineno, exc.colno)
             return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", _REVIEWS_HINT)]
+        except (ValueError, RecursionError) as exc:  # a number of over 4,300 digits; arrays nested past the stack
+            why = "nests arrays or objects too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+            where = Location(source, text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1)
+            return [], [Diagnostic(where, f"the reviews file {why} to read as JSON", _REVIEWS_HINT)]
         pages.append((value, at))
         at = _skip_blank(text, end)
     if not pages:
@@ -239,8 +249,8 @@ def _skip_blank(text: str, at: int) -> int:
     return at
 
 
-def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
-    """Write `specs_dir/<name>.yaml` from the template, only if nothing but its placeholders is wrong."""
+def preview_new(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, str, ValidationResult]:
+    """The new spec's path, its text, and what validation says of it in the tree (nothing is written)."""
     from controller.core.scaffold import scaffold  # noqa: PLC0415
 
     check_new(new)
@@ -251,16 +261,23 @@ def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, Val
     preview = validator.validate(
         [SourceFile(files.display(path), new.name, text.encode())], now=now, policy_file=tree.policy
     )
-    preview = _with(preview, list(check_names_in_tree(preview.loaded, files.names_in_tree(specs_dir))))
-    holes = {d.location.path for d in preview.errors if is_placeholder(d)}
-    wrong = [d for d in preview.errors if d.location.path not in holes]  # a placeholder may break other rules
-    if wrong:
-        raise UsageError(
-            f"not written: the spec would be invalid: {wrong[0].text()}",
-            hint="fix the option that gives this value; `backfillctl new --help` lists them",
-        )
+    return path, text, _with(preview, list(check_names_in_tree(preview.loaded, files.names_in_tree(specs_dir))))
+
+
+def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, ValidationResult]:
+    """Write `specs_dir/<name>.yaml` only if it validates: an invalid file in the tree stops every reconcile."""
+    path, text, preview = preview_new(new, specs_dir, now)
+    refuse_invalid(preview)
     files.write_new(path, text)
     return path, preview
+
+
+def refuse_invalid(preview: ValidationResult) -> None:
+    if preview.errors:
+        raise InvalidSpecs(
+            "not written: the spec would be invalid: " + "\n  ".join(d.text() for d in preview.errors),
+            hint="fix the options that give these values; `backfillctl new --help` lists them",
+        )
 
 
 def check_new(new: NewSpec) -> None:

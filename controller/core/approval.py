@@ -3,7 +3,9 @@
 Reviews are what GitHub's "list reviews for a pull request" endpoint returns. For each login, the latest
 review that decides anything counts: APPROVED, CHANGES_REQUESTED or DISMISSED (a COMMENTED review
 neither grants nor revokes an approval, as on GitHub). With a head SHA, only approvals of that commit
-count. Nobody approves their own pull request, and nobody approves a spec they authored.
+count. Nobody approves their own pull request, and nobody approves a spec they authored. An approval counts only
+from a reviewer with write access: the `permission` the workflow adds to each review (GitHub's
+`collaborators/LOGIN/permission`) is write, maintain or admin; without one, only the repository's OWNER counts.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ from controller.core.spec import ReprocessBehavior
 from controller.core.validation import LoadedSpec
 
 DECISIVE = frozenset({"APPROVED", "CHANGES_REQUESTED", "DISMISSED"})
+# GitHub counts only reviews from users with write access towards required reviews; so does the gate
+WRITE_ACCESS = frozenset({"admin", "maintain", "write"})
+PERMISSION_HINT = (
+    "the workflow step that writes the reviews file adds each reviewer's `permission` (gh api "
+    "repos/OWNER/REPO/collaborators/LOGIN/permission); update it from this repository's backfill-pr.yml "
+    "(docs/ci-trust.md)"
+)
 _NOREPLY = re.compile(r"^(?:\d+\+)?([A-Za-z0-9-]+)@users\.noreply\.github\.com$")
 
 
@@ -29,6 +38,8 @@ class Review:
     commit_id: str
     submitted_at: str
     order: int
+    association: str = ""  # GitHub's author_association: OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, …
+    permission: str | None = None  # the reviewer's repository permission, when the workflow recorded it
 
 
 def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic]]:
@@ -50,6 +61,8 @@ def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic
                     str(raw.get("commit_id") or ""),
                     str(raw.get("submitted_at") or ""),
                     index,
+                    str(raw.get("author_association") or "").upper(),
+                    _permission(raw.get("permission")),
                 )
             )
         except (KeyError, TypeError):
@@ -61,6 +74,10 @@ def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic
                 )
             )
     return reviews, problems
+
+
+def _permission(value: Any) -> str | None:
+    return str(value).lower() if isinstance(value, str) and value else None
 
 
 def latest_decisions(reviews: Iterable[Review]) -> dict[str, Review]:
@@ -105,10 +122,11 @@ def _owner_approvals(
         if not owners or any(_approval_problem(o, decisions.get(o), pr_author, head_sha) is None for o in owners):
             continue
         who = ", ".join(owners)
+        ignored = "".join(f"; {why[0]}" for o in owners if (why := _ignored(decisions.get(o))) is not None)
         found.append(
             Diagnostic(
                 item.doc.locate(("downstream", index)),
-                f"{item.spec.name}: the {name} budget's owners ({who}) have not approved the pull request",
+                f"{item.spec.name}: the {name} budget's owners ({who}) have not approved the pull request{ignored}",
                 f"ask one of {who} to approve it in code review: the backfill loads {name}",
             )
         )
@@ -127,12 +145,36 @@ def _approval_problem(
             f"{login!r} has not approved the pull request (latest review: {review.state})",
             f"ask {login} for a new approval",
         )
+    ignored = _ignored(review)
+    if ignored is not None:
+        return ignored
     if head_sha and review.commit_id != head_sha:
         return (
             f"{login!r} approved commit {review.commit_id[:12]}, not the pull request's head {head_sha[:12]}",
             f"the spec changed after the approval; ask {login} to approve again",
         )
     return None
+
+
+def _ignored(review: Review | None) -> tuple[str, str] | None:
+    """Why an approval does not count: its reviewer has no write access, or it is unknown and they are not the
+    OWNER (None: it counts, or there is no approval)."""
+    if review is None or review.state != "APPROVED" or review.permission in WRITE_ACCESS:
+        return None
+    login = review.login
+    if review.permission is not None:
+        return (
+            f"{login!r} approved, but the review is ignored: their permission on the repository is "
+            f"{review.permission!r} (write, maintain or admin needed)",
+            f"ask someone with write access to approve, or give {login} write access",
+        )
+    if review.association == "OWNER":
+        return None
+    return (
+        f"{login!r} approved, but the review is ignored: the reviews file has no repository permission for them "
+        f"and their author_association is {review.association or 'missing'!r}, not OWNER",
+        PERMISSION_HINT,
+    )
 
 
 def _needed(item: LoadedSpec, policy: Policy) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from controller.core.audit import AuditRecord, VerifyResult
+from controller.core.escaping import plain
 from controller.core.spec import canonical_json
 
 
@@ -24,7 +25,7 @@ def record_line(record: AuditRecord) -> str:
     ]
     if e.message:
         parts.append(f"— {e.message}")
-    return " ".join(parts)
+    return plain(" ".join(parts))  # one line per record: a message cannot forge the next record's line
 
 
 def record_jsonl(record: AuditRecord) -> str:

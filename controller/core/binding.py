@@ -71,6 +71,7 @@ class Binding:
     updated_at: str | None = None  # when the store last saved it (set by the store)
     guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
     progress: Progress | None = None  # a chunked spec's chunks, canary and halt state (issue 13)
+    refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

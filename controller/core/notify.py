@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.core.audit import AuditEntry
+from controller.core.escaping import plain, slack_pre, slack_text
 from controller.core.spec import BackfillSpec, format_utc, parse_date
 
 NOTIFY_FORMAT_VERSION = 1
@@ -218,7 +219,7 @@ def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any
     """Slack's incoming-webhook JSON: `text` is the fallback (notifications), `blocks` the message."""
     text = summary_line(delivery.event, facts)
     fields = [
-        f"*{label}*\n{value}"
+        f"*{label}*\n{slack_text(value)}"
         for label, value in (
             ("Spec", facts.get("spec")),
             ("DAG", facts.get("dag_id")),
@@ -230,7 +231,7 @@ def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any
         if value not in (None, "", {})
     ]
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": text[:150]}},
+        {"type": "header", "text": {"type": "plain_text", "text": plain(text)[:150]}},
         *([{"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields[:10]]}] if fields else []),
     ]
     details = _details(facts)
@@ -240,11 +241,14 @@ def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any
         {
             "type": "context",
             "elements": [
-                {"type": "mrkdwn", "text": f"idempotency key `{delivery.key}` · audit seq {delivery.audit_seq}"}
+                {
+                    "type": "mrkdwn",
+                    "text": f"idempotency key `{slack_text(delivery.key)}` · audit seq {delivery.audit_seq}",
+                }
             ],
         }
     )
-    return {"text": text, "blocks": blocks}
+    return {"text": slack_text(text), "blocks": blocks}
 
 
 def _range(facts: Mapping[str, Any]) -> str | None:
@@ -260,13 +264,14 @@ def _runs(runs: Any) -> str | None:
 
 
 def _details(facts: Mapping[str, Any]) -> str:
-    lines = [str(facts["message"])] if facts.get("message") else []
+    """mrkdwn: the message, the failed dates and the report, each escaped (Slack parses `<…>` anywhere)."""
+    lines = [slack_text(facts["message"])] if facts.get("message") else []
     failed: Sequence[str] = facts.get("failed_partitions") or [d[:10] for d in facts.get("failed_dates") or []]
     if failed:
         shown = ", ".join(failed[:30]) + (f" … and {len(failed) - 30} more" if len(failed) > 30 else "")
-        lines.append(f"*Failed ({len(failed)})*: {shown}")
+        lines.append(f"*Failed ({len(failed)})*: {slack_text(shown)}")
     if facts.get("report"):
-        lines.append("```" + str(facts["report"])[: SLACK_TEXT_LIMIT - 200] + "```")
+        lines.append(slack_pre(str(facts["report"])[: SLACK_TEXT_LIMIT - 200]))
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ those, then plans again.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -144,11 +144,17 @@ class Item:
     chunking: Chunking | None = None  # a chunked spec's chunk sizes (the plan line says them)
     progress: Progress | None = field(default=None, repr=False, compare=False)  # a chunked spec's progress to keep
     promoting: bool = False  # this create is the first chunk after the canary: `promote: true` was merged
+    behind: str | None = None  # queued behind this spec of ours: it moves when that one does
 
     @property
     def held_by_guard(self) -> bool:
         """Paused by a guard: it moves on by itself when the guard lifts (never settled)."""
         return self.guard is not None and self.phase is Phase.PAUSED
+
+    @property
+    def moving(self) -> bool:
+        """It goes on without a human (for now): pending, queued, running, or paused by a guard."""
+        return self.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING) or self.held_by_guard
 
     @property
     def facts(self) -> dict[str, Any]:
@@ -620,9 +626,8 @@ class _DagPlanner:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], progress=progress)
         if self.occupant is not None:  # another backfill holds the DAG's one active slot
             who, backfill_id = self.occupant
-            return _item(
-                spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who} (backfill #{backfill_id})", progress=progress
-            )
+            why = f"queued behind {who} (backfill #{backfill_id})"
+            return _item(spec, Kind.WAIT, Phase.QUEUED, why, progress=progress, behind=self._ours(who))
         dry = self.world.dry_runs.get(spec.name)
         if dry is None:
             self.dry_runs_needed.append(spec.name)
@@ -796,10 +801,14 @@ class _DagPlanner:
         if self.occupant is not None:
             who, backfill_id = self.occupant
             where = f" (backfill #{backfill_id})" if backfill_id else ""
-            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who}{where}")
+            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {who}{where}", behind=self._ours(who))
         if self.waiting_on is not None:
-            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {self.waiting_on}")
+            return _item(spec, Kind.WAIT, Phase.QUEUED, f"queued behind {self.waiting_on}", behind=self.waiting_on)
         return self._head(spec)
+
+    def _ours(self, who: str) -> str | None:
+        """`who` when it is a spec of this queue (not an unmanaged backfill, nor a deleted spec's)."""
+        return who if any(s.name == who for s in self.queue) else None
 
     def _head(self, spec: BackfillSpec) -> Item:
         info, dry = self.obs.info, self.world.dry_runs.get(spec.name)
@@ -1098,6 +1107,30 @@ def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Findi
         findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, binding.backfill_id))
         items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, binding.backfill_id))
     return items, findings
+
+
+def stuck(plan: Plan) -> dict[str, Item]:
+    """Specs queued behind one that cannot move without a human (blocked, refused, paused, halted, …): spec → that
+    one, found through a chain of queued specs. They are as stuck as it is."""
+    by_name = {i.spec: i for i in plan.items}
+    heads = {item.spec: _queue_head(item, by_name) for item in plan.items}
+    return {spec: head for spec, head in heads.items() if head.spec != spec and not head.moving}
+
+
+def _queue_head(item: Item, by_name: Mapping[str, Item]) -> Item:
+    """The spec at the front of the chain `item` is queued behind (itself when it waits on nothing of ours)."""
+    head, seen = item, {item.spec}
+    while head.phase is Phase.QUEUED and head.behind is not None and head.behind in by_name:
+        if head.behind in seen:  # never loop, whatever the items say
+            return head
+        seen.add(head.behind)
+        head = by_name[head.behind]
+    return head
+
+
+def refusals(plan: Plan, only: Collection[str] | None = None) -> tuple[Item, ...]:
+    """The creates reconcile refuses (exit 5): of every spec, or only of the specs named in `only`."""
+    return tuple(i for i in plan.items if i.kind is Kind.REFUSE and (only is None or i.spec in only))
 
 
 def iter_changes(plan: Plan) -> Iterator[Item]:

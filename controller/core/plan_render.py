@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator
 
 from controller.core.chunks import chunk_text
+from controller.core.escaping import md_code, md_text, plain_lines
 from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
@@ -110,16 +112,12 @@ def plan_text(plan: Plan) -> str:
     lines += [f"! {kind}: {message}" for kind, message in findings(plan)]
     lines += [f"Load: {b.text()}" for b in plan.budgets]
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
-    return "\n".join(lines) + "\n"
+    return plain_lines(lines)
 
 
 def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:
     """Text from users or servers, safe inside a Markdown table cell or list item: one line, cut, escaped."""
-    flat = " ".join(truncate(text, limit).split())
-    flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    for char in "\\`*_[]|#~":
-        flat = flat.replace(char, "\\" + char)
-    return flat
+    return md_text(truncate(text, limit))
 
 
 def value_text(value: object) -> str:
@@ -139,7 +137,9 @@ def plan_markdown(plan: Plan, heading: str = "### backfillctl plan") -> str:
             if i.runs_to_create is None
             else f"{i.runs_to_create}" + (f" of {i.runs_in_range}" if i.runs_in_range is not None else "")
         )
-        rows.append(f"| `{SYMBOLS[i.kind]}` | `{i.spec}` | `{i.dag_id}` | {label(i)} | {runs} | {i.phase.value} |")
+        rows.append(
+            f"| `{SYMBOLS[i.kind]}` | {md_code(i.spec)} | {md_code(i.dag_id)} | {label(i)} | {runs} | {i.phase.value} |"
+        )
     details = [_details(i) for i in plan.items]
     notes = [f"- **{kind}**: {md(message)}" for kind, message in findings(plan)]
     checksum = f"`{plan.checksum()}`" if plan.complete else NO_CHECKSUM
@@ -169,7 +169,7 @@ _NOT_LISTED = (
 
 
 def _details(item: Item) -> str:
-    lines = [f"<details><summary><code>{item.spec}</code>: {label(item)}</summary>", ""]
+    lines = [f"<details><summary><code>{html.escape(item.spec)}</code>: {label(item)}</summary>", ""]
     lines += [
         f"- {k}: {md(value_text(v))}" for k, v in sorted(item.facts.items()) if k not in _NOT_LISTED and v is not None
     ]

@@ -10,12 +10,13 @@ the summary line is kept.
 from __future__ import annotations
 
 import html
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.escaping import md_code as code
+from controller.core.escaping import md_text as escape
 from controller.core.plan import PLAN_FORMAT_VERSION
 from controller.errors import ConfigError
 
@@ -38,8 +39,6 @@ LABELS = {"noop": "in sync", "wait": "queued", "refuse": "refused", "dry-run": "
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
 INCOMPLETE = "observation-incomplete"  # the finding kind of a DAG that could not be observed
-_PLAIN = re.compile(r"^[A-Za-z0-9._:/+-]+$")
-_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#!|~&])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +47,6 @@ class SpecNote:
 
     ticket: str
     reason: str
-
-
-def escape(text: object) -> str:
-    """One line of plain Markdown text: whitespace runs (newlines too) become one space, and every
-    character that could start markup, HTML, an entity or a table cell is backslash-escaped."""
-    return _SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
-
-
-def code(text: object) -> str:
-    """A code span for identifiers; anything that is not a plain identifier is escaped text instead."""
-    value = str(text)
-    return f"`{value}`" if _PLAIN.match(value) else escape(value)
 
 
 def cut(text: str, limit: int) -> str:
@@ -91,7 +78,7 @@ def pr_comment(
     names, policy, other = _classify(changed_paths)
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
-    head = [MARKER, "### backfillctl plan", ""]
+    head = [MARKER, "### backfillctl plan", "", *_refused([item for item in planned if item["action"] == "refuse"])]
     if plan.get("complete") is False:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
@@ -126,6 +113,11 @@ def pr_comment(
     return _fit(head, units, tail, limit)
 
 
+def changed_specs(paths: Sequence[str]) -> list[str]:
+    """The names of the specs the changed paths add or change (a spec's name is its file's stem)."""
+    return _classify(paths)[0]
+
+
 def _classify(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     """Changed spec names (in path order, once each), changed policy files, other changed files."""
     names: list[str] = []
@@ -141,6 +133,23 @@ def _classify(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
         elif stem not in names:
             names.append(stem)
     return names, policy, other
+
+
+def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The comment leads with what the merge would be refused: the check fails (exit 5) for these."""
+    if not items:
+        return []
+    count = f"{len(items)} spec{'' if len(items) == 1 else 's'}"
+    return [
+        f"**Refused: after the merge, reconcile would refuse {count} this pull request adds or changes** "
+        "(this check fails, exit 5):",
+        "",
+        *[f"- {code(item['spec'])}: {escape(item['reason'])}" for item in items],
+        "",
+        "Fix the spec (review the dry run's count and set `expected_runs` to it, or narrow the range) and push "
+        "again; reconcile creates nothing for a refused spec.",
+        "",
+    ]
 
 
 def _row(item: Mapping[str, Any], note: SpecNote | None) -> str:

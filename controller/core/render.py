@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from controller.core.diagnostics import Diagnostic, json_path
+from controller.core.escaping import plain_lines
 from controller.core.validation import ValidationResult
 
 VALIDATE_FORMAT_VERSION = 1
@@ -18,7 +19,7 @@ def validation_text(result: ValidationResult) -> str:
         if diag.hint:
             lines.append(f"  hint: {diag.hint}")
     lines.append(_summary(result))
-    return "\n".join(lines) + "\n"
+    return plain_lines(lines)
 
 
 def _summary(result: ValidationResult) -> str:
@@ -64,7 +65,7 @@ def validation_github(result: ValidationResult) -> str:
     """GitHub Actions workflow commands: `::error file=…,line=…,col=…,title=…::message`."""
     lines = [_annotation(d) for d in result.diagnostics]
     lines.append(_summary(result))
-    return "\n".join(lines) + "\n"
+    return plain_lines(lines)  # the annotations' data is %-escaped already; this drops ESC and bidi controls
 
 
 def _annotation(diag: Diagnostic) -> str:

@@ -5,7 +5,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from controller.core.spec import ReprocessBehavior, parse_date
+from controller.core.spec import ReprocessBehavior
+
+DATE_TO_HELP = "a date is 00:00 UTC of that day: an hourly DAG's last run is then 00:00, not 23:00"
+
+
+@dataclass(frozen=True, slots=True)
+class DryRunCount:
+    """What Airflow's dry run counted for the new spec, and when (for the comment beside expected_runs)."""
+
+    runs: int
+    in_range: int | None
+    day: str  # YYYY-MM-DD (UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,31 +31,48 @@ class NewSpec:
     ticket: str
     approvers: tuple[str, ...]
     expected_runs: int | None = None
+    reason: str = ""
+    counted: DryRunCount | None = None  # Airflow's dry run, when expected_runs was not given
 
 
-def daily_upper_bound(from_date: str, to_date: str) -> int:
-    """Days in the inclusive range: the run count of a daily DAG, an upper bound for slower ones."""
-    return max(1, (parse_date(to_date) - parse_date(from_date)).days + 1)
+def _text(value: str) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is YAML's): any text stays one value."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def expected_runs_line(new: NewSpec) -> str:
+    if new.expected_runs is not None:
+        return f"expected_runs: {new.expected_runs}             # the reviewed upper bound of runs (--expected-runs)"
+    if new.counted is not None:
+        in_range = "" if new.counted.in_range is None else f" of {new.counted.in_range} in range"
+        return (
+            f"expected_runs: {new.counted.runs}             # Airflow's dry run on {new.counted.day}: "
+            f"{new.counted.runs} run(s) to create{in_range}"
+        )
+    return (
+        "# expected_runs: N            # the most runs you expect (reconcile refuses more): with "
+        "BACKFILLCTL_AIRFLOW_URL set, `backfillctl plan` shows Airflow's dry-run count"
+    )
 
 
 def scaffold(new: NewSpec) -> str:
-    expected = new.expected_runs or daily_upper_bound(new.from_date, new.to_date)
-    approvers = ", ".join(new.approvers)
+    approvers = ", ".join(_text(a) for a in new.approvers)
+    to_note = "inclusive" if "T" in new.to_date else f"inclusive; {DATE_TO_HELP}"
     return f"""\
-# Backfill spec: validate with `backfillctl validate`, preview with `backfillctl plan`.
+# Backfill spec written by `backfillctl new`: check it with `backfillctl validate`, preview it with `backfillctl plan`.
 version: 1
 name: {new.name}                 # must equal the file name
-dag_id: {new.dag_id}
-from_date: {json.dumps(new.from_date)}           # inclusive; a date means 00:00 UTC
-to_date: {json.dumps(new.to_date)}             # inclusive
+dag_id: {_text(new.dag_id)}
+from_date: {_text(new.from_date)}           # inclusive; a date means 00:00 UTC
+to_date: {_text(new.to_date)}             # {to_note}
 reprocess_behavior: {new.reprocess.value}        # none | failed | completed: which existing runs to re-run
 max_active_runs: {new.max_active_runs}             # runs of this backfill at once
 run_backwards: false
 # dag_run_conf: {{}}            # conf for every run, checked against the DAG's params
-expected_runs: {expected}             # reviewed upper bound (daily count); `backfillctl plan` shows Airflow's
-ticket: {new.ticket}                # TODO: the change ticket that authorises this backfill
-reason: "TODO: explain why this backfill is needed"   # TODO: at least 10 characters, for reviewers
-requested_by: {new.requested_by}
-approvers: [{approvers}]   # TODO: who must approve the pull request (not requested_by)
+{expected_runs_line(new)}
+ticket: {_text(new.ticket)}
+reason: {_text(new.reason)}
+requested_by: {_text(new.requested_by)}
+approvers: [{approvers}]   # who must approve the pull request (not requested_by)
 # downstream: []             # systems that will feel the load
 """

@@ -12,15 +12,25 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError
 
 from controller.core.diagnostics import Diagnostic, PathPart
+from controller.core.patterns import ecma_search
 from controller.core.yamlsafe import Document, yaml11_reading
 
 Schema = Mapping[str, Any]
 _SECRET_KEY = re.compile(r"token|password|secret|credential", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)")
+
+
+def _ecma_pattern(validator: Any, pattern: str, instance: object, _schema: Schema) -> Iterator[ValidationError]:
+    """jsonschema's `pattern` keyword with its words, searched as ECMA-262 does (`$` only at the end)."""
+    if validator.is_type(instance, "string") and not ecma_search(pattern, str(instance)):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+_Validator = validators.extend(Draft202012Validator, {"pattern": _ecma_pattern})
 
 
 class SchemaValidator:
@@ -35,7 +45,7 @@ class SchemaValidator:
             Draft202012Validator.check_schema(schema)
         self.schema = schema
         # local references inlined: the same checks and messages, without a reference lookup per value
-        self._validator = Draft202012Validator(_inline_local_refs(schema), format_checker=FormatChecker())
+        self._validator = _Validator(_inline_local_refs(schema), format_checker=FormatChecker())
         self._properties: Mapping[str, Any] = schema.get("properties", {})
 
     def validate(self, doc: Document) -> list[Diagnostic]:

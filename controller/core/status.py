@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core.audit import AuditRecord
 from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
-from controller.core.model import RunSummary
-from controller.core.plan import Item, Plan, running_concurrency
+from controller.core.escaping import md_code, md_fence, md_text, plain_lines
+from controller.core.model import Phase, RunSummary
+from controller.core.plan import AWAITING_DRY_RUN, Item, Plan, running_concurrency
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -60,7 +61,20 @@ class StatusRow:
 
 
 def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
-    return [_row(item, bindings.get(item.spec)) for item in plan.items]
+    return [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
+
+
+def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> StatusRow:
+    """A plan without dry runs (status) only knows `awaiting dry run`; what reconcile last decided about the same
+    spec file, a refusal or a block, is what holds the spec."""
+    source = item.source
+    if item.reason != AWAITING_DRY_RUN or binding is None or binding.phase is not Phase.BLOCKED or source is None:
+        return row
+    if binding.spec_digest != source.digest:  # edited since: the next pass decides again
+        return row
+    when = f" at {binding.updated_at[:19]}Z" if binding.updated_at else ""
+    note = f"{'refused' if binding.refused else 'blocked'} by reconcile{when}: {binding.reason}"
+    return replace(row, phase=Phase.BLOCKED.value, note=note)
 
 
 def _row(item: Item, binding: Binding | None) -> StatusRow:
@@ -134,7 +148,7 @@ def status_text(rows: Sequence[StatusRow]) -> str:
             f"{r.failed:>4} {r.running:>4} {r.queued:>4} {r.total:>5} {r.progress:>5.0f}% "
             f"{eta_text(r.eta_seconds):>7}  {r.note}"
         )
-    return "\n".join(lines) + "\n"
+    return plain_lines(lines)
 
 
 def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:
@@ -233,20 +247,23 @@ def _or_unknown(value: Any) -> str:
 
 
 def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) -> str:
+    """The change record; every value from the spec, the store or Airflow is escaped (one line each)."""
     i = report["intervals"]
-    failed = ", ".join(i.get("failed_partitions") or [d[:10] for d in i["failed_dates"]]) or "none"
+    failed = md_text(", ".join(i.get("failed_partitions") or [d[:10] for d in i["failed_dates"]]) or "none")
     parts = report.get("partitions")
-    partitions = f", partitions {parts['first']} … {parts['last']}" if parts else ""
+    partitions = f", partitions {md_text(parts['first'])} … {md_text(parts['last'])}" if parts else ""
     lines = [
-        f"# Change record: {report['spec']}",
+        f"# Change record: {md_text(report['spec'])}",
         "",
-        f"- **Outcome**: {report['outcome']}"
+        f"- **Outcome**: {md_text(report['outcome'])}"
         + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
-        f"- **Ticket**: {report['ticket']}",
-        f"- **Reason**: {report['reason']}",
-        f"- **Requested by**: {report['requested_by']}; **approved by**: {', '.join(report['approvers'])}",
-        f"- **Spec**: `{report['path']}` digest `{report['digest']}` at commit `{report['git_commit'] or 'unknown'}`",
-        f"- **DAG**: `{report['dag_id']}`, {report['from_date']} → {report['to_date']}, reprocess "
+        f"- **Ticket**: {md_text(report['ticket'])}",
+        f"- **Reason**: {md_text(report['reason'])}",
+        f"- **Requested by**: {md_text(report['requested_by'])}; "
+        f"**approved by**: {md_text(', '.join(report['approvers']))}",
+        f"- **Spec**: {md_code(report['path'])} digest {md_code(report['digest'])} "
+        f"at commit {md_code(report['git_commit'] or 'unknown')}",
+        f"- **DAG**: {md_code(report['dag_id'])}, {report['from_date']} → {report['to_date']}, reprocess "
         f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}"
         + partitions,
         f"- **Created**: {report['created_at'] or '-'}; **completed**: {report['completed_at'] or '-'}",
@@ -257,8 +274,6 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         "",
         "## Audit trail",
         "",
-        "```",
-        *[record_line(e) for e in events],
-        "```",
+        *md_fence([record_line(e) for e in events]),
     ]
     return "\n".join(lines) + "\n"

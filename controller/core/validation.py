@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
 from controller.core.guard_checks import check_policy_guards, check_spec_guards
+from controller.core.patterns import ecma_search
 from controller.core.policy import DEFAULT_POLICY, Policy, Rule, parse_policy
 from controller.core.schema import Schema, SchemaValidator
 from controller.core.spec import (
@@ -247,7 +248,7 @@ def _requester_not_approver(item: LoadedSpec, _policy: Policy, _now: datetime) -
 
 def _ticket(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
     pattern = policy.ticket_pattern
-    if pattern is not None and re.search(pattern, item.spec.ticket) is None:
+    if pattern is not None and not ecma_search(pattern, item.spec.ticket):
         yield Diagnostic(
             item.at("ticket"),
             f"ticket {item.spec.ticket!r} does not match the policy's pattern {pattern!r}",

@@ -9,6 +9,10 @@ Only a small, predictable subset of YAML is accepted:
   `off` stay strings, `2025-01-01` stays the string "2025-01-01" (never a date), `1:20` and `1_000`
   stay strings; only `true`/`false`, `null`/`~`/empty, decimal integers and decimal floats convert;
 * integers with a leading zero (`010`: octal 8 in YAML 1.1, 10 in YAML 1.2) are ambiguous and refused;
+* what JSON (the audit record, Airflow's conf) cannot carry is refused where it is written: integers beyond
+  ±(2^53 - 1), numbers that overflow to infinity, `.inf`/`.nan` (YAML 1.2's infinity and NaN), and strings with
+  a lone surrogate or a NUL (double-quoted escapes such as `"\\ud800"`, `"\\0"`);
+* collections nest at most `MAX_DEPTH` deep (every reader of the values recurses once per level);
 * one document per file, and the top level must be a mapping (checked by the schema).
 
 Every value remembers where it came from: `Document.value_marks` maps a JSON path (a tuple of keys and
@@ -24,6 +28,7 @@ its exact message and position. Without libyaml the reference loader reads every
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from typing import Any
@@ -33,6 +38,10 @@ import yaml
 from controller.core.diagnostics import Diagnostic, Location, PathPart
 
 MAX_BYTES = 1024 * 1024
+MAX_DEPTH = 64
+# JSON's safe integers: beyond them a reader that uses doubles (JavaScript, the Airflow UI) rounds the number
+MAX_SAFE_INTEGER = 2**53 - 1
+_SAFE_DIGITS = len(str(MAX_SAFE_INTEGER))
 
 _PLAIN = "tag:backfillctl:plain"
 _STR = "tag:yaml.org,2002:str"
@@ -45,6 +54,9 @@ _BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": Fals
 _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
 _LEADING_ZERO_INT = re.compile(r"^[-+]?0[0-9]+$")
 _FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+_SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+# a lone surrogate is not Unicode (it cannot be encoded as UTF-8); PostgreSQL's text cannot hold a NUL
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
 # the fast path leaves files with these to the reference loader, where libyaml reads differently from PyYAML:
 # tabs (libyaml lets a plain scalar run on past one), a byte-order mark inside the text, directives, and a
@@ -60,9 +72,11 @@ if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - the wheels s
 class YamlProblem(Exception):
     """Raised inside the loader; converted to a Diagnostic at the boundary of `load_document`."""
 
-    def __init__(self, message: str, line: int, column: int, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, line: int, column: int, hint: str | None = None, path: tuple[PathPart, ...] = ()
+    ) -> None:
         super().__init__(message)
-        self.message, self.line, self.column, self.hint = message, line, column, hint
+        self.message, self.line, self.column, self.hint, self.path = message, line, column, hint, path
 
 
 Marks = dict[tuple[PathPart, ...], tuple[int, int]]
@@ -152,6 +166,7 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         yaml.parser.Parser.__init__(self)
         yaml.composer.Composer.__init__(self)
         _Resolver.__init__(self)
+        self._path: list[PathPart] = []  # where the node being composed is; its length is the nesting depth
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]
@@ -159,11 +174,30 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
             raise _problem("aliases (*name) are not allowed", event.start_mark, "write the value out in full")
         if getattr(event, "anchor", None) is not None:
             raise _problem("anchors (&name) are not allowed", event.start_mark, "write the value out in full")
-        return super().compose_node(parent, index)
+        if parent is not None:
+            key = index.value if isinstance(index, yaml.ScalarNode) else "?"  # "?": a key, or a key not plain
+            self._path.append(index if isinstance(index, int) else key)
+        if len(self._path) >= MAX_DEPTH and isinstance(event, yaml.CollectionStartEvent):
+            raise _too_deep(event.start_mark, tuple(self._path))
+        node = super().compose_node(parent, index)
+        if parent is not None:
+            self._path.pop()
+        return node
 
 
-def _problem(message: str, mark: Any, hint: str | None = None) -> YamlProblem:
-    return YamlProblem(message, mark.line + 1, mark.column + 1, hint)
+def _problem(message: str, mark: Any, hint: str | None = None, path: tuple[PathPart, ...] = ()) -> YamlProblem:
+    return YamlProblem(message, mark.line + 1, mark.column + 1, hint, path)
+
+
+class _TooDeep(YamlProblem):
+    """Nesting past MAX_DEPTH. The fast path says it itself, at the mark and path the reference loader would give:
+    every event before it was ordinary, and PyYAML's scanner is quadratic in flow nesting (0.5 s for 1,000 `[`)."""
+
+
+def _too_deep(mark: Any, path: tuple[PathPart, ...]) -> _TooDeep:
+    message = f"lists and mappings nest more than {MAX_DEPTH} levels deep"
+    hint = f"a spec needs a few levels; flatten the value (the limit, {MAX_DEPTH}, keeps every reader of it bounded)"
+    return _TooDeep(message, mark.line + 1, mark.column + 1, hint, path)
 
 
 def load_document(source: str, raw: bytes) -> tuple[Document | None, list[Diagnostic]]:
@@ -225,6 +259,8 @@ def _compose_fast(source: str, text: str) -> Document | None:
         return None
     try:
         data = _FastLoader(text, marks=False).document()
+    except _TooDeep:
+        raise
     except (_Defer, YamlProblem, yaml.YAMLError):
         return None
     return Document._from_text(source, data, text)
@@ -277,9 +313,13 @@ class _FastLoader:
                 tag = _PLAIN if event.implicit[0] else _STR
             if tag not in _ALLOWED_TAGS or not (event.value or event.style):
                 raise _Defer  # libyaml places an empty plain value elsewhere than PyYAML
-            return event.value if tag == _STR else _plain(event.value, mark)
+            if event.style == '"' and _UNSTORABLE.search(event.value):
+                raise _Defer  # only a double-quoted escape writes one; the reference loader says where
+            return event.value if tag == _STR else _plain(event.value, mark, path)
         if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
             raise _Defer
+        if len(path) >= MAX_DEPTH:
+            raise _too_deep(mark, path)
         if kind is yaml.SequenceStartEvent:
             items: list[Any] = []
             while type(self._parser.peek_event()) is not yaml.SequenceEndEvent:
@@ -304,6 +344,8 @@ class _FastLoader:
                 tag = _PLAIN if event.implicit[0] else _STR
             if (tag == _PLAIN and key == "<<") or tag not in (_PLAIN, _STR) or key in result or not key:
                 raise _Defer
+            if event.style == '"' and _UNSTORABLE.search(key):
+                raise _Defer
             child = (*path, key)
             if self._marks:
                 mark = event.start_mark
@@ -322,7 +364,7 @@ def _convert(node: Any, path: tuple[PathPart, ...], doc: Document) -> Any:
         return _convert_mapping(node, path, doc)
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, (*path, i), doc) for i, item in enumerate(node.value)]
-    return _scalar(node)
+    return _scalar(node, path)
 
 
 def _convert_mapping(node: Any, path: tuple[PathPart, ...], doc: Document) -> dict[str, Any]:
@@ -330,6 +372,7 @@ def _convert_mapping(node: Any, path: tuple[PathPart, ...], doc: Document) -> di
     for key_node, value_node in node.value:
         key = _key(key_node)
         child = (*path, key)
+        _storable(key, key_node.start_mark, child, "key")
         if key in result:
             first = doc.key_marks[child][0]
             raise _problem(
@@ -350,15 +393,41 @@ def _key(node: Any) -> str:
     return str(node.value)
 
 
-def _scalar(node: Any) -> Any:
+def _scalar(node: Any, path: tuple[PathPart, ...]) -> Any:
     value: str = node.value
     if node.tag == _STR:
+        return _storable(value, node.start_mark, path, "string")
+    return _plain(value, node.start_mark, path)
+
+
+def _storable(value: str, mark: Any, path: tuple[PathPart, ...], what: str) -> str:
+    """The string, or a refusal naming its first character that cannot be stored (by code point, never raw)."""
+    found = _UNSTORABLE.search(value)
+    if found is None:
         return value
-    return _plain(value, node.start_mark)
+    at, char = found.start(), found.group()
+    if char == "\x00":
+        raise _problem(
+            f"the {what} holds a NUL character (\\0) at character {at + 1}, which PostgreSQL cannot store",
+            mark,
+            "remove the \\0 escape",
+            path,
+        )
+    pair = value[at : at + 2]
+    joined = pair.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if len(pair) == 2 else ""
+    better = f"\\U{ord(joined):08X}" if len(joined) == 1 else "the character itself"
+    raise _problem(
+        f"the {what} holds a lone surrogate U+{ord(char):04X} at character {at + 1}, which is not Unicode "
+        "text (it cannot be written as UTF-8)",
+        mark,
+        f"write {better} instead of \\u escapes of UTF-16 surrogates",
+        path,
+    )
 
 
-def _plain(value: str, mark: Any) -> Any:
-    """A plain scalar by YAML 1.2's core schema; an integer with a leading zero is refused."""
+def _plain(value: str, mark: Any, path: tuple[PathPart, ...] = ()) -> Any:
+    """A plain scalar by YAML 1.2's core schema; an integer with a leading zero is refused, and so is a number
+    JSON cannot carry."""
     if _NULL.match(value):
         return None
     if value in _BOOL:
@@ -368,12 +437,53 @@ def _plain(value: str, mark: Any) -> Any:
             f"{value!r} is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal",
             mark,
             f"write it without leading zeros ({int(value)}) or quote it",
+            path,
         )
     if _INT.match(value):
-        return int(value)
+        return _integer(value, mark, path)
     if _FLOAT.match(value) and any(c.isdigit() for c in value):
-        return float(value)
+        return _finite(value, mark, path)
+    if _SPECIAL_FLOAT.match(value):
+        what = "NaN (not a number)" if "nan" in value.lower() else "infinity"
+        raise _problem(
+            f"{value} is {what} in YAML 1.2, which JSON cannot carry", mark, _NUMBER_HINT + "; or write null", path
+        )
     return value
+
+
+_NUMBER_HINT = "quote it to pass it as a string"
+
+
+def _integer(value: str, mark: Any, path: tuple[PathPart, ...]) -> int:
+    # counting digits first: int() of a 5,000-digit string raises ValueError (Python's 4,300-digit limit)
+    digits = len(value.lstrip("+-"))
+    number = int(value) if digits <= _SAFE_DIGITS else None
+    if number is not None and abs(number) <= MAX_SAFE_INTEGER:
+        return number
+    raise _problem(
+        f"integer {_shown(value)} is out of range: integers must lie within -{MAX_SAFE_INTEGER} and "
+        f"{MAX_SAFE_INTEGER} (2^53 - 1)",
+        mark,
+        f"JSON readers that use doubles (JavaScript, the Airflow UI) round larger integers; {_NUMBER_HINT}",
+        path,
+    )
+
+
+def _finite(value: str, mark: Any, path: tuple[PathPart, ...]) -> float:
+    number = float(value)
+    if math.isfinite(number):
+        return number
+    raise _problem(
+        f"number {_shown(value)} is out of range: it overflows to infinity, which JSON cannot carry",
+        mark,
+        f"write a number below 1.8e308 in magnitude, or {_NUMBER_HINT}",
+        path,
+    )
+
+
+def _shown(value: str) -> str:
+    """A number as written, or its ends and length when it is long (a 5,000-digit number is not echoed)."""
+    return value if len(value) <= 24 else f"{value[:10]}...{value[-4:]} ({len(value)} characters)"
 
 
 def _from_yaml_error(exc: yaml.MarkedYAMLError) -> YamlProblem:
@@ -391,7 +501,7 @@ def _from_yaml_error(exc: yaml.MarkedYAMLError) -> YamlProblem:
 
 
 def _located(source: str, problem: YamlProblem) -> Diagnostic:
-    return Diagnostic(Location(source, problem.line, problem.column, ()), problem.message, problem.hint)
+    return Diagnostic(Location(source, problem.line, problem.column, problem.path), problem.message, problem.hint)
 
 
 def _file_error(source: str, message: str, hint: str | None) -> Diagnostic:

@@ -252,7 +252,11 @@ def test_wrong_password_is_an_auth_error(make_client: MakeClient) -> None:
     bad = make_client(username="admin", password=Secret("wrong"))
     with pytest.raises(AirflowAuthError) as e:
         bad.list_backfills("demo_daily")
-    assert str(e.value) == "POST /auth/token -> 401: Invalid credentials"
+    assert str(e.value) == (
+        f"Airflow at {bad.base_url} refused the credentials (POST /auth/token -> 401): "
+        "check BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD"
+    )
+    assert e.value.hint == "Airflow said: Invalid credentials"
 
 
 def test_invalid_token_reauthenticates_once(make_client: MakeClient) -> None:
@@ -270,7 +274,11 @@ def test_invalid_token_without_credentials_fails_fast(
     with pytest.raises(AirflowAuthError) as caught:
         c.list_backfills("demo_daily")
     assert caught.value.status == 403
-    assert str(caught.value) == "GET /api/v2/backfills -> 403: Invalid JWT token"
+    assert str(caught.value) == (
+        f"Airflow at {c.base_url} refused the credentials (GET /api/v2/backfills -> 403): "
+        "check BACKFILLCTL_AIRFLOW_TOKEN"
+    )
+    assert caught.value.detail == "Invalid JWT token"
     assert len(c.calls) == 1
     assert canary not in repr(c)
     assert canary not in repr(caught.value) + str(caught.value) + str(caught.value.hint)

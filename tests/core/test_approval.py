@@ -27,7 +27,7 @@ FINANCE = Policy(
 
 
 def raw(login: str, state: str, at: str, commit: str = HEAD) -> dict[str, Any]:
-    return {"user": {"login": login}, "state": state, "commit_id": commit, "submitted_at": at}
+    return {"user": {"login": login}, "state": state, "commit_id": commit, "submitted_at": at, "permission": "write"}
 
 
 def decisions(*reviews: dict[str, Any]) -> dict[str, Review]:
@@ -214,3 +214,69 @@ def test_owners_of_a_downstream_system_must_approve() -> None:
     assert len(check_approvals(loaded(body), own_pr, "wh-lead", HEAD, policy)) == 1  # nobody approves their own PR
     assert check_approvals(loaded(body), own_pr, "bob", HEAD, policy) == []
     assert check_approvals(loaded(unbudgeted), approved_by_dave, "bob", HEAD, policy) == []
+
+
+IGNORED = "specs/s.yaml:11:13: $.approvers[0]: s: 'dave' approved, but the review is ignored: "
+NOT_OWNER = "the reviews file has no repository permission for them and their author_association is {}, not OWNER"
+
+
+@pytest.mark.parametrize(
+    ("fields", "ignored"),
+    [
+        ({"permission": "write"}, None),
+        ({"permission": "maintain"}, None),
+        ({"permission": "ADMIN", "author_association": "NONE"}, None),  # the permission decides, not the association
+        ({"permission": "triage"}, "their permission on the repository is 'triage' (write, maintain or admin needed)"),
+        (
+            {"permission": "read", "author_association": "OWNER"},
+            "their permission on the repository is 'read' (write, maintain or admin needed)",
+        ),
+        ({"permission": "none"}, "their permission on the repository is 'none' (write, maintain or admin needed)"),
+        (
+            {"permission": "custom-role"},
+            "their permission on the repository is 'custom-role' (write, maintain or admin needed)",
+        ),
+        ({"author_association": "OWNER"}, None),  # an older reviews file: only the owner is known to have write access
+        ({"author_association": "owner", "permission": None}, None),
+        ({"author_association": "MEMBER"}, NOT_OWNER.format("'MEMBER'")),
+        ({"author_association": "COLLABORATOR"}, NOT_OWNER.format("'COLLABORATOR'")),
+        ({"author_association": "NONE"}, NOT_OWNER.format("'NONE'")),
+        ({"permission": ""}, NOT_OWNER.format("'missing'")),
+        ({}, NOT_OWNER.format("'missing'")),
+    ],
+)
+def test_only_reviewers_with_write_access_approve(fields: dict[str, Any], ignored: str | None) -> None:
+    review = {k: v for k, v in raw("dave", "APPROVED", "2026-11-29T10:00:00Z").items() if k != "permission"}
+    found = check_approvals(loaded(text()), decisions({**review, **fields}), "bob", HEAD, FINANCE)
+    if ignored is None:
+        assert found == []
+        return
+    assert [(d.text(), d.hint) for d in found] == [
+        (
+            IGNORED + ignored,
+            "ask someone with write access to approve, or give dave write access"
+            if fields.get("permission")
+            else "the workflow step that writes the reviews file adds each reviewer's `permission` (gh api "
+            "repos/OWNER/REPO/collaborators/LOGIN/permission); update it from this repository's backfill-pr.yml "
+            "(docs/ci-trust.md)",
+        ),
+        (
+            "specs/s.yaml:11:12: $.approvers: s: 0 of the 1 approvals this spec needs are present",
+            "every listed approver must approve the pull request in code review",
+        ),
+    ]
+
+
+def test_a_downstream_owner_without_write_access_does_not_approve() -> None:
+    from controller.core.guards import Budget  # noqa: PLC0415
+
+    policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall",)),))
+    body = text(approvers="dave") + "downstream: [warehouse]\n"
+    puppet = {**raw("wh-oncall", "APPROVED", "2026-01-01T00:00:01Z"), "permission": "read"}
+    found = check_approvals(
+        loaded(body), decisions(raw("dave", "APPROVED", "2026-01-01T00:00:00Z"), puppet), "bob", HEAD, policy
+    )
+    assert [d.message for d in found] == [
+        "s: the warehouse budget's owners (wh-oncall) have not approved the pull request; 'wh-oncall' approved, but "
+        "the review is ignored: their permission on the repository is 'read' (write, maintain or admin needed)"
+    ]

@@ -25,6 +25,7 @@ from controller.core.plan import (
     iter_changes,
     make_plan,
     matches,
+    stuck,
     summary_counts,
     terminal_phase,
 )
@@ -282,6 +283,23 @@ def test_queue_behind_a_refused_or_blocked_head() -> None:
     ]
     blocked = make_plan([a, b], Policy(), world(dry={"a": DryRun(error="no"), "b": dates(2)}))
     assert [i.reason for i in blocked.items] == ["Airflow refuses it: no", "queued behind a"]
+
+
+def test_specs_queued_behind_a_head_that_needs_a_human_are_stuck_with_it() -> None:
+    a = spec("a", expected_runs=1)
+    b, c = spec("b", from_date=JAN1 + timedelta(days=40)), spec("c", from_date=JAN1 + timedelta(days=50))
+    refused = make_plan([a, b, c], Policy(), world(dry={"a": dates(7)}))
+    assert {name: head.spec for name, head in stuck(refused).items()} == {"b": "a", "c": "a"}
+    paused = make_plan([spec("a", state=DesiredState.PAUSED), b], Policy(), world())
+    assert {name: (head.phase.value, head.reason) for name, head in stuck(paused).items()} == {
+        "b": ("Paused", "paused before it was created; set state: active to create it")
+    }
+    running = make_plan([a, b], Policy(), world(backfill(3, a), bindings={"a": bound("a", 3)}))
+    assert [i.reason for i in running.items] == ["in sync", "queued behind a (backfill #3)"]
+    assert stuck(running) == {}  # a's backfill runs: b moves when it ends
+    unmanaged = make_plan([b], Policy(), world(backfill(9, spec("other", from_date=JAN1 - timedelta(days=9)))))
+    assert [i.reason for i in unmanaged.items] == ["queued behind unmanaged backfill #9 (backfill #9)"]
+    assert stuck(unmanaged) == {}  # Airflow finishes the unmanaged backfill by itself
 
 
 def test_a_finished_head_lets_the_next_spec_create() -> None:

@@ -208,8 +208,8 @@ def test_the_plan_shows_the_load_before_anyone_approves() -> None:
     assert text[3] == "    in flight: not known (the query for queued and running runs failed)"
     assert text[4] == "Load: warehouse budget 8: a 3, b 2 (5 requested; at most 8 at once)"
     markdown = plan_markdown(plan)
-    assert "- in flight: 2025-01-03 (running), 2025-01-04 (queued) — these dates will be skipped" in markdown
-    assert "- warehouse budget 8: a 3, b 2 (5 requested; at most 8 at once)" in markdown
+    assert "- in flight: 2025-01-03 \\(running\\), 2025-01-04 \\(queued\\) — these dates will be skipped" in markdown
+    assert "- warehouse budget 8: a 3, b 2 \\(5 requested; at most 8 at once\\)" in markdown
 
 
 def test_a_hand_pause_while_a_guard_holds_is_drift_and_not_healed() -> None:

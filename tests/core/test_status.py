@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any
@@ -383,3 +384,18 @@ def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
         trail.append(seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev))
         prev = trail[-1].hash
     assert report_json(spec("r"), None, trail)["completed_at"] == "2026-11-01T10:02:00Z"
+
+
+def test_status_without_dry_runs_shows_what_reconcile_last_refused_or_blocked() -> None:
+    s = spec("big", expected_runs=2)
+    waiting = Plan((Item("big", "d", Kind.WAIT, Phase.PENDING, "awaiting dry run", source=s),))
+    why = "the dry run counts 25 runs; expected_runs is 2"
+    refused = Binding(
+        "big", "d", None, Phase.BLOCKED, spec_digest=s.digest, reason=why, updated_at="2026-12-01T22:39:26.9Z"
+    )
+    (row,) = status_rows(waiting, {"big": replace(refused, refused=True)})
+    assert (row.phase, row.note) == ("Blocked", f"refused by reconcile at 2026-12-01T22:39:26Z: {why}")
+    (row,) = status_rows(waiting, {"big": refused})  # a dry run's error, or a block before the flag was kept
+    assert (row.phase, row.note) == ("Blocked", f"blocked by reconcile at 2026-12-01T22:39:26Z: {why}")
+    (row,) = status_rows(waiting, {"big": replace(refused, refused=True, spec_digest="sha256:edited")})
+    assert (row.phase, row.note) == ("Pending", "awaiting dry run")  # edited since: the next pass decides again

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.core.diagnostics import Diagnostic, Location
-from controller.core.yamlsafe import MAX_BYTES, Document, load_document, yaml11_reading
+from controller.core.yamlsafe import MAX_BYTES, MAX_DEPTH, Document, load_document, yaml11_reading
 
 
 def refused(raw: bytes) -> tuple[str, int, int, str | None]:
@@ -166,7 +166,7 @@ def test_locate_falls_back_to_the_closest_known_parent() -> None:
 
 
 def test_quoted_keys_are_strings_and_quoted_values_stay_strings() -> None:
-    doc, problems = load_document("f.yaml", b"'a': '1'\n\"b\": null\nc: 'null'\nd: 1.5e3\ne: .5\nf: 1.\ng: -.inf\n")
+    doc, problems = load_document("f.yaml", b"'a': '1'\n\"b\": null\nc: 'null'\nd: 1.5e3\ne: .5\nf: 1.\ng: '-.inf'\n")
     assert problems == []
     assert doc is not None
     assert doc.data == {"a": "1", "b": None, "c": "null", "d": 1500.0, "e": 0.5, "f": 1.0, "g": "-.inf"}
@@ -188,3 +188,171 @@ def test_quoted_keys_are_strings_and_quoted_values_stay_strings() -> None:
 )
 def test_yaml11_reading(value: object, reading: str | None) -> None:
     assert yaml11_reading(value) == reading
+
+
+_OUT_OF_RANGE = (
+    "JSON readers that use doubles (JavaScript, the Airflow UI) round larger integers; quote it to pass it as a string"
+)
+_SURROGATE = "which is not Unicode text (it cannot be written as UTF-8)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            'reason: "ok \\ud800"',
+            (
+                "the string holds a lone surrogate U+D800 at character 4, " + _SURROGATE,
+                ("reason",),
+                1,
+                9,
+                "write the character itself instead of \\u escapes of UTF-16 surrogates",
+            ),
+        ),
+        (
+            'conf: {k: ["\\ud83d\\ude00"]}',
+            (
+                "the string holds a lone surrogate U+D83D at character 1, " + _SURROGATE,
+                ("conf", "k", 0),
+                1,
+                12,
+                "write \\U0001F600 instead of \\u escapes of UTF-16 surrogates",
+            ),
+        ),
+        (
+            'conf:\n  "k\\udfff": 1',
+            (
+                "the key holds a lone surrogate U+DFFF at character 2, " + _SURROGATE,
+                ("conf", "k\udfff"),
+                2,
+                3,
+                "write the character itself instead of \\u escapes of UTF-16 surrogates",
+            ),
+        ),
+        (
+            'ticket: "CHG-1\\0"',
+            (
+                "the string holds a NUL character (\\0) at character 6, which PostgreSQL cannot store",
+                ("ticket",),
+                1,
+                9,
+                "remove the \\0 escape",
+            ),
+        ),
+        (
+            "conf: {x: 1e999}",
+            (
+                "number 1e999 is out of range: it overflows to infinity, which JSON cannot carry",
+                ("conf", "x"),
+                1,
+                11,
+                "write a number below 1.8e308 in magnitude, or quote it to pass it as a string",
+            ),
+        ),
+        (
+            "conf: [-1e999]",
+            (
+                "number -1e999 is out of range: it overflows to infinity, which JSON cannot carry",
+                ("conf", 0),
+                1,
+                8,
+                "write a number below 1.8e308 in magnitude, or quote it to pass it as a string",
+            ),
+        ),
+        (
+            "conf: {x: .nan}",
+            (
+                ".nan is NaN (not a number) in YAML 1.2, which JSON cannot carry",
+                ("conf", "x"),
+                1,
+                11,
+                "quote it to pass it as a string; or write null",
+            ),
+        ),
+        (
+            "conf: {x: -.INF}",
+            (
+                "-.INF is infinity in YAML 1.2, which JSON cannot carry",
+                ("conf", "x"),
+                1,
+                11,
+                "quote it to pass it as a string; or write null",
+            ),
+        ),
+        (
+            "conf: {id: 9007199254740992}",
+            (
+                "integer 9007199254740992 is out of range: integers must lie within -9007199254740991 and "
+                "9007199254740991 (2^53 - 1)",
+                ("conf", "id"),
+                1,
+                12,
+                _OUT_OF_RANGE,
+            ),
+        ),
+        (
+            "n: -" + "9" * 5000,
+            (
+                "integer -999999999...9999 (5001 characters) is out of range: integers must lie within "
+                "-9007199254740991 and 9007199254740991 (2^53 - 1)",
+                ("n",),
+                1,
+                4,
+                _OUT_OF_RANGE,
+            ),
+        ),
+    ],
+    ids=["surrogate", "surrogate-pair", "surrogate-key", "nul", "inf", "minus-inf", "nan", "yaml-inf", "2^53", "5000"],
+)
+def test_what_json_cannot_carry_is_refused_where_it_is_written(
+    text: str, expected: tuple[str, tuple[object, ...], int, int, str]
+) -> None:
+    """Every string and number of a spec reaches JSON (the audit chain, Airflow's conf) and PostgreSQL."""
+    doc, problems = load_document("f.yaml", text.encode())
+    assert doc is None
+    assert [(p.message, p.location.path, p.location.line, p.location.column, p.hint) for p in problems] == [expected]
+
+
+def _nested(levels: int) -> str:
+    return "conf: " + "[" * levels + "]" * levels
+
+
+def test_nesting_is_bounded_and_the_deepest_allowed_level_loads() -> None:
+    doc, problems = load_document("f.yaml", _nested(MAX_DEPTH - 1).encode())  # the top mapping is the first level
+    assert problems == []
+    assert doc is not None
+    doc, problems = load_document("f.yaml", _nested(1000).encode())
+    assert doc is None
+    assert [(p.message, p.location.path, p.location.line, p.location.column, p.hint) for p in problems] == [
+        (
+            "lists and mappings nest more than 64 levels deep",
+            ("conf", *[0] * 63),
+            1,
+            70,
+            "a spec needs a few levels; flatten the value (the limit, 64, keeps every reader of it bounded)",
+        )
+    ]
+
+
+def test_nesting_in_block_style_is_bounded_too() -> None:
+    text = "".join(f"{'  ' * i}k{i}:\n" for i in range(MAX_DEPTH)) + "  " * MAX_DEPTH + "v: 1\n"
+    doc, problems = load_document("f.yaml", text.encode())
+    assert doc is None
+    assert [(p.message, len(p.location.path), p.location.line) for p in problems] == [
+        ("lists and mappings nest more than 64 levels deep", 64, 65)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        ("? [a]\n: " + "[" * 70 + "]" * 70, ("?", *[0] * 63)),
+        ("? " + "[" * 70 + "]" * 70 + "\n: 1", ("?", *[0] * 63)),
+    ],
+    ids=["under a complex key", "in a complex key"],
+)
+def test_nesting_under_or_in_a_complex_key_is_located_too(text: str, path: tuple[object, ...]) -> None:
+    _, problems = load_document("f.yaml", text.encode())
+    assert [(p.text().split(": ")[-1], p.location.path) for p in problems] == [
+        ("lists and mappings nest more than 64 levels deep", path)
+    ]

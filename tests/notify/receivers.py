@@ -58,9 +58,10 @@ class WebhookReceiver:
 
 
 class SwitchableProxy:
-    """Forwards to Airflow; while `down`, it closes every connection without answering."""
+    """Forwards to Airflow; while `down`, it closes every connection without answering. With a `transport` (the
+    fake Airflow's), it serves that fake on a real port, for a `backfillctl` subprocess."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, transport: httpx.BaseTransport | None = None) -> None:
         self.upstream, self.down = upstream.rstrip("/"), False
         proxy = self
 
@@ -74,7 +75,7 @@ class SwitchableProxy:
                     self.close_connection = True
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
-                with httpx.Client(timeout=120) as client:
+                with httpx.Client(timeout=120, transport=transport) as client:
                     answer = client.request(self.command, proxy.upstream + self.path, content=body, headers=headers)
                 self.send_response(answer.status_code)
                 if "content-type" in answer.headers:

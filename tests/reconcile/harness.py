@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
@@ -35,12 +37,14 @@ approvers: [bob]
 
 
 class Bench:
-    def __init__(self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None) -> None:
+    def __init__(
+        self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None, store_url: str = ""
+    ) -> None:
         self.root, self.url = root, url
         self.fake = fake
         self.specs = root / "specs"
         self.specs.mkdir(parents=True, exist_ok=True)
-        self.store_url = f"sqlite:///{root}/state.db"
+        self.store_url = store_url or f"sqlite:///{root}/state.db"
         self.store = Store(self.store_url)
         self.clients: list[AirflowClient] = []
 
@@ -86,6 +90,18 @@ class Bench:
             "BACKFILLCTL_ACTOR": "ci-bot",
             **more,
         }
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """`backfillctl ARGS` in a subprocess, in the bench's folder (specs/ relative, as in a repository)."""
+        return subprocess.run(
+            [sys.executable, "-m", "controller", *args],
+            cwd=self.root,
+            env=self.cli_env(BACKFILLCTL_SPECS_DIR="specs"),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
 
     def settings(self) -> Settings:
         return Settings(specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot")

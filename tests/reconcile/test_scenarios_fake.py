@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.cli import main
+from controller.commands.reconcile import Reconciler
 from controller.core.audit import AuditEntry, AuditRecord
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
@@ -312,7 +314,8 @@ def test_nothing_to_reprocess_succeeds_without_a_backfill(bench: Bench) -> None:
     assert len(fake(bench).backfills) == 1
 
 
-def test_rerun_at_same_state_makes_no_mutating_call_and_one_noop_row(bench: Bench) -> None:
+def test_rerun_at_same_state_makes_no_mutating_call_and_no_record(bench: Bench) -> None:
+    """R04, with DESIGN §5's rule: a pass that changes or finds nothing writes no audit record."""
     bench.spec("steady")
     bench.until_terminal()
     before_requests, before_events = len(fake(bench).requests), len(bench.events())
@@ -320,11 +323,28 @@ def test_rerun_at_same_state_makes_no_mutating_call_and_one_noop_row(bench: Benc
     assert first.plan.checksum() == second.plan.checksum()
     assert mutating(fake(bench).requests[before_requests:]) == []
     assert fake(bench).requests[before_requests:] == []  # finished specs cost no Airflow call at all
-    new = bench.events()[before_events:]
-    assert [(e.entry.action, e.entry.outcome) for e in new] == [
-        ("reconcile", "no-changes"),
-        ("reconcile", "no-changes"),
+    assert bench.events()[before_events:] == []
+
+
+def test_an_idle_reconciler_writes_one_liveness_record_an_hour(bench: Bench) -> None:
+    bench.spec("steady")
+    bench.until_terminal()
+    before = len(bench.events())
+
+    def later() -> datetime:  # an hour and a minute on: the last record is older than an hour
+        return datetime.now(UTC) + timedelta(minutes=61)
+
+    hour_later = Store(bench.store_url, clock=later)
+    try:
+        reconciler = Reconciler(bench.settings(), hour_later, bench.client(), clock=later)
+        first, second = reconciler.run_once(), reconciler.run_once()
+    finally:
+        hour_later.close()
+    assert (first.applied, second.applied) == ([], [])
+    assert [(e.entry.action, e.entry.phase, e.entry.outcome, e.entry.message) for e in bench.events()[before:]] == [
+        ("reconcile", "observation", "idle", f"0 change(s); plan {first.plan.checksum()}")
     ]
+    assert bench.store.verify().ok
 
 
 def test_incomplete_observation_blocks_everything_on_that_dag(bench: Bench) -> None:
@@ -494,6 +514,10 @@ def test_specs_queue_behind_a_refused_head(bench: Bench) -> None:
         ("b-next", "wait", "Queued", "queued behind a-big"),
     ]
     assert mutating(fake(bench).requests) == []
+    assert result.settled  # b-next waits on a-big, and a-big waits on a human
+    assert result.stuck_lines() == [
+        "b-next is queued behind a-big, which is Blocked: the dry run counts 7 runs; expected_runs is 5"
+    ]
 
 
 def test_specs_queue_behind_a_blocked_head(bench: Bench) -> None:

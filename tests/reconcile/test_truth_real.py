@@ -95,9 +95,10 @@ def test_wrong_token_is_one_error_with_the_credentials_hint(tmp_path: Path, airf
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     assert done.stderr == (
-        f"error: Airflow at {airflow_url} refused the credentials: GET /api/v2/dags -> 403: Invalid JWT token\n"
-        "  hint: set BACKFILLCTL_AIRFLOW_TOKEN, or BACKFILLCTL_AIRFLOW_USERNAME and BACKFILLCTL_AIRFLOW_PASSWORD "
-        "(a token expires: username/password let backfillctl get a new one)\n"
+        f"error: Airflow at {airflow_url} refused the credentials (GET /api/v2/dags -> 403): "
+        "check BACKFILLCTL_AIRFLOW_TOKEN\n"
+        "  hint: Airflow said: Invalid JWT token; a token expires: with BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD "
+        "backfillctl gets a new one\n"
     )
     assert canary not in done.stderr
 

@@ -221,6 +221,9 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
     )
     store.save_binding(replace(old, runs=RunSummary({"success": 2})))
     assert store.bindings()["s"].runs == RunSummary({"success": 2})
+    assert old.refused is False
+    store.save_binding(replace(old, phase=Phase.BLOCKED, backfill_id=None, refused=True))  # in the JSON detail
+    assert (store.bindings()["s"].phase, store.bindings()["s"].refused) == (Phase.BLOCKED, True)
 
 
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:
@@ -259,6 +262,34 @@ def test_audit_cli(
     sql(store, "UPDATE audit_events SET actor = 'mallory' WHERE seq = 3")
     assert main(["audit", "verify"]) == 1
     assert capsys.readouterr().out.startswith("INVALID at seq 3: seq 3 was modified after it was written\n")
+
+
+def test_audit_show_tail_limit_and_an_age_for_since(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = datetime.now(UTC)
+    moments = iter([now - timedelta(days=4), now - timedelta(hours=3), now - timedelta(minutes=90), now])
+    store = make(store_url, clock=lambda: next(moments))
+    for i in range(4):
+        store.append(entry(i))
+    monkeypatch.setenv("BACKFILLCTL_STORE_URL", store_url)
+
+    def shown(*args: str) -> list[str]:
+        assert main(["audit", "show", *args]) == 0
+        return [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+
+    assert shown("--tail", "2") == ["#3", "#4"]  # the newest two, oldest first
+    assert shown("--limit", "2") == ["#1", "#2"]
+    assert shown("--since", "2h") == ["#3", "#4"]
+    assert shown("--since", "3d") == ["#2", "#3", "#4"]
+    assert shown("--since", "1w", "--tail", "1") == ["#4"]
+    assert shown("--spec", "spec-0", "--tail", "5") == ["#1", "#4"]
+    assert main(["audit", "show", "--since", "2y"]) == 2
+    assert "'2y' is not a date, date-time or age; use e.g. 2025-01-31, 2025-01-31T12:00:00Z or 2h" in (
+        capsys.readouterr().err
+    )
+    assert main(["audit", "show", "--tail", "1", "--limit", "1"]) == 2
+    assert "--limit is the first N, --tail the last N: give one" in capsys.readouterr().err
 
 
 def test_schema_head_constant_matches_the_migrations() -> None:

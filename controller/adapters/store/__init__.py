@@ -24,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import socket
 import sqlite3
 import threading
@@ -76,7 +75,7 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
-from controller.core.secret import Secret
+from controller.core.secret import Secret, redact_url, url_problem
 from controller.core.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
@@ -168,7 +167,7 @@ class Store:
 
     @property
     def safe_url(self) -> str:
-        return safe_url(self.url)
+        return redact_url(self.url)
 
     def close(self) -> None:
         if self._keeper is not None:
@@ -352,13 +351,29 @@ class Store:
                 hint="check the key; then run `backfillctl audit verify` to find the first record not made with it",
             )
 
-    def events(self, where: EventFilter | None = None, batch: int = 2000) -> Iterator[AuditRecord | Unreadable]:
-        """Events in seq order, fetched in batches (flat memory for any size). A row no backfillctl wrote
-        (seq ≤ 0, a BLOB where text belongs, a request that is not JSON) comes as `Unreadable`, never hidden."""
+    def last_event_time(self) -> datetime | None:
+        """When the newest audit event was written (None: the log is empty)."""
+        query = select(audit_events.c.time).order_by(audit_events.c.seq.desc()).limit(1)
+        with self._tx("reading the newest audit event") as conn:
+            value = conn.execute(query).scalar()
+        return None if value is None else datetime.strptime(value, _TIME).replace(tzinfo=UTC)
+
+    def events(
+        self, where: EventFilter | None = None, batch: int = 2000, *, last: int | None = None
+    ) -> Iterator[AuditRecord | Unreadable]:
+        """Events in seq order, fetched in batches (flat memory for any size); `last`: only the newest N. A row
+        no backfillctl wrote (seq ≤ 0, a BLOB where text belongs, a request that is not JSON) comes as
+        `Unreadable`, never hidden."""
         sqlite = self.engine.dialect.name == "sqlite"
         query = select(*_raw_columns(sqlite)).order_by(audit_events.c.seq)
         for column, value in _filters(where or EventFilter()):
             query = query.where(column >= value) if column is audit_events.c.time else query.where(column == value)
+        if last is not None:  # one read from the end, however long the log is
+            newest = query.order_by(None).order_by(audit_events.c.seq.desc()).limit(last)
+            with self._tx("reading audit events") as conn:
+                rows = conn.execute(newest).mappings().all()
+            yield from (_record(row) for row in reversed(rows))
+            return
         start = FIRST_SEQ
         while True:
             with self._tx("reading audit events") as conn:
@@ -613,6 +628,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         updated_at=row.get("updated_at"),
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
+        refused=bool(detail.get("refused")),
     )
 
 
@@ -625,6 +641,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail.update(binding.created.as_json())
     if binding.progress is not None:  # a chunked spec's chunks (issue 13): JSON beside the rest, no migration
         detail["progress"] = binding.progress.as_json()
+    if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
+        detail["refused"] = True
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
@@ -644,35 +662,28 @@ def normalise_url(url: str) -> str:
 
     Raises `StoreError` (exit 1) with the fix; never creates anything.
     """
+    problem = url_problem(url)
+    if problem is not None:  # before SQLAlchemy: it splits a password at an unencoded @ and crashes on a bad port
+        raise StoreError(
+            f"BACKFILLCTL_STORE_URL={redact_url(url)!r} {problem}",
+            hint=f"use {URL_EXAMPLES}; percent-encode an @ / ? # in the user name or password (%40 %2F %3F %23)",
+        )
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     try:
         parsed = make_url(url)
     except ArgumentError:
         raise StoreError(
-            f"BACKFILLCTL_STORE_URL is not a database URL: {_redact(url)!r}",
+            f"BACKFILLCTL_STORE_URL is not a database URL: {redact_url(url)!r}",
             hint=f"use {URL_EXAMPLES} (supported databases: {', '.join(SUPPORTED)})",
         ) from None
     backend = parsed.get_backend_name()
     if backend not in SUPPORTED:
         raise StoreError(
-            f"store {safe_url(url)}: {backend!r} is not a supported database (supported: {', '.join(SUPPORTED)})",
+            f"store {redact_url(url)}: {backend!r} is not a supported database (supported: {', '.join(SUPPORTED)})",
             hint=f"use {URL_EXAMPLES}; PostgreSQL needs the driver: {INSTALL_POSTGRES}",
         )
     return url
-
-
-def safe_url(url: str) -> str:
-    """The URL with its password hidden (`***`)."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except ArgumentError:
-        return _redact(url)
-
-
-def _redact(text_: str) -> str:
-    """Hide anything that looks like `:password@` in a string that is not a parseable URL."""
-    return re.sub(r":.*@", ":***@", text_)
 
 
 def _sqlite_path(url: str) -> Path | None:
