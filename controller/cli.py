@@ -722,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_error(exc: ControllerError) -> None:
-    sys.stderr.write(plain_lines([f"error: {exc.message}", *([f"  hint: {exc.hint}"] if exc.hint else [])]))
+    details = [f"  {line}" for line in exc.details]
+    sys.stderr.write(plain_lines([f"error: {exc.message}", *details, *([f"  hint: {exc.hint}"] if exc.hint else [])]))
 
 
 def _report_unexpected(exc: Exception) -> int:

@@ -35,10 +35,11 @@ class ControllerError(Exception):
 
     exit_code: ExitCode = ExitCode.ERROR
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, details: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.details = details  # one line each, printed indented under the message (each made one line)
 
 
 class ConfigError(ControllerError):

@@ -299,8 +299,8 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
         (
             "--since",
             "yesterday",
-            "Invalid value for '--since': 'yesterday' is not a date or date-time; use e.g. 2025-01-31 or "
-            "2025-01-31T12:00:00Z",
+            "Invalid value for '--since': 'yesterday' is not a date, date-time or age; use e.g. 2025-01-31, "
+            "2025-01-31T12:00:00Z or 2h",
         ),
         (
             "--action",

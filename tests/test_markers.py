@@ -9,7 +9,13 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_AIRFLOW_ONLY = ("tests/reconcile/test_walkthrough.py", "tests/airflow/test_contract.py::test_partitioned_")
+REAL_AIRFLOW_ONLY = (
+    "tests/reconcile/test_walkthrough.py",
+    "tests/airflow/test_contract.py::test_partitioned_",
+    "tests/test_secrets_shown.py::test_a_wrong_password_against_the_real_airflow",
+)
+
+POSTGRES_PARAMETRISED = ("tests/store/", "tests/reconcile/test_hostile_values_fake.py")
 
 
 def collect(*args: str) -> set[str]:
@@ -37,7 +43,7 @@ def needs_airflow(test_id: str) -> bool:
 
 
 def needs_postgres(test_id: str) -> bool:
-    return test_id.startswith("tests/store/") and re.search(r"[\[-]postgresql[\]-]", test_id) is not None
+    return test_id.startswith(POSTGRES_PARAMETRISED) and re.search(r"[\[-]postgresql[\]-]", test_id) is not None
 
 
 def test_markers_select_exactly_the_tests_that_need_a_service() -> None:

@@ -275,7 +275,8 @@ def create_spec(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, Val
 def refuse_invalid(preview: ValidationResult) -> None:
     if preview.errors:
         raise InvalidSpecs(
-            "not written: the spec would be invalid: " + "\n  ".join(d.text() for d in preview.errors),
+            f"not written: the spec would be invalid: {preview.errors[0].text()}",
+            details=tuple(d.text() for d in preview.errors[1:]),
             hint="fix the options that give these values; `backfillctl new --help` lists them",
         )
 
