@@ -633,15 +633,24 @@ def audit_show(
     if limit is not None and tail is not None:
         raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
-    for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since), first=limit, last=tail):
-        _out(line(record) + "\n")
-    return ExitCode.OK
+    where = EventFilter(spec, dag, action, since)
+    skipped = audit_cmd.print_events(_settings(), where, line, first=limit, last=tail)
+    return ExitCode.ERROR if skipped else ExitCode.OK
+
+
+def _head_hash(value: str | None) -> str | None:
+    if value is not None and (len(value) != 64 or value.strip("0123456789abcdef")):  # sha256 as lowercase hex
+        raise typer.BadParameter(
+            f"{value!r} is not a hash: give the 64 lowercase hex digits that `audit verify` printed after 'hash'"
+        )
+    return value
 
 
 @audit_app.command("verify")
 def audit_verify(
     expect_head: Annotated[
-        str | None, typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.")
+        str | None,
+        typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.", callback=_head_hash),
     ] = None,
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
@@ -668,10 +677,8 @@ def audit_export(
     from controller.commands import audit as audit_cmd
     from controller.core import audit_render
 
-    for record in audit_cmd.show(_settings(), EventFilter(spec=spec, since=since)):
-        sys.stdout.write(audit_render.record_jsonl(record) + "\n")
-    sys.stdout.flush()
-    return ExitCode.OK
+    skipped = audit_cmd.print_events(_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
+    return ExitCode.ERROR if skipped else ExitCode.OK
 
 
 @store_app.command("migrate")

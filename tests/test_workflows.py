@@ -153,7 +153,7 @@ def test_reconcile_workflow_secrets_only_where_used() -> None:
     store = ["secrets.BACKFILLCTL_STORE_URL"]
     assert credentials_by_step("backfill-reconcile.yml") == {
         "secrets": sorted(airflow + store),
-        "reconcile": sorted(airflow + store),
+        "reconcile": sorted([*airflow, *store, "secrets.BACKFILLCTL_AUDIT_KEY"]),
         "status": sorted(airflow + store),
         "export": store,
     }

@@ -210,7 +210,7 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
-    assert store.migrate() == ("0001", "0005")
+    assert store.migrate() == ("0001", "0006")
     old = store.bindings()["s"]
     assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
         3,
@@ -231,7 +231,7 @@ def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store
     sql(store, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(StoreError) as refused:
         make(store_url)
-    assert "has schema revision 9999, newer than this backfillctl knows (head 0005)" in refused.value.message
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0006)" in refused.value.message
 
 
 def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:
