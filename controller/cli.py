@@ -23,6 +23,7 @@ from controller import __version__
 from controller.commands.settings import Settings
 from controller.core.audit import ACTIONS
 from controller.core.spec import ReprocessBehavior, parse_date
+from controller.core.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
 from controller.errors import ControllerError, ExitCode
 
 if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
@@ -179,6 +180,41 @@ def new(
     if result.diagnostics:
         _out(render.validation_text(result))
     _out("next: fill in the placeholders listed above, then `backfillctl validate` and `backfillctl plan`\n")
+    return ExitCode.OK
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="The new specs repository (created when missing).")],
+    workflows_repo: Annotated[
+        str,
+        typer.Option(
+            "--workflows-repo",
+            help="OWNER/REPO of backfillctl, whose reusable workflows and pre-commit hook the files call "
+            "(the default is a placeholder to replace).",
+        ),
+    ] = PLACEHOLDER_REPO,
+    ref: Annotated[
+        str, typer.Option("--ref", help="Tag or commit SHA of backfillctl to pin them to (default: this version).")
+    ] = f"v{__version__}",
+    environment: Annotated[
+        str, typer.Option("--environment", help="GitHub environment holding the reconcile job's secrets.")
+    ] = DEFAULT_ENVIRONMENT,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
+) -> int:
+    """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
+    from controller.commands.init import init_repository
+    from controller.core.starter import StarterOptions
+
+    options = StarterOptions(workflows_repo, ref, environment)
+    for item in init_repository(directory, options, force=force):
+        _out(f"{'overwrote' if item.replaced else 'wrote'} {item.path}\n")
+    if options.placeholder:
+        _out(
+            f"note: the workflows and the pre-commit hook call {workflows_repo}, a placeholder: run init again "
+            "with --workflows-repo OWNER/REPO --force, or replace it in those files\n"
+        )
+    _out(f"next: cd {directory} && backfillctl validate; then delete the example spec before the first merge\n")
     return ExitCode.OK
 
 
