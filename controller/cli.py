@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load
     from rich.table import Table
 
     from controller.commands.reconcile import PassResult
+    from controller.core.provenance import Evidence
     from controller.core.status import StatusRow
 
 app = typer.Typer(
@@ -306,6 +307,12 @@ def reconcile(
     unhealthy_after: Annotated[
         int, typer.Option("--unhealthy-after", min=1, help="/healthz answers 503 after this many failed passes.")
     ] = 3,
+    pr_reviews: Annotated[
+        Path | None,
+        typer.Option("--pr-reviews", help="The merged PR's reviews: its approval gate is checked before a create."),
+    ] = None,
+    pr_number: Annotated[int | None, typer.Option("--pr-number", min=1, help="The merged PR's number.")] = None,
+    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the merged PR's author.")] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
     from rich.live import Live
@@ -321,7 +328,8 @@ def reconcile(
         raise typer.BadParameter("--timeout goes with --until-complete")
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
     monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
-    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor)
+    evidence = _evidence(pr_reviews, pr_number, pr_author)
+    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor, evidence)
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
     view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
 
@@ -333,6 +341,17 @@ def reconcile(
     with live or contextlib.nullcontext():
         end = reconcile_loop(_settings(), options, on_pass)
     return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
+
+
+def _evidence(reviews: Path | None, number: int | None, author: str | None) -> "Evidence | None":
+    """The approval gate at reconcile takes the three together: the reviews, of which PR, opened by whom."""
+    if reviews is None or number is None or author is None:
+        if reviews is None and number is None and author is None:
+            return None
+        raise typer.BadParameter("--pr-reviews, --pr-number and --pr-author go together", param_hint="--pr-reviews")
+    from controller.commands.validate import read_evidence
+
+    return read_evidence(reviews, number, author)
 
 
 class PassView:

@@ -13,6 +13,7 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.model import RunSummary
 from controller.core.plan import Item, Plan, running_concurrency
+from controller.core.provenance import approved_by
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -163,6 +164,8 @@ def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[Au
         "reason": spec.reason,
         "requested_by": spec.requested_by,
         "approvers": list(spec.approvers),
+        "approval": None if binding is None or binding.approval is None else binding.approval.as_json(),
+        "approved_by": approved_by(binding.approval if binding else None, spec.approvers),
         "dag_id": spec.dag_id,
         "from_date": format_utc(spec.from_date),
         "to_date": format_utc(spec.to_date),
@@ -244,7 +247,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
         f"- **Ticket**: {report['ticket']}",
         f"- **Reason**: {report['reason']}",
-        f"- **Requested by**: {report['requested_by']}; **approved by**: {', '.join(report['approvers'])}",
+        f"- **Requested by**: {report['requested_by']}; **approved by**: {report['approved_by']}",
         f"- **Spec**: `{report['path']}` digest `{report['digest']}` at commit `{report['git_commit'] or 'unknown'}`",
         f"- **DAG**: `{report['dag_id']}`, {report['from_date']} → {report['to_date']}, reprocess "
         f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}"

@@ -50,7 +50,7 @@ from controller.core.audit import (
     seal,
     verify_chain,
 )
-from controller.core.binding import Binding, CreateFacts
+from controller.core.binding import Approval, Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
@@ -536,6 +536,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         updated_at=row.get("updated_at"),
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
+        approval=Approval.from_json(detail.get("approval")),
     )
 
 
@@ -548,6 +549,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail.update(binding.created.as_json())
     if binding.progress is not None:  # a chunked spec's chunks (issue 13): JSON beside the rest, no migration
         detail["progress"] = binding.progress.as_json()
+    if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
+        detail["approval"] = binding.approval.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
