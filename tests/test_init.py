@@ -81,7 +81,10 @@ def test_the_workflows_call_the_reusable_ones_at_the_pinned_ref(
         f"acme/backfillctl/.github/workflows/reusable-backfill-reconcile.yml@{'0' * 40}"
     )
     assert called["backfill-reconcile.yml"]["with"]["environment"] == "backfill-production"
-    for job in called.values():
+    for job in called.values():  # each called file exists here, and declares what the caller passes
+        own = yaml.safe_load((REPO / job["uses"].split("/", 2)[2].split("@")[0]).read_text())
+        assert set(job["secrets"]) == set(own[True]["workflow_call"]["secrets"])
+        assert set(job["with"]) <= set(own[True]["workflow_call"]["inputs"])
         assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in job["secrets"].items())
     (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
     assert hook_repo == {
