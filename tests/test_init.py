@@ -174,3 +174,31 @@ def test_values_that_would_break_the_files_are_refused(
     assert (code, out) == (2, "")
     assert err == f"error: {message}\n  hint: `backfillctl init --help` says what {option} takes\n"
     assert not (tmp_path / "repo").exists()
+
+
+# --- shell completion ---------------------------------------------------------------------------------------
+
+
+def test_help_offers_shell_completion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--install-completion" in out
+    assert "--show-completion" in out
+
+
+def test_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    backfillctl = Path(sys.executable).parent / "backfillctl"
+    for words, cword, expected in (
+        ("backfillctl va", "1", ["validate"]),
+        ("backfillctl reconcile --pr-", "2", ["--pr-reviews", "--pr-number", "--pr-author"]),
+    ):
+        env = {"PATH": "/usr/bin:/bin", "_BACKFILLCTL_COMPLETE": "complete_bash", "COMP_WORDS": words}
+        done = subprocess.run(
+            [str(backfillctl)],
+            cwd=tmp_path,
+            env={**env, "COMP_CWORD": cword},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stdout.split()) == (0, expected), done.stderr

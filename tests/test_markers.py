@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_AIRFLOW_ONLY = ("tests/reconcile/test_walkthrough.py", "tests/airflow/test_contract.py::test_partitioned_")
+REAL_AIRFLOW_ONLY = (
+    "tests/reconcile/test_walkthrough.py",
+    "tests/airflow/test_contract.py::test_partitioned_",
+    "tests/test_package.py::test_plan_with_the_installed_wheel",
+)
 
 
 def collect(*args: str) -> set[str]:

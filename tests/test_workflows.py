@@ -611,8 +611,10 @@ def test_reconcile_workflow_never_overlaps() -> None:
         (
             "",
             {"PR_NUMBER": "41", "PR_AUTHOR": "alice"},
-            ["reconcile", "--once", "--wait-lock", "--pr-reviews", "/t/reviews.json", "--pr-number", "41"]
-            + ["--pr-author", "alice"],
+            [
+                *["reconcile", "--once", "--wait-lock", "--pr-reviews", "/t/reviews.json"],
+                *["--pr-number", "41", "--pr-author", "alice"],
+            ],
         ),
     ],
 )
