@@ -475,6 +475,20 @@ def workspace(tmp_path: Path) -> Path:
     return tmp_path / "workspace"
 
 
+def gh_env(tmp_path: Path, pages: list[Any], permissions: dict[str, str], **more: str) -> dict[str, str]:
+    """A step's environment with the fake gh of FAKE_GH_REVIEWS: these review pages and permissions."""
+    return {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_WORKSPACE": str(workspace(tmp_path)),
+        "GH_LOG": str(tmp_path / "gh.log"),
+        "GH_PAGES": json.dumps(pages),
+        "GH_PERMISSIONS": json.dumps(permissions),
+        **more,
+    }
+
+
 def gh_review(login: str | None, state: str, association: str = "MEMBER") -> dict[str, Any]:
     return {"user": None if login is None else {"login": login}, "state": state, "author_association": association}
 
@@ -487,16 +501,8 @@ def test_the_reviews_step_adds_each_reviewers_repository_permission(tmp_path: Pa
         [gh_review("erin", "APPROVED")],
     ]
     fake(tmp_path / "bin", "gh", FAKE_GH_REVIEWS)
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-        "RUNNER_TEMP": str(tmp_path),
-        "GITHUB_REPOSITORY": "o/r",
-        "PR_NUMBER": "7",
-        "GH_LOG": str(tmp_path / "gh.log"),
-        "GH_PAGES": json.dumps(pages),
-        "GH_PERMISSIONS": json.dumps({"dave": "write", "puppet": "none"}),  # erin: the permission cannot be read
-        "GITHUB_WORKSPACE": str(workspace(tmp_path)),
-    }
+    # erin: the permission cannot be read
+    env = gh_env(tmp_path, pages, {"dave": "write", "puppet": "none"}, PR_NUMBER="7")
     done = run_step(PR, "reviews", tmp_path, env)
     assert (done.returncode, done.stdout) == (
         0,
@@ -658,18 +664,14 @@ def test_the_pr_step_finds_the_merged_pull_request_and_its_reviews(
     tmp_path: Path, pulls: list[dict[str, Any]], outputs: str
 ) -> None:
     fake(tmp_path / "bin", "gh", FAKE_GH_MERGED)
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-        "RUNNER_TEMP": str(tmp_path),
-        "GITHUB_REPOSITORY": "o/r",
-        "GITHUB_SHA": "abc",
-        "GITHUB_OUTPUT": str(tmp_path / "out"),
-        "GITHUB_WORKSPACE": str(workspace(tmp_path)),
-        "GH_LOG": str(tmp_path / "gh.log"),
-        "GH_PULLS": json.dumps(pulls),
-        "GH_PAGES": json.dumps([[gh_review("bob", "APPROVED")]]),
-        "GH_PERMISSIONS": json.dumps({"bob": "write"}),
-    }
+    env = gh_env(
+        tmp_path,
+        [[gh_review("bob", "APPROVED")]],
+        {"bob": "write"},
+        GITHUB_SHA="abc",
+        GITHUB_OUTPUT=str(tmp_path / "out"),
+        GH_PULLS=json.dumps(pulls),
+    )
     (tmp_path / "out").write_text("")
     done = run_step(RECONCILE, "pr", tmp_path, env)
     assert done.returncode == 0, done.stderr

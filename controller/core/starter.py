@@ -60,6 +60,15 @@ def starter_files(options: StarterOptions) -> tuple[tuple[str, str], ...]:
     return tuple((path, fill(text)) for path, text in _TEMPLATES)
 
 
+def _call(workflow: str, more_inputs: str, secrets: str) -> str:
+    """The one job of a caller: this repository's reusable `workflow` at the pinned ref, and its inputs."""
+    return (
+        f"jobs:\n  backfill:\n    uses: @REPO@/.github/workflows/{workflow}@@REF@\n    with:\n"
+        '      specs-dir: specs\n      backfillctl-repository: @REPO@\n      backfillctl-version: "@REF@"\n'
+        f"{more_inputs}    secrets: # {secrets}\n"
+    )
+
+
 def _secrets_block(indent: str, names: tuple[str, ...]) -> str:
     return "".join(f"{indent}{name}: ${{{{ secrets.{name} }}}}\n" for name in names)
 
@@ -124,7 +133,8 @@ repos:
       - id: backfillctl-validate
 """
 
-PR_CALLER = """\
+PR_CALLER = (
+    """\
 # Pull requests: validate the specs, the approval gate from code review, and the plan as one sticky comment.
 # Make the check `backfill / validate-and-plan` required on main. The called workflow runs backfillctl @REF@
 # of @REPO@ (pin it: a tag, or a commit SHA) over this pull request's specs as data, never its code.
@@ -139,17 +149,13 @@ permissions:
 concurrency:
   group: backfill-pr-${{ github.event.pull_request.number }}
   cancel-in-progress: true
-jobs:
-  backfill:
-    uses: @REPO@/.github/workflows/reusable-backfill-pr.yml@@REF@
-    with:
-      specs-dir: specs
-      backfillctl-repository: @REPO@
-      backfillctl-version: "@REF@"
-    secrets: # the plan's read-only Airflow identity, on the plan step only
-""" + _secrets_block("      ", SECRET_NAMES)
+"""
+    + _call("reusable-backfill-pr.yml", "", "the plan's read-only Airflow identity, on the plan step only")
+    + _secrets_block("      ", SECRET_NAMES)
+)
 
-RECONCILE_CALLER = """\
+RECONCILE_CALLER = (
+    """\
 # After merge, every 15 minutes and by hand: make Airflow match specs/ (audited). The called workflow checks
 # that each spec the merged pull request adds or changes was approved by the reviews the gate needs, records
 # who approved, and refuses the others. Keep the secrets in the `@ENVIRONMENT@` environment, restricted to
@@ -173,17 +179,14 @@ permissions:
 concurrency:
   group: backfill-reconcile
   cancel-in-progress: false
-jobs:
-  backfill:
-    uses: @REPO@/.github/workflows/reusable-backfill-reconcile.yml@@REF@
-    with:
-      specs-dir: specs
-      backfillctl-repository: @REPO@
-      backfillctl-version: "@REF@"
-      environment: "@ENVIRONMENT@"
-      plan-checksum: ${{ inputs.plan_checksum || '' }}
-    secrets:
-""" + _secrets_block("      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES))
+"""
+    + _call(
+        "reusable-backfill-reconcile.yml",
+        "      environment: \"@ENVIRONMENT@\"\n      plan-checksum: ${{ inputs.plan_checksum || '' }}\n",
+        "the store and the reconciler's Airflow identity",
+    )
+    + _secrets_block("      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES))
+)
 
 CODEOWNERS = """\
 # Branch protection is the primary gate: on main, require a pull request, "Require review from Code Owners"
