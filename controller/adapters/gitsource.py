@@ -89,6 +89,33 @@ class GitSource:
             return {}
         return _first_per_file(self._log("--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve())))
 
+    def changed_by_head(self, folder: Path) -> set[str]:
+        """Repository-relative paths under `folder` that HEAD adds or changes (a merge: against its first parent,
+        what the merged pull request brought; the first commit: every file)."""
+        if self._repo is None or self.head() is None:
+            return set()
+        try:
+            out = str(
+                self._repo.git.diff_tree(
+                    "-z",
+                    "--no-commit-id",
+                    "--name-only",
+                    "-r",
+                    "-m",
+                    "--first-parent",
+                    "--root",
+                    "--diff-filter=AMR",
+                    "HEAD",
+                    "--",
+                    str(folder.resolve()),
+                )
+            )
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git diff-tree failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        return {name for name in out.split("\0") if name}
+
     def authors_since(self, ref: str, folder: Path) -> dict[str, set[str]]:
         """Path → e-mail addresses of the authors of commits in ref..HEAD that touched it."""
         self.resolve(ref)

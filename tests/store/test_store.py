@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
+from controller.core.binding import Approval, ApprovedReview, Binding
 from controller.core.model import Phase, RunSummary
 from controller.errors import LockHeld, StoreError
 
@@ -224,6 +225,15 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
     assert old.refused is False
     store.save_binding(replace(old, phase=Phase.BLOCKED, backfill_id=None, refused=True))  # in the JSON detail
     assert (store.bindings()["s"].phase, store.bindings()["s"].refused) == (Phase.BLOCKED, True)
+
+
+def test_who_approved_is_kept_in_the_bindings_detail(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    approval = Approval(41, "abc", (ApprovedReview("bob", 9001, "c0ffee", "2026-11-01T10:00:00Z"),))
+    store.save_binding(Binding("s", "d", None, Phase.PENDING, spec_digest="sha256:x", approval=approval))
+    store.save_binding(Binding("t", "d", None, Phase.PENDING, spec_digest="sha256:y"))  # no evidence, or older
+    kept = store.bindings()
+    assert (kept["s"].approval, kept["t"].approval) == (approval, None)
 
 
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:

@@ -71,7 +71,7 @@ from controller.core.audit import (
     seal,
     verify_chain,
 )
-from controller.core.binding import Binding, CreateFacts
+from controller.core.binding import Approval, Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
@@ -629,6 +629,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
         refused=bool(detail.get("refused")),
+        approval=Approval.from_json(detail.get("approval")),
     )
 
 
@@ -643,6 +644,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["progress"] = binding.progress.as_json()
     if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
         detail["refused"] = True
+    if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
+        detail["approval"] = binding.approval.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
