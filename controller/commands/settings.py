@@ -24,6 +24,7 @@ class Settings:
     airflow_password: Secret | None = None
     actor: str = "unknown"
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
+    allow_untested_airflow: bool = False  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1: a release newer than tested
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -41,6 +42,7 @@ class Settings:
             airflow_password=Secret(password) if password else None,
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
+            allow_untested_airflow=get("ALLOW_UNTESTED_AIRFLOW") == "1",
         )
 
 

@@ -16,6 +16,7 @@ from controller.adapters.store import Store
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import AuditRecord
+from controller.core.capabilities import newest
 from controller.core.secret import Secret
 from tests.fakes.airflow import FakeAirflow
 
@@ -70,7 +71,11 @@ class Bench:
 
     def client(self) -> AirflowClient:
         transport: httpx.BaseTransport | None = self.fake.transport() if self.fake else None
-        client = AirflowClient(self.url, username="admin", password=Secret("admin"), transport=transport)
+        # the CLI's preflight reads the version before a pass; the fake is 3.3.2 (a real server is asked)
+        caps = newest() if self.fake else None
+        client = AirflowClient(
+            self.url, username="admin", password=Secret("admin"), transport=transport, capabilities=caps
+        )
         self.clients.append(client)
         return client
 
