@@ -44,6 +44,7 @@ class Bench:
         self.store_url = f"sqlite:///{root}/state.db"
         self.store = Store(self.store_url)
         self.clients: list[AirflowClient] = []
+        self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
 
     def close(self) -> None:
         for client in self.clients:
@@ -76,6 +77,7 @@ class Bench:
         client = AirflowClient(
             self.url, username="admin", password=Secret("admin"), transport=transport, capabilities=caps
         )
+        client._http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
         return client
 
