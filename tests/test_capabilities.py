@@ -20,6 +20,7 @@ import pytest
 from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient, dag_info_from_json
+from controller.commands.reconcile import Reconciler
 from controller.core.capabilities import (
     RUN_FILTERS,
     Capabilities,
@@ -31,9 +32,11 @@ from controller.core.capabilities import (
 )
 from controller.core.model import BackfillRequest, periodic_from_summary
 from controller.core.partitions import unbackfillable
+from controller.core.plan_render import plan_text
 from controller.core.secret import Secret
 from controller.errors import AirflowVersionError
 from tests.fakes.airflow import FakeAirflow
+from tests.reconcile.harness import Bench
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = datetime(2025, 1, 1, tzinfo=UTC)
@@ -384,3 +387,42 @@ def test_a_release_newer_than_tested_needs_the_opt_in(tmp_path: Path, server: Th
         in allowed.stderr
     )
     assert "refusing to run against an untested release" not in allowed.stderr
+
+
+# --- the plan says which release and which code --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "asked", "code"),
+    [
+        (
+            "3.1.5",
+            None,
+            "Airflow 3.1.5: new runs: the latest DAG version; re-runs: the DAG version each run first ran with "
+            "(Airflow 3.1.5 has no run_on_latest_version)",
+        ),
+        ("3.2.2", None, "Airflow 3.2.2: every run: the latest DAG version (run_on_latest_version: true)"),
+        (
+            "3.3.2",
+            "false",
+            "Airflow 3.3.2: new runs: the latest DAG version; re-runs: the DAG version each run first ran with",
+        ),
+    ],
+)
+def test_a_create_in_the_plan_names_the_release_and_the_code_its_runs_use(
+    tmp_path: Path, version: str, asked: str | None, code: str
+) -> None:
+    bench = Bench(tmp_path, fake=FakeAirflow(now=lambda: datetime(2026, 11, 29, tzinfo=UTC)))
+    extra = {} if asked is None else {"run_on_latest_version": asked}
+    bench.spec("jan", start="2025-01-01", end="2025-01-03", mar=1, **extra)
+    transport = bench.fake.transport()  # type: ignore[union-attr]
+    auth = {"username": "admin", "password": Secret("admin")}
+    client = AirflowClient("http://fake", transport=transport, capabilities=caps(version), **auth)
+    try:
+        plan, _, _ = Reconciler(bench.settings(), bench.store, client).plan()
+        (item,) = plan.items
+        assert (item.kind.value, item.code, item.facts["code"]) == ("create", code, code)
+        assert code in plan_text(plan)
+    finally:
+        client.close()
+        bench.close()

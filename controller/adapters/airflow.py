@@ -186,7 +186,16 @@ def dag_info_from_json(
         schedule=schedule,
         max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
         refusal=None if not partitioned or caps.partition_date_filter else _partitions_unreadable(dag_id, caps),
+        dag_version=_dag_version(data.get("latest_dag_version")),
     )
+
+
+def _dag_version(latest: Any) -> str | None:
+    """The details' `latest_dag_version` (the code new runs use), as the plan shows it; None when absent."""
+    if not isinstance(latest, Mapping) or latest.get("version_number") is None:
+        return None
+    bundle = latest.get("bundle_version")
+    return f"{latest['version_number']}" + (f" (bundle {bundle})" if bundle else "")
 
 
 def _partitions_unreadable(dag_id: str, caps: Capabilities) -> str:
@@ -254,6 +263,11 @@ class AirflowClient:
         version = str(data.get("version", "")) if isinstance(data, dict) else ""
         self._capabilities = self._judged(version)
         return version
+
+    @property
+    def known_capabilities(self) -> Capabilities | None:
+        """The capabilities if the version was read already (never a call)."""
+        return self._capabilities
 
     @property
     def capabilities(self) -> Capabilities:

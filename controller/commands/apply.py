@@ -125,7 +125,12 @@ class Applier:
             "create",
             AuditPhase.INTENT,
             spec,
-            request={"method": "POST", "path": "/api/v2/backfills", "body": self.client.backfill_body(body)},
+            request={
+                "method": "POST",
+                "path": "/api/v2/backfills",
+                "body": self.client.backfill_body(body),
+                "airflow": self.client.capabilities.version,  # the release the runs ran on (for the ticket)
+            },
             message=_chunk_text(item, self._previous_concurrency(spec))
             + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
             f"{', '.join(spec.approvers)}; ticket {spec.ticket}",

@@ -120,6 +120,7 @@ class DagInfo:
     schedule: Schedule | None = None  # the timetable as the details endpoint describes it (None: not known)
     max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
     refusal: str | None = None  # why this Airflow release cannot back the DAG up exactly (None: it can)
+    dag_version: str | None = None  # the latest DAG version the details name ("3", "3 (bundle abc1234)")
 
 
 @dataclass(frozen=True, slots=True)

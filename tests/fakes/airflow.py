@@ -354,6 +354,13 @@ class FakeAirflow:
             "has_import_errors": False,
             "timetable_periodic": dag.schedule is not None,
             "is_backfillable": dag.schedule is not None,
+            # what every Airflow 3 line says (older ones have no timetable_periodic: the client reads these)
+            "timetable_summary": {"daily": "0 0 * * *", "hourly": "0 * * * *"}.get(dag.schedule or ""),
+            "timetable_description": {
+                "daily": "At 00:00",
+                "hourly": "Every hour",
+                None: "Never, external triggers only",
+            }[dag.schedule],
         }
 
     def _dag_runs(self, dag_id: str, query: dict[str, str]) -> dict[str, Any]:

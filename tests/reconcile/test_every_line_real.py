@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from controller.adapters.store import Store
-from controller.core.capabilities import RUN_FILTERS, Capabilities
+from controller.core.capabilities import RUN_FILTERS, Capabilities, rerun_code
 from tests.reconcile.harness import Bench, mutating
 
 pytestmark = [pytest.mark.airflow, pytest.mark.every_line]
@@ -85,6 +85,12 @@ def test_the_same_scenario_on_every_line(
     bench.spec("q2", dag="demo_flaky", start="2022-01-05", end="2022-01-06", mar=2)
     first = bench.run()
     assert [(i.spec, o) for i, o in first.applied] == [("q1", "created")]
+    (created,) = [i for i, _ in first.applied]
+    assert created.code == f"Airflow {airflow_caps.version}, DAG version 1: {rerun_code(airflow_caps, None)}"
+    (intent,) = [e.entry.request for e in bench.events("q1") if e.entry.phase == "intent"]
+    assert intent is not None
+    assert intent["airflow"] == airflow_caps.version
+    assert ("run_on_latest_version" in intent["body"]) is airflow_caps.run_on_latest_version
     assert [i.reason for i in first.plan.items if i.spec == "q2"] == ["queued behind q1"]
     done = bench.until_terminal(passes=60, wait=wait())
     assert bench.phases(done) == {"q1": "CompletedWithFailures", "q2": "CompletedWithFailures"}

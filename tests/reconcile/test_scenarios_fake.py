@@ -51,6 +51,7 @@ def test_create_runs_to_succeeded(bench: Bench) -> None:
             "max_active_runs": 3,
             "run_on_latest_version": True,  # explicit: the default differs per Airflow line
         },
+        "airflow": "3.3.2",
     }
     assert bench.store.verify().ok
 
