@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import fields
@@ -37,6 +36,7 @@ from controller.core.secret import Secret
 from controller.errors import AirflowVersionError
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench
+from tests.test_cli_safety import run as run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 DAY = datetime(2025, 1, 1, tzinfo=UTC)
@@ -343,22 +343,7 @@ def server() -> Iterator[ThreadingHTTPServer]:
 
 
 def cli(tmp_path: Path, url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "BACKFILLCTL_SPECS_DIR": str(REPO / "specs"),
-        "BACKFILLCTL_STORE_URL": f"sqlite:///{tmp_path}/state.db",
-        "BACKFILLCTL_AIRFLOW_URL": url,
-        "BACKFILLCTL_AIRFLOW_TOKEN": "t",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        env={**base, **env},
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_cli(tmp_path, *args, BACKFILLCTL_AIRFLOW_URL=url, BACKFILLCTL_AIRFLOW_TOKEN="t", **env)
 
 
 def test_a_3_0_server_is_refused_at_the_preflight_with_the_reason(tmp_path: Path, server: ThreadingHTTPServer) -> None:

@@ -4,7 +4,9 @@ Owns httpx: every httpx exception and every error status becomes a `controller.e
 subclass carrying method, path, status and Airflow's detail cut to 256 characters, never a header or a
 token.  Reads and connect failures are retried with capped exponential backoff and jitter; a POST that
 may have reached the server (timeout after send, 5xx) raises `AirflowAmbiguous` so the caller observes
-before trying again.  The 3.3.2 API facts it relies on are pinned by tests/airflow/test_contract.py.
+before trying again.  The API facts it relies on are pinned by tests/airflow/test_contract.py, on each
+supported line (3.1, 3.2, 3.3); what differs between releases is asked of `capabilities`, read from
+`/api/v2/version` once.
 """
 
 from __future__ import annotations

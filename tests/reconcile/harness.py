@@ -6,6 +6,7 @@ import os
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,20 @@ class Bench:
 
     def phases(self, result: PassResult) -> dict[str, str]:
         return {i.spec: i.phase.value for i in result.current.items}
+
+
+@contextmanager
+def real_bench(root: Path, url: str, *dags: str) -> Iterator[Bench]:
+    """A bench on a real Airflow that cancels, on exit, the backfills it left active on `dags`."""
+    bench = Bench(root, url=url)
+    try:
+        yield bench
+        with bench.client() as client:
+            for backfill in (b for dag in dags for b in client.list_backfills(dag)):
+                if backfill.active:
+                    client.cancel(backfill.id)
+    finally:
+        bench.close()
 
 
 def fake(bench: Bench) -> FakeAirflow:

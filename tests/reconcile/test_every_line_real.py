@@ -20,20 +20,15 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.core.capabilities import RUN_FILTERS, Capabilities, rerun_code
-from tests.reconcile.harness import Bench, mutating
+from tests.reconcile.harness import Bench, mutating, real_bench
 
 pytestmark = [pytest.mark.airflow, pytest.mark.every_line]
 
 
 @pytest.fixture
 def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
-    b = Bench(tmp_path, url=airflow_url)
-    yield b
-    with b.client() as client:
-        for backfill in client.list_backfills("demo_flaky"):
-            if backfill.active:
-                client.cancel(backfill.id)
-    b.close()
+    with real_bench(tmp_path, airflow_url, "demo_flaky") as made:
+        yield made
 
 
 def declared_queries(airflow_url: str) -> dict[tuple[str, str], set[str]]:
