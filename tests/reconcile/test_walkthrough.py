@@ -268,7 +268,7 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     assert f"- **Outcome**: Succeeded (backfill #{backfill_id})\n" in report
     assert "- **Intervals**: 3 complete, 0 failed (none), 0 skipped of 3 in range\n" in report
     assert "- **Ticket**: CHG-4242" in report
-    assert "- **Requested by**: alice; **approved by**: bob in #1 (review 2, 2026-11-29T10:05Z)\n" in report
+    assert r"- **Requested by**: alice; **approved by**: bob in \#1 \(review 2, 2026-11-29T10:05Z\)" "\n" in report
     assert f"at commit `{merge}`" in report
 
     store = Store(walk.env["BACKFILLCTL_STORE_URL"])
