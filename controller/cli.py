@@ -335,6 +335,14 @@ def reconcile(
     unhealthy_after: Annotated[
         int, typer.Option("--unhealthy-after", min=1, help="/healthz answers 503 after this many failed passes.")
     ] = 3,
+    allow_dirty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-dirty",
+            help="Also apply spec files that differ from HEAD (untracked, modified): for local experiments; "
+            "warned and audited.",
+        ),
+    ] = False,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
     from rich.live import Live
@@ -350,7 +358,9 @@ def reconcile(
         raise typer.BadParameter("--timeout goes with --until-complete")
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
     monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
-    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor)
+    options = LoopOptions(
+        repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor, allow_dirty
+    )
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
     view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
 

@@ -34,6 +34,7 @@ class LoopOptions:
     lock_timeout: float | None = None
     # metrics port, health threshold, notification delivery budget (issue 15)
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
+    allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,11 @@ def reconcile_loop(
     with (
         PassHooks(settings, options.monitor, deliver=not options.dry_run) as hooks,
         open_reconciler(
-            settings, lease=not options.dry_run, wait_lock=options.wait_lock, lock_timeout=options.lock_timeout
+            settings,
+            lease=not options.dry_run,
+            wait_lock=options.wait_lock,
+            lock_timeout=options.lock_timeout,
+            allow_dirty=options.allow_dirty,
         ) as reconciler,
     ):
         hooks.attach(reconciler)

@@ -34,6 +34,8 @@ reason: A test backfill for reconcile.
 requested_by: alice
 approvers: [bob]
 """
+# reconcile's first line on a bench's folder: it is no git repository, so nothing is committed to apply instead
+NOT_GIT = "not in a git repository: the spec files are applied as they are on disk, unreviewed\n"
 
 
 class Bench:
