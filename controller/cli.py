@@ -11,6 +11,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 import contextlib
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load
     from rich.table import Table
 
     from controller.commands.reconcile import PassResult
+    from controller.core.plan import Plan
     from controller.core.status import StatusRow
 
 app = typer.Typer(
@@ -63,6 +65,14 @@ def _now() -> datetime:
 def _out(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def _width() -> int | None:
+    """The width to fit: COLUMNS, else the terminal's; none for a pipe or a file (one line a row, for grep)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if _tty() else None
 
 
 def _print_version(value: bool) -> None:
@@ -275,8 +285,8 @@ def plan(
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
         result, specs, _world = reconciler.plan()
-    renderers = {
-        PlanFormat.text: plan_render.plan_text,
+    renderers: dict[PlanFormat, Callable[[Plan], str]] = {
+        PlanFormat.text: lambda p: plan_render.plan_text(p, _width()),
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
@@ -386,9 +396,9 @@ class PassView:
         from controller.core import plan_render, status
 
         if self.dry_run or self.mode == "once":
-            _out(plan_render.plan_text(result.plan))
+            _out(plan_render.plan_text(result.plan, _width()))
         _out(plain_lines([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
-        table = status.status_text(status.status_rows(result.current, {}))
+        table = status.status_text(status.status_rows(result.current, {}), _width())
         if self.mode == "text" and table != self.shown:
             _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
             self.shown = table
@@ -435,11 +445,16 @@ _COLOURS = {
     "Running": "cyan",
     "Paused": "blue",
 }
-WIDE = 120  # below this many columns a table would cut names: each spec gets a small block of lines instead
 
 
 def _status_view(rows: "list[StatusRow]", width: int) -> "RenderableType":
-    return _status_table(rows) if width >= WIDE else _status_blocks(rows)
+    """A table when every name fits whole beside a note of some width, else a small block of lines per spec."""
+    from controller.core.layout import NOTE_MIN
+    from controller.core.status import STATUS_COLUMNS, cells
+
+    sizes = [max([len(c.header), *(len(cells(r)[n]) for r in rows)]) for n, c in enumerate(STATUS_COLUMNS)]
+    fits = sum(sizes) + 3 * (len(sizes) + 1) + 1 + NOTE_MIN <= width  # a box rule and two spaces of padding each
+    return _status_table(rows) if fits else _status_blocks(rows)
 
 
 def _status_blocks(rows: "list[StatusRow]") -> "Group":
@@ -520,7 +535,7 @@ def status_command(
         console = Console()
         console.print(_status_view(view.rows, console.width))
     else:
-        _out(status.status_text(view.rows))
+        _out(status.status_text(view.rows, _width()))
     return ExitCode.ERROR if view.incomplete else ExitCode.OK
 
 

@@ -12,6 +12,7 @@ from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.escaping import md_code, md_fence, md_text, plain_lines
+from controller.core.layout import Column, left_out_line, table
 from controller.core.model import Phase, RunSummary
 from controller.core.plan import AWAITING_DRY_RUN, Item, Plan, running_concurrency
 from controller.core.spec import BackfillSpec, format_utc
@@ -136,19 +137,39 @@ def eta_text(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def status_text(rows: Sequence[StatusRow]) -> str:
-    header = (
-        f"{'SPEC':<28} {'DAG':<22} {'PHASE':<22} {'BACKFILL':>8} {'OK':>4} {'FAIL':>4} {'RUN':>4} {'QUE':>4} "
-        f"{'TOTAL':>5} {'DONE':>6} {'ETA':>7}  NOTE"
-    )
-    lines = [header]
-    for r in rows:
-        lines.append(
-            f"{r.spec:<28} {r.dag_id:<22} {r.phase:<22} {r.backfill_id or '-':>8} {r.success:>4} "
-            f"{r.failed:>4} {r.running:>4} {r.queued:>4} {r.total:>5} {r.progress:>5.0f}% "
-            f"{eta_text(r.eta_seconds):>7}  {r.note}"
-        )
-    return plain_lines(lines)
+STATUS_COLUMNS = (  # `keep`: the order in which a short width leaves columns out, RUN and QUE first
+    Column("SPEC"),
+    Column("DAG", keep=3),
+    Column("PHASE"),
+    Column("BACKFILL", right=True, keep=8),
+    Column("OK", right=True, keep=6),
+    Column("FAIL", right=True, keep=4),
+    Column("RUN", right=True, keep=9),
+    Column("QUE", right=True, keep=10),
+    Column("TOTAL", right=True, keep=7),
+    Column("DONE", right=True, keep=2),
+    Column("ETA", right=True, keep=5),
+)
+
+
+def cells(r: StatusRow) -> list[str]:
+    counts = (r.success, r.failed, r.running, r.queued, r.total)
+    return [
+        r.spec,
+        r.dag_id,
+        r.phase,
+        str(r.backfill_id or "-"),
+        *map(str, counts),
+        f"{r.progress:.0f}%",
+        eta_text(r.eta_seconds),
+    ]
+
+
+def status_text(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """One row a spec, columns sized to their content; within `width`, the note wraps below and the least
+    needed counts are left out (said in a last line), never a name."""
+    lines, left_out = table(STATUS_COLUMNS, [cells(r) for r in rows], [r.note for r in rows], "NOTE", width)
+    return plain_lines(lines + left_out_line(left_out, width))
 
 
 def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ def test_plan_exits_5_when_reconcile_would_refuse_a_create(bench: Bench) -> None
     bench.spec("creates", dag="demo_tz", start="2022-11-01", end="2022-11-02")  # a change: it alone would exit 4
     detailed = bench.cli("plan", "--no-store", "--detailed-exitcode")  # 5 wins over 4
     assert (detailed.returncode, detailed.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
-    assert "\n+ create    creates    demo_tz  2022-11-01 → 2022-11-02" in detailed.stdout
+    assert "\n+ create    creates    demo_tz      2022-11-01 → 2022-11-02" in detailed.stdout  # DAGs aligned
     dry = bench.cli("reconcile", "--dry-run")
     assert (dry.returncode, dry.stderr) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
 
