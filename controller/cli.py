@@ -372,7 +372,8 @@ def reconcile(
         repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor, allow_dirty
     )
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
-    view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
+    mode = "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text")
+    view = PassView(dry_run, mode, watch=repeat is Repeat.WATCH)
 
     def on_pass(result: "PassResult") -> None:
         if live is not None:
@@ -387,23 +388,35 @@ def reconcile(
 
 
 class PassView:
-    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table."""
+    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table. Under --watch
+    (a log read later) each line carries its time, and a pass's refusals and errors only when they changed."""
 
-    def __init__(self, dry_run: bool, mode: str) -> None:
-        self.dry_run, self.mode, self.shown = dry_run, mode, ""
+    def __init__(self, dry_run: bool, mode: str, watch: bool = False) -> None:
+        self.dry_run, self.mode, self.watch, self.shown, self.said = dry_run, mode, watch, "", ""
 
     def show(self, result: "PassResult") -> None:
         from controller.core import plan_render, status
 
         if self.dry_run or self.mode == "once":
             _out(plan_render.plan_text(result.plan, _width()))
-        _out(plain_lines([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
+        _out(self._stamp([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
         table = status.status_text(status.status_rows(result.current, {}), _width())
         if self.mode == "text" and table != self.shown:
-            _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
+            _out(f"[{_iso_now()}]\n{table}")
             self.shown = table
-        sys.stderr.write(plain_lines([f"refused: {line}" for line in result.refused]))
-        sys.stderr.write(plain_lines([f"error: {line}" for line in result.errors]))
+        said = plain_lines(
+            [f"refused: {line}" for line in result.refused] + [f"error: {line}" for line in result.errors]
+        )
+        if not self.watch or said != self.said:
+            sys.stderr.write(self._stamp(said.splitlines()))
+            self.said = said
+
+    def _stamp(self, lines: list[str]) -> str:
+        return plain_lines([f"{_iso_now()} {line}" for line in lines] if self.watch else lines)
+
+
+def _iso_now() -> str:
+    return _now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
@@ -530,12 +543,21 @@ def status_command(
     if output is StatusFormat.json:
         import json
 
-        _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in view.rows]}, indent=2) + "\n")
+        document = {
+            "format_version": 1,
+            "phases": status.phase_counts(view.rows),
+            "specs": [r.as_json() for r in view.rows],
+            "findings": [{"kind": k, "message": m} for k, m in status.spec_findings(view.rows)],
+        }
+        _out(json.dumps(document, indent=2) + "\n")
     elif _tty():
-        console = Console()
+        console = Console(highlight=False)
+        console.print(status.phase_line(view.rows), markup=False)
         console.print(_status_view(view.rows, console.width))
+        for kind, message in status.spec_findings(view.rows):
+            console.print(plain(f"! {kind}: {message}"), markup=False, style="red")
     else:
-        _out(status.status_text(view.rows, _width()))
+        _out(status.status_report(view.rows, _width()))
     return ExitCode.ERROR if view.incomplete else ExitCode.OK
 
 

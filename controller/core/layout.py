@@ -25,6 +25,15 @@ def wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, max(width, 1), break_long_words=False, break_on_hyphens=False) or [""]
 
 
+def hang(text: str, width: int | None) -> list[str]:
+    """`text` as one line, or wrapped to `width` with its continuation lines indented (a hanging indent)."""
+    if width is None or len(text) <= width:
+        return [text]
+    lead = text[: len(text) - len(text.lstrip())]
+    first, *rest = wrap(text.strip(), width - len(NOTE_INDENT))
+    return [lead + first, *(NOTE_INDENT + line for line in rest)]
+
+
 def table(
     columns: Sequence[Column], rows: Sequence[Sequence[str]], notes: Sequence[str], note_header: str, width: int | None
 ) -> tuple[list[str], list[str]]:

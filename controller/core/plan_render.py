@@ -9,7 +9,7 @@ from datetime import UTC, datetime, time
 
 from controller.core.chunks import chunk_text
 from controller.core.escaping import md_code, md_text, plain_lines
-from controller.core.layout import NOTE_INDENT, wrap
+from controller.core.layout import NOTE_INDENT, hang, wrap
 from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
@@ -130,9 +130,9 @@ def plan_text(plan: Plan, width: int | None = None) -> str:
         line = f"{head}  {facts(i)}  [{i.phase.value}]"
         lines += [line] if width is None or len(line) <= width else _folded(i, f"{head}  [{i.phase.value}]", width)
         flying = in_flight_text(i)
-        lines += _wrapped(f"    {flying}", width) if flying else []
-    lines += [w for kind, message in findings(plan) for w in _wrapped(f"! {kind}: {message}", width)]
-    lines += [w for b in plan.budgets for w in _wrapped(f"Load: {b.text()}", width)]
+        lines += hang(f"    {flying}", width) if flying else []
+    lines += [w for kind, message in findings(plan) for w in hang(f"! {kind}: {message}", width)]
+    lines += [w for b in plan.budgets for w in hang(f"Load: {b.text()}", width)]
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return plain_lines(lines)
 
@@ -160,14 +160,6 @@ def _below(item: Item, parts: list[str], width: int) -> list[str]:
             lines.append(f"{NOTE_INDENT}{part}")
     reason = (f"— {item.reason}" if item.source is not None else item.reason) if item.reason else ""
     return lines + ([NOTE_INDENT + w for w in wrap(reason, width - len(NOTE_INDENT))] if reason else [])
-
-
-def _wrapped(text: str, width: int | None) -> list[str]:
-    if width is None or len(text) <= width:
-        return [text]
-    first, *rest = wrap(text.strip(), width - len(NOTE_INDENT))
-    lead = text[: len(text) - len(text.lstrip())]
-    return [lead + first, *(NOTE_INDENT + line for line in rest)]
 
 
 def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:

@@ -12,9 +12,9 @@ from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.escaping import md_code, md_fence, md_text, plain_lines
-from controller.core.layout import Column, left_out_line, table
+from controller.core.layout import Column, hang, left_out_line, table
 from controller.core.model import Phase, RunSummary
-from controller.core.plan import AWAITING_DRY_RUN, Item, Plan, running_concurrency
+from controller.core.plan import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -35,6 +35,7 @@ class StatusRow:
     note: str
     chunk: tuple[int, int] | None = None  # a chunked spec: its k-th chunk of about n
     backfills: tuple[int, ...] = ()  # a chunked spec: every chunk's backfill, in order
+    refused: bool = False  # Blocked by a refusal (the dry run over expected_runs or max_runs), not by its DAG
 
     @property
     def progress(self) -> float:
@@ -58,6 +59,7 @@ class StatusRow:
             "note": self.note,
             "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
             "backfills": list(self.backfills),
+            "refused": self.refused,
         }
 
 
@@ -75,7 +77,7 @@ def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> Statu
         return row
     when = f" at {binding.updated_at[:19]}Z" if binding.updated_at else ""
     note = f"{'refused' if binding.refused else 'blocked'} by reconcile{when}: {binding.reason}"
-    return replace(row, phase=Phase.BLOCKED.value, note=note)
+    return replace(row, phase=Phase.BLOCKED.value, note=note, refused=binding.refused)
 
 
 def _row(item: Item, binding: Binding | None) -> StatusRow:
@@ -101,6 +103,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
         item.chunk,
         progress.ids if progress is not None else (),
+        refused=item.kind is Kind.REFUSE,
     )
 
 
@@ -125,6 +128,7 @@ def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) 
                 None,
                 f"(stored {binding.updated_at if binding else '-'}) {reason}",
                 backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
+                refused=binding is not None and binding.phase is Phase.BLOCKED and binding.refused,
             )
         )
     return rows
@@ -170,6 +174,32 @@ def status_text(rows: Sequence[StatusRow], width: int | None = None) -> str:
     needed counts are left out (said in a last line), never a name."""
     lines, left_out = table(STATUS_COLUMNS, [cells(r) for r in rows], [r.note for r in rows], "NOTE", width)
     return plain_lines(lines + left_out_line(left_out, width))
+
+
+def phase_counts(rows: Sequence[StatusRow]) -> dict[str, int]:
+    """Specs per phase, in the phases' order (the ones with none left out)."""
+    counts = {phase.value: sum(1 for r in rows if r.phase == phase.value) for phase in Phase}
+    return {phase: n for phase, n in counts.items() if n}
+
+
+def phase_line(rows: Sequence[StatusRow]) -> str:
+    """`3 specs: 1 Running, 2 Blocked (degraded: 2 blocked or refused)`: what a glance must tell."""
+    counts = ", ".join(f"{n} {phase}" for phase, n in phase_counts(rows).items())
+    held = len(spec_findings(rows))
+    health = f" (degraded: {held} blocked or refused)" if held else ""
+    return f"{len(rows)} spec{'' if len(rows) == 1 else 's'}" + (f": {counts}" if counts else "") + health
+
+
+def spec_findings(rows: Sequence[StatusRow]) -> list[tuple[str, str]]:
+    """Every Blocked spec as a finding (kind `refused` or `blocked`): it waits for a human, like Argo CD's
+    Degraded, while the reconciler itself stays healthy."""
+    return [("refused" if r.refused else "blocked", f"{r.spec}: {r.note}") for r in rows if r.phase == "Blocked"]
+
+
+def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """`status` as text: the counts per phase first, the table, then every blocked or refused spec."""
+    found = [w for kind, message in spec_findings(rows) for w in hang(f"! {kind}: {message}", width)]
+    return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
 
 
 def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def test_status_row_from_the_plan_item_and_progress() -> None:
         "note": "in sync",
         "chunk": None,
         "backfills": [],
+        "refused": False,
     }
     third = StatusRow("s", "d", "Running", 4, 1, 0, 0, 2, 3, None, "")
     assert third.as_json()["progress"] == 33.3

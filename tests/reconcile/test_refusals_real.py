@@ -76,7 +76,7 @@ def test_status_shows_what_reconcile_last_refused(bench: Bench) -> None:
 
     status = bench.cli("status", "a-too-big")
     assert status.returncode == 0, status.stderr
-    row = status.stdout.splitlines()[1]
+    row = status.stdout.splitlines()[2]  # after the counts per phase and the header
     assert row.split()[:3] == ["a-too-big", "demo_params", "Blocked"]
     assert re.search(rf"  refused by reconcile at \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ: {REFUSAL}$", row), row
 
