@@ -48,6 +48,14 @@ app = typer.Typer(
 )
 
 
+def _argument_metavar_only(self: typer.core.TyperArgument, ctx: object) -> str | None:
+    return None
+
+
+# an argument's help shows its metavar (`[PATH]...`), not the Python type typer adds after it (`<list[Path]>`)
+typer.core.TyperArgument.display_type_rich = _argument_metavar_only  # type: ignore[method-assign,assignment]
+
+
 class ValidateFormat(StrEnum):
     text = "text"
     json = "json"
@@ -123,7 +131,8 @@ def _root(
 @app.command()
 def validate(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="Spec files or folders (default: the specs folder).")
+        list[Path] | None,
+        typer.Argument(metavar="PATH", help="Spec files or folders (default: the specs folder)."),
     ] = None,
     output: Annotated[ValidateFormat, typer.Option("--format", help="Output format.")] = ValidateFormat.text,
     base: Annotated[str | None, typer.Option("--base", help="Compare with this git ref (e.g. origin/main).")] = None,
@@ -158,7 +167,7 @@ def validate(
 
 @app.command()
 def new(
-    name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
     from_date: Annotated[
         str,
@@ -189,7 +198,8 @@ def new(
         str, typer.Option("--reason", help="Why the backfill is needed, in a sentence (>= 10 characters).")
     ],
     approver: Annotated[
-        list[str], typer.Option("--approver", help="Who must approve the pull request; repeat for each.")
+        list[str],
+        typer.Option("--approver", metavar="LOGIN", help="Who must approve the pull request; repeat for each."),
     ],
     requested_by: Annotated[
         str | None,
@@ -198,13 +208,17 @@ def new(
         ),
     ] = None,
     max_active_runs: Annotated[
-        int, typer.Option("--max-active-runs", min=1, help="Runs of this backfill at once (Airflow's backfill limit).")
+        int,
+        typer.Option(
+            "--max-active-runs", min=1, metavar="N", help="Runs of this backfill at once (Airflow's backfill limit)."
+        ),
     ] = 1,
     expected_runs: Annotated[
         int | None,
         typer.Option(
             "--expected-runs",
             min=1,
+            metavar="N",
             help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
             "is set, else left out).",
         ),
@@ -306,7 +320,10 @@ def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", callback=_seconds(1, DAY), help="Seconds between passes (1 to 86400).")
+        float,
+        typer.Option(
+            "--interval", callback=_seconds(1, DAY), metavar="SECONDS", help="Seconds between passes (1 to 86400)."
+        ),
     ] = 30.0,
     until_complete: Annotated[
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
@@ -319,6 +336,7 @@ def reconcile(
         typer.Option(
             "--timeout",
             callback=_seconds(1, 30 * DAY),
+            metavar="SECONDS",
             help="With --until-complete: give up (exit 1) after this many seconds (1 to 30 days).",
         ),
     ] = None,
@@ -334,16 +352,22 @@ def reconcile(
         typer.Option(
             "--lock-timeout",
             callback=_seconds(0, DAY),
+            metavar="SECONDS",
             help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
         ),
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option("--metrics-port", min=0, max=65535, help="Serve /metrics, /healthz and a status page /."),
+        typer.Option(
+            "--metrics-port", min=0, max=65535, metavar="PORT", help="Serve /metrics, /healthz and a status page /."
+        ),
     ] = None,
     metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address to serve on.")] = "127.0.0.1",
     unhealthy_after: Annotated[
-        int, typer.Option("--unhealthy-after", min=1, help="/healthz answers 503 after this many failed passes.")
+        int,
+        typer.Option(
+            "--unhealthy-after", min=1, metavar="N", help="/healthz answers 503 after this many failed passes."
+        ),
     ] = 3,
     allow_dirty: Annotated[
         bool,
@@ -399,7 +423,8 @@ class PassView:
 
         if self.dry_run or self.mode == "once":
             _out(plan_render.plan_text(result.plan, _width()))
-        _out(self._stamp([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
+        after = {i.spec: i for i in result.current.items}
+        _out(self._stamp([plan_render.applied_line(i, o, after.get(i.spec)) for i, o in result.applied]))
         table = status.status_text(status.status_rows(result.current, {}), _width())
         if self.mode == "text" and table != self.shown:
             _out(f"[{_iso_now()}]\n{table}")
@@ -524,8 +549,8 @@ class StatusFormat(StrEnum):
 
 @app.command("status")
 def status_command(
-    name: Annotated[str | None, typer.Argument(help="Only this spec.")] = None,
-    output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text,
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="Only this spec.")] = None,
+    output: Annotated[StatusFormat, typer.Option("--format", help="Output format.")] = StatusFormat.text,
 ) -> int:
     """Per spec: phase, backfill id, runs by state, progress and ETA (read only).
 
@@ -569,8 +594,10 @@ class ReportFormat(StrEnum):
 
 @app.command()
 def report(
-    name: Annotated[str, typer.Argument(help="The spec's name.")],
-    output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The spec's name.")],
+    output: Annotated[
+        ReportFormat, typer.Option("--format", help="Output format (html: one self-contained page).")
+    ] = ReportFormat.markdown,
     output_file: Annotated[
         Path | None, typer.Option("--output", help="Write the report to this file instead of stdout.")
     ] = None,
@@ -611,7 +638,9 @@ app.add_typer(notify_app, name="notify")
 
 
 @notify_app.command("status")
-def notify_status(output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text) -> int:
+def notify_status(
+    output: Annotated[StatusFormat, typer.Option("--format", help="Output format.")] = StatusFormat.text,
+) -> int:
     """Undelivered notifications: pending, and failed (retried with backoff until delivered). Read only."""
     from controller.commands import notify as notify_cmd
 
@@ -666,10 +695,15 @@ def audit_show(
         str | None, typer.Option("--action", help=f"Only this action: {', '.join(ACTIONS)}.", callback=_action)
     ] = None,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
-    output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N events that match.")] = None,
+    output: Annotated[AuditFormat, typer.Option("--format", help="One line per event, or one JSON object.")] = (
+        AuditFormat.text
+    ),
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, metavar="N", help="Only the first N events that match.")
+    ] = None,
     tail: Annotated[
-        int | None, typer.Option("--tail", min=1, help="Only the last N events that match (still oldest first).")
+        int | None,
+        typer.Option("--tail", min=1, metavar="N", help="Only the last N events that match (still oldest first)."),
     ] = None,
 ) -> int:
     """Print audit events, oldest first."""
@@ -706,9 +740,11 @@ class ExportFormat(StrEnum):
 
 @audit_app.command("export")
 def audit_export(
-    output: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.jsonl,
+    output: Annotated[
+        ExportFormat, typer.Option("--format", help="One canonical JSON object per line.")
+    ] = ExportFormat.jsonl,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
-    spec: Annotated[str | None, typer.Option("--spec")] = None,
+    spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store import EventFilter
@@ -723,7 +759,11 @@ def audit_export(
 
 @store_app.command("migrate")
 def store_migrate() -> int:
-    """Upgrade the store's schema to this version's newest (also done automatically on every open)."""
+    """Upgrade the store's schema to this version's newest.
+
+    reconcile and store unlock create or upgrade the store when they open it; the read-only commands (plan,
+    status, report, audit, notify status) never do: they refuse a missing or older store and name this command.
+    """
     from controller.commands import audit as audit_cmd
 
     before, after = audit_cmd.migrate(_settings())
@@ -732,7 +772,9 @@ def store_migrate() -> int:
 
 
 @store_app.command("unlock")
-def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease id to release.")]) -> int:
+def store_unlock(
+    lease_id: Annotated[str, typer.Argument(metavar="LEASE_ID", help="The exact lease id to release.")],
+) -> int:
     """Release a stuck reconcile lease (audited)."""
     from controller.commands import audit as audit_cmd
 

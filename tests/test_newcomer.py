@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 
 from controller import cli
 from controller.adapters.logsetup import TextFormatter
@@ -17,6 +22,7 @@ from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import PassResult
 from controller.core.plan import Plan
+from controller.core.report_html import chunks_html
 from controller.core.status import status_rows
 from controller.core.statuspage import status_page
 from tests.fakes.airflow import FakeAirflow
@@ -144,3 +150,101 @@ def test_the_watch_log_stamps_each_line_and_says_an_error_again_only_when_it_cha
     for result in (same, same, PassResult(Plan((), ()))):
         view.show(result)
     assert capsys.readouterr().err == "2026-12-01T23:40:01Z error: typo: DAG demo_dayly does not exist in Airflow\n"
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_airflow_local_down_says_nothing_runs_in_a_folder_without_an_airflow(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "airflow-local"), "down", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "BACKFILLCTL_AIRFLOW_VENV": str(tmp_path / "no-venv")},
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"airflow-local: nothing is running in {tmp_path} "
+        "(another Airflow? pass its --dir or BACKFILLCTL_AIRFLOW_DIR)\n"
+    )
+
+
+def test_the_demos_keep_hint_names_the_demos_airflow_folder() -> None:
+    demo = (REPO / "scripts" / "demo").read_text()
+    assert 'export BACKFILLCTL_AIRFLOW_DIR="$PWD/.airflow-local/demo"' in demo
+    (hint,) = [line for line in demo.splitlines() if "Airflow keeps running" in line]
+    assert "airflow-local env --dir $BACKFILLCTL_AIRFLOW_DIR" in hint
+    assert "airflow-local down --dir $BACKFILLCTL_AIRFLOW_DIR" in hint
+
+
+def test_a_create_names_its_backfill_and_chunk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = Bench(tmp_path, fake=FakeAirflow())
+    try:
+        assert bench.fake is not None
+        bench.fake.scheduler_running = False
+        bench.spec("big", start="2025-01-01", end="2025-01-10", execution="{chunk_runs: 3}")
+        cli.PassView(dry_run=False, mode="text").show(bench.run())
+    finally:
+        bench.close()
+    assert capsys.readouterr().out.splitlines()[0] == "+ create big: created backfill #1 (chunk 1 of 4)"
+
+
+COMMANDS = [
+    ["validate"],
+    ["new"],
+    ["plan"],
+    ["reconcile"],
+    ["status"],
+    ["report"],
+    ["audit", "show"],
+    ["audit", "export"],
+]
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, ["audit", "verify"], ["notify", "status"], ["store", "unlock"]])
+def test_help_shows_no_python_types_and_every_option_has_help(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main([*command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "<list[" not in text
+    assert "range>" not in text
+    found: Any = typer.main.get_command(cli.app)  # typer's own (vendored) click command
+    for name in command:
+        found = found.commands[name]
+    assert [p.name for p in found.params if not getattr(p, "help", None)] == []
+
+
+def test_store_migrate_help_says_which_commands_migrate(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["store", "migrate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "automatically on every open" not in text
+    assert (
+        "reconcile and store unlock create or upgrade the store when they open it; the read-only commands (plan, "
+        "status, report, audit, notify status) never do: they refuse a missing or older store and name this command."
+    ) in text
+
+
+def test_the_html_report_has_a_chunks_section() -> None:
+    chunk = {
+        "backfill_id": 7,
+        "from_date": "2025-01-01T00:00:00Z",
+        "to_date": "2025-01-03T00:00:00Z",
+        "runs": 3,
+        "max_active_runs": 2,
+        "finished": True,
+        "succeeded": 2,
+        "failed": 1,
+    }
+    assert chunks_html([chunk, {**chunk, "backfill_id": 8, "finished": False, "succeeded": None}]) == (
+        "<h2>Chunks (2 Airflow backfills, one after another)</h2>\n"
+        '<table class="audit" id="chunks"><tr><th>backfill</th><th>from</th><th>to</th><th>runs</th>'
+        "<th>max_active_runs</th><th>succeeded</th><th>failed</th><th>state</th></tr>"
+        "<tr><td>#7</td><td>2025-01-01T00:00:00Z</td><td>2025-01-03T00:00:00Z</td><td>3</td><td>2</td><td>2</td>"
+        "<td>1</td><td>finished</td></tr>"
+        "<tr><td>#8</td><td>2025-01-01T00:00:00Z</td><td>2025-01-03T00:00:00Z</td><td>3</td><td>2</td><td>?</td>"
+        "<td>1</td><td>active</td></tr></table>\n"
+    )
+    assert chunks_html(None) == ""

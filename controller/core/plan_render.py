@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, time
 
 from controller.core.chunks import chunk_text
@@ -90,13 +90,33 @@ def partitions_text(item: Item, sep: str) -> str:
     return f"{sep}partitions {item.partitions[0]} … {item.partitions[1]}"
 
 
+def applied_line(item: Item, outcome: str, after: Item | None) -> str:
+    """`+ create orders-fix: created backfill #14 (chunk 2 of 5)`: what a change did, to which backfill."""
+    now = after or item
+    target = f" backfill #{now.backfill_id}" if now.backfill_id and item.kind is Kind.CREATE else ""
+    chunk = f" ({chunk_text(now.chunk)})" if now.chunk is not None else ""
+    return f"{SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}{target}{chunk}"
+
+
 def summary_line(plan: Plan) -> str:
-    c = summary_counts(plan)
+    return summary_text(summary_counts(plan))
+
+
+EXTRAS = {
+    "unpause": "to unpause",
+    # nothing is created for these: a backfill already in Airflow is recorded as the spec's (after a lost answer,
+    # a lost store, or in a plan without the store, where every applied spec's backfill reads so)
+    "adopt": "already in Airflow (adopted, nothing created)",
+}
+
+
+def summary_text(c: Mapping[str, int]) -> str:
+    """`Plan: 2 to create, 1 to pause, 0 to cancel, 1 queued, 1 blocked.`, then the counts that are not zero."""
     line = (
         f"Plan: {c['create']} to create, {c['pause']} to pause, {c['cancel']} to cancel, {c['queued']} queued, "
         f"{c['blocked']} blocked."
     )
-    extras = [f"{c[k]} to {k}" for k in ("unpause", "adopt") if c[k]]
+    extras = [f"{c[k]} {words}" for k, words in EXTRAS.items() if c.get(k)]
     return line[:-1] + (", " + ", ".join(extras) + "." if extras else ".")
 
 

@@ -87,8 +87,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
     progress = item.progress or (binding.progress if binding else None)
     uncreated = (progress.uncreated or 0) if progress is not None else 0
     left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
-    mean = runs.mean_duration
-    eta = None if mean is None or not left else math.ceil(left / mar) * mean
+    eta = _eta(item, runs.mean_duration, left, mar)
     return StatusRow(
         item.spec,
         item.dag_id,
@@ -105,6 +104,22 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         progress.ids if progress is not None else (),
         refused=item.kind is Kind.REFUSE,
     )
+
+
+CHUNK_GAP_SECONDS = 30.0  # a later chunk is created by the pass after its predecessor ends (the default interval)
+
+
+HELD = frozenset({Phase.AWAITING_PROMOTION, Phase.PAUSED, Phase.HALTED, Phase.BLOCKED, Phase.QUEUED})
+
+
+def _eta(item: Item, mean: float | None, left: int, mar: int) -> float | None:
+    """Waves of `mar` runs of the mean duration, plus a pass's wait at each chunk boundary still ahead; none
+    while a human or another spec holds the spec (a canary awaiting promotion, a pause, a halt, a queue)."""
+    if item.phase in HELD or mean is None or not left:
+        return None
+    ahead = item.chunk is not None and not item.phase.terminal
+    boundaries = max(0, item.chunk[1] - item.chunk[0]) if ahead and item.chunk is not None else 0
+    return math.ceil(left / mar) * mean + boundaries * CHUNK_GAP_SECONDS
 
 
 def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> list[StatusRow]:

@@ -159,8 +159,9 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         "runs 3 of 3 in range  up to 32 tasks at once  approvers bob  ticket CHG-4242  [Pending]",
         "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
         f"Checksum: {checksum}",
-        "+ create walk-demo: created",
+        f"+ create walk-demo: created backfill #{lines[3].rsplit('#', 1)[-1]}",
     ]
+    assert lines[3].rsplit("#", 1)[-1].isdigit()
     finish = subprocess.run(
         [sys.executable, "-m", "controller", "reconcile", "--until-complete", "--interval", "3"],
         cwd=walk.work,
