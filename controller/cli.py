@@ -14,10 +14,11 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -27,7 +28,7 @@ from controller.core.audit import ACTIONS
 from controller.core.escaping import plain, plain_lines
 from controller.core.scaffold import DATE_TO_HELP
 from controller.core.spec import ReprocessBehavior, parse_date
-from controller.errors import ControllerError, ExitCode
+from controller.errors import ControllerError, ExitCode, UsageError
 
 if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
     from rich.console import Group, RenderableType
@@ -165,42 +166,57 @@ def validate(
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
+RETRY_NOTE = "Required, unless --retry-failed-of takes it from the finished spec."
+
+
 @app.command()
 def new(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
-    dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
+    dag_id: Annotated[
+        str | None, typer.Option("--dag-id", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False)
+    ] = None,
     from_date: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--from",
             help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
-            "or a date-time with an offset.",
+            f"or a date-time with an offset. {RETRY_NOTE}",
         ),
-    ],
+    ] = None,
     to_date: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--to",
             help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
-            "(give 2025-01-31T23:00:00Z for the whole day).",
+            f"(give 2025-01-31T23:00:00Z for the whole day). {RETRY_NOTE}",
         ),
-    ],
+    ] = None,
     reprocess: Annotated[
-        ReprocessBehavior,
+        ReprocessBehavior | None,
         typer.Option(
             "--reprocess",
             help="Which existing runs to re-run: none (only dates without a run) | failed | completed (all). "
-            "Required: choose deliberately.",
+            "Required: choose deliberately (--retry-failed-of: failed).",
         ),
-    ],
-    ticket: Annotated[str, typer.Option("--ticket", help="The change ticket that authorises the backfill.")],
+    ] = None,
+    ticket: Annotated[
+        str | None,
+        typer.Option("--ticket", help=f"The change ticket that authorises the backfill. {RETRY_NOTE}"),
+    ] = None,
     reason: Annotated[
-        str, typer.Option("--reason", help="Why the backfill is needed, in a sentence (>= 10 characters).")
-    ],
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Why the backfill is needed, in a sentence (>= 10 characters). Required, unless "
+            "--retry-failed-of writes one naming the finished spec.",
+        ),
+    ] = None,
     approver: Annotated[
-        list[str],
-        typer.Option("--approver", metavar="LOGIN", help="Who must approve the pull request; repeat for each."),
-    ],
+        list[str] | None,
+        typer.Option(
+            "--approver", metavar="LOGIN", help=f"Who must approve the pull request; repeat for each. {RETRY_NOTE}"
+        ),
+    ] = None,
     requested_by: Annotated[
         str | None,
         typer.Option(
@@ -208,11 +224,14 @@ def new(
         ),
     ] = None,
     max_active_runs: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--max-active-runs", min=1, metavar="N", help="Runs of this backfill at once (Airflow's backfill limit)."
+            "--max-active-runs",
+            min=1,
+            metavar="N",
+            help="Runs of this backfill at once (Airflow's backfill limit; default 1, or the finished spec's).",
         ),
-    ] = 1,
+    ] = None,
     expected_runs: Annotated[
         int | None,
         typer.Option(
@@ -220,35 +239,64 @@ def new(
             min=1,
             metavar="N",
             help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
-            "is set, else left out).",
+            "is set, else left out; --retry-failed-of: the finished spec's failed runs).",
+        ),
+    ] = None,
+    retry_failed_of: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-failed-of",
+            metavar="SPEC",
+            help="Write the follow-up of a finished spec: its DAG, from its first to its last failed run, "
+            "reprocess failed, its ticket and approvers, expected_runs its failed runs (from the store).",
         ),
     ] = None,
 ) -> int:
     """Write a new spec that validates (nothing is written when it would not: exit 1).
 
     With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
-    and `backfillctl plan` shows the count.
+    and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
     """
-    from controller.commands.new import new_spec
+    from controller.commands.new import new_spec, retry_spec
     from controller.core import render
     from controller.core.scaffold import NewSpec
 
     settings = _settings()
-    spec = NewSpec(
-        name=name,
-        dag_id=dag_id,
-        from_date=from_date,
-        to_date=to_date,
-        reprocess=reprocess,
-        max_active_runs=max_active_runs,
-        requested_by=requested_by or settings.actor,
-        ticket=ticket,
-        approvers=tuple(approver),
-        expected_runs=expected_runs,
-        reason=reason,
-    )
+    given = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
+    if retry_failed_of is not None:
+        clash = [option for option, value in given.items() if value is not None]
+        if clash:
+            raise UsageError(
+                f"{', '.join(clash)} cannot be combined with --retry-failed-of: the follow-up takes them from "
+                f"{retry_failed_of}",
+                hint="leave them out; --ticket, --reason, --approver and --max-active-runs may still be given",
+            )
+        choices = {"ticket": ticket, "reason": reason, "approvers": tuple(approver or ())}
+        actor = requested_by or settings.actor
+        spec = retry_spec(settings, retry_failed_of, name, actor, max_active_runs, choices, _now())
+    else:
+        required = {**given, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
+        if not (dag_id and from_date and to_date and reprocess and ticket and reason and approver):
+            _missing([option for option, value in required.items() if not value])
+        spec = NewSpec(
+            name=name,
+            dag_id=dag_id,
+            from_date=from_date,
+            to_date=to_date,
+            reprocess=reprocess,
+            max_active_runs=max_active_runs or 1,
+            requested_by=requested_by or settings.actor,
+            ticket=ticket,
+            approvers=tuple(approver),
+            expected_runs=expected_runs,
+            reason=reason,
+        )
+    if expected_runs is not None:
+        spec = replace(spec, expected_runs=expected_runs)
     path, result, written = new_spec(spec, settings, _now())
     _out(f"wrote {path}\n")
+    if written.retry is not None:
+        _out(plain_lines([f"retries the {written.retry.failed} failed run(s) of {written.retry.original}"]))
     if written.counted is not None:
         _out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
     elif written.expected_runs is None:
@@ -257,6 +305,14 @@ def new(
         _out(render.validation_text(result))
     _out("next: `backfillctl plan`, then open a pull request with the file\n")
     return ExitCode.OK
+
+
+def _missing(options: list[str]) -> NoReturn:
+    """Click's words for a missing option (exit 2): they are required unless --retry-failed-of is given."""
+    raise UsageError(
+        f"Missing option '{options[0]}'" + (f" (and {', '.join(options[1:])})" if options[1:] else ""),
+        hint="`backfillctl new --help` says what each takes; --retry-failed-of SPEC takes them from a finished spec",
+    )
 
 
 class PlanFormat(StrEnum):

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +17,19 @@ import pytest
 import typer
 
 from controller import cli
+from controller.adapters.files import display
 from controller.adapters.logsetup import TextFormatter
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import PassResult
+from controller.core.binding import Binding
+from controller.core.model import Phase, RunSummary
 from controller.core.plan import Plan
 from controller.core.report_html import chunks_html
+from controller.core.retry import retry_of
 from controller.core.status import status_rows
 from controller.core.statuspage import status_page
+from tests.core.test_plan import JAN1, spec
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import SPEC, Bench, in_process
 
@@ -248,3 +253,96 @@ def test_the_html_report_has_a_chunks_section() -> None:
         "<td>1</td><td>active</td></tr></table>\n"
     )
     assert chunks_html(None) == ""
+
+
+def test_retry_failed_of_writes_a_follow_up_over_exactly_the_failed_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path, fake=FakeAirflow())
+    try:
+        bench.spec("flaky", dag="demo_flaky", reprocess="none")  # the odd days of 2025-01-01..07 fail
+        assert bench.phases(bench.until_terminal()) == {"flaky": "CompletedWithFailures"}
+        in_process(bench, monkeypatch)
+        assert main(["new", "flaky-retry", "--retry-failed-of", "flaky"]) == 0
+        assert capsys.readouterr().out.splitlines()[:2] == [
+            f"wrote {display(bench.specs / 'flaky-retry.yaml')}",
+            "retries the 4 failed run(s) of flaky",
+        ]
+        text = (bench.specs / "flaky-retry.yaml").read_text()
+        assert text.splitlines()[1] == (
+            "# Re-runs the failed runs of flaky, from the first to the last failed run; reprocess_behavior failed "
+            "keeps the successful ones."
+        )
+        for line in (
+            "retry_of: flaky             # its change record links to this spec",
+            'dag_id: "demo_flaky"',
+            'from_date: "2025-01-01"',
+            'to_date: "2025-01-07"',
+            "reprocess_behavior: failed ",
+            "max_active_runs: 3 ",
+            "expected_runs: 4             # the failed runs flaky ended with (the store's final counts): reconcile "
+            "refuses more",
+            'ticket: "CHG-1"',
+            'reason: "Retry the 4 failed run(s) of flaky (CompletedWithFailures: 2025-01-01, 2025-01-03, 2025-01-05, '
+            '2025-01-07)"',
+            'approvers: ["bob"]',
+        ):
+            assert f"\n{line}" in text, line
+        monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL")  # the change record from the store alone
+        assert main(["report", "flaky"]) == 0
+        assert (
+            f"- **Failed runs retried by**: `flaky-retry` (`{display(bench.specs / 'flaky-retry.yaml')}`)\n"
+            in capsys.readouterr().out
+        )
+        again = bench.run()  # the dry run counts exactly the failed runs: not refused
+        assert [(i.spec, o) for i, o in again.applied] == [("flaky-retry", "created")]
+    finally:
+        bench.close()
+
+
+def test_retry_failed_of_refuses_a_spec_that_has_not_finished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path, fake=FakeAirflow())
+    try:
+        assert bench.fake is not None
+        bench.fake.scheduler_running = False
+        bench.spec("slow", dag="demo_flaky")
+        bench.run()
+        in_process(bench, monkeypatch)
+        assert main(["new", "slow-retry", "--retry-failed-of", "slow"]) == 2
+        assert capsys.readouterr().err == (
+            "error: slow is Running: only a finished spec's failed runs can be retried\n"
+            "  hint: wait until `backfillctl status slow` shows CompletedWithFailures\n"
+        )
+        assert main(["new", "x", "--retry-failed-of", "slow", "--dag-id", "demo_daily"]) == 2
+        assert capsys.readouterr().err.startswith(
+            "error: --dag-id cannot be combined with --retry-failed-of: the follow-up takes them from slow\n"
+        )
+        assert not (bench.specs / "slow-retry.yaml").exists()
+    finally:
+        bench.close()
+
+
+@pytest.mark.parametrize(
+    ("runs", "span", "whole"),
+    [
+        (
+            RunSummary({"failed": 2, "success": 5}, (JAN1 + timedelta(hours=29), JAN1 + timedelta(hours=5))),
+            (
+                "2025-01-01T05:00:00Z",
+                "2025-01-02T05:00:00Z",
+            ),
+            False,
+        ),
+        (RunSummary({"failed": 3, "success": 4}, (JAN1,)), ("2025-01-01", "2025-01-07"), True),  # 2 not listed
+        (RunSummary({"failed": 2}, (JAN1,), never_started=1), ("2025-01-01", "2025-01-07"), True),
+        (RunSummary({"failed": 1}, (), failed_partitions=("p1",)), ("2025-01-01", "2025-01-07"), True),
+    ],
+)
+def test_the_retry_range_is_the_failed_span_when_the_store_lists_every_failure(
+    runs: RunSummary, span: tuple[str, str], whole: bool
+) -> None:
+    binding = Binding("s", "d", 3, Phase.COMPLETED_WITH_FAILURES, runs=runs)
+    retry = retry_of(spec("s"), binding)
+    assert ((retry.from_date, retry.to_date), retry.whole_range, retry.failed) == (span, whole, runs.count("failed"))

@@ -62,6 +62,10 @@ def report_html(report: Mapping[str, Any], heatmap: HeatMap, events: Sequence[Au
             f"in range" + (f", {i['never_started']} never started" if i["never_started"] else ""),
         ),
     ]
+    if report.get("retry_of"):
+        facts.append(("Retries the failed runs of", report["retry_of"]))
+    if report.get("retried_by"):
+        facts.append(("Failed runs retried by", ", ".join(f"{r['spec']} ({r['path']})" for r in report["retried_by"])))
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -217,7 +217,12 @@ def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
     return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
 
 
-def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:
+def report_json(
+    spec: BackfillSpec,
+    binding: Binding | None,
+    events: Sequence[AuditRecord],
+    retries: Sequence[BackfillSpec] = (),
+) -> dict[str, Any]:
     runs = (binding.runs if binding else None) or RunSummary({})
     created_facts = (binding.created if binding else None) or CreateFacts()
     created = next(
@@ -265,6 +270,8 @@ def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[Au
         },
         "partitions": _partitions(created_facts),
         "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
+        "retry_of": spec.retry_of,
+        "retried_by": [{"spec": r.name, "path": r.path} for r in retries],
         "audit": [e.as_json() for e in events],
     }
 
@@ -308,6 +315,16 @@ def _chunk_lines(chunks: Sequence[Mapping[str, Any]] | None) -> list[str]:
     return lines
 
 
+def _retry_lines(report: Mapping[str, Any]) -> list[str]:
+    """Links between a spec and the follow-ups that re-run its failed runs."""
+    lines = [f"- **Retries the failed runs of**: {md_code(report['retry_of'])}"] if report.get("retry_of") else []
+    retries = report.get("retried_by") or []
+    if retries:
+        shown = ", ".join(f"{md_code(r['spec'])} ({md_code(r['path'])})" for r in retries)
+        lines.append(f"- **Failed runs retried by**: {shown}")
+    return lines
+
+
 def _or_unknown(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -337,6 +354,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
         + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
         *_chunk_lines(report.get("chunks")),
+        *_retry_lines(report),
         "",
         "## Audit trail",
         "",

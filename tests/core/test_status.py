@@ -328,6 +328,8 @@ def test_report_json() -> None:
         },
         "partitions": None,
         "chunks": None,
+        "retry_of": None,
+        "retried_by": [],
     }
     assert report["audit"] == [e.as_json() for e in trail]
 
