@@ -20,7 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from controller.core.binding import Binding
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -259,3 +263,22 @@ def calls_text(calls: Counter[tuple[str, str]]) -> str:
 
 def backfillctl() -> str:
     return str(BIN / "backfillctl")
+
+
+def finished_binding(name: str, dag: str, n: int, raw: bytes, airflow_url: str = "") -> Binding:
+    """The binding of spec file `raw`, succeeded as the n-th seeded backfill (900000 + n)."""
+    from controller.core.binding import Binding  # noqa: PLC0415 - benches import the controller only when seeding
+    from controller.core.model import Phase, RunSummary  # noqa: PLC0415
+    from controller.core.spec import digest  # noqa: PLC0415
+
+    return Binding(
+        name,
+        dag,
+        900000 + n,
+        Phase.SUCCEEDED,
+        spec_digest=digest(raw),
+        reason="1 run(s) succeeded",
+        runs=RunSummary({"success": 1}),
+        backfills=(900000 + n,),
+        airflow_url=airflow_url,
+    )

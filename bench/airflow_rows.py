@@ -54,6 +54,7 @@ from _common import (
     alternate,
     backfillctl,
     calls_text,
+    finished_binding,
     load_note,
     median,
     ratio,
@@ -499,9 +500,6 @@ class Bench:
 
     def pass_(self) -> None:
         from controller.adapters.store import Store  # noqa: PLC0415
-        from controller.core.binding import Binding  # noqa: PLC0415
-        from controller.core.model import Phase, RunSummary  # noqa: PLC0415
-        from controller.core.spec import digest  # noqa: PLC0415
 
         finished, live = self.args.finished, self.args.live
         folder = self.folder("pass")
@@ -516,19 +514,7 @@ class Bench:
         store = Store(f"sqlite:///{folder}/state.db")
         for n, (name, dag, _s, _e) in enumerate(old):
             raw = (folder / "specs" / f"{name}.yaml").read_bytes()
-            store.save_binding(
-                Binding(
-                    name,
-                    dag,
-                    900000 + n,
-                    Phase.SUCCEEDED,
-                    spec_digest=digest(raw),
-                    reason="1 run(s) succeeded",
-                    runs=RunSummary({"success": 1}),
-                    backfills=(900000 + n,),
-                    airflow_url=self.proxy.url,
-                )
-            )
+            store.save_binding(finished_binding(name, dag, n, raw, self.proxy.url))
         store.close()
         self.admin.cancel_active(live_dags)
         try:

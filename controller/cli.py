@@ -28,6 +28,7 @@ from controller.core.audit import ACTIONS
 from controller.core.escaping import plain, plain_lines
 from controller.core.scaffold import DATE_TO_HELP
 from controller.core.spec import ReprocessBehavior, parse_date
+from controller.core.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
 from controller.errors import ControllerError, ExitCode, UsageError
 
 if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
@@ -36,13 +37,14 @@ if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load
 
     from controller.commands.reconcile import PassResult
     from controller.core.plan import Plan
+    from controller.core.provenance import Evidence
     from controller.core.status import StatusRow
 
 app = typer.Typer(
     name="backfillctl",
     help="Declarative, change-managed backfills for Apache Airflow 3.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion: measured, --help stays about 0.15 s
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
@@ -315,6 +317,41 @@ def _missing(options: list[str]) -> NoReturn:
     )
 
 
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="The new specs repository (created when missing).")],
+    workflows_repo: Annotated[
+        str,
+        typer.Option(
+            "--workflows-repo",
+            help="OWNER/REPO of backfillctl, whose reusable workflows and pre-commit hook the files call "
+            "(the default is a placeholder to replace).",
+        ),
+    ] = PLACEHOLDER_REPO,
+    ref: Annotated[
+        str, typer.Option("--ref", help="Tag or commit SHA of backfillctl to pin them to (default: this version).")
+    ] = f"v{__version__}",
+    environment: Annotated[
+        str, typer.Option("--environment", help="GitHub environment holding the reconcile job's secrets.")
+    ] = DEFAULT_ENVIRONMENT,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
+) -> int:
+    """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
+    from controller.commands.init import init_repository
+    from controller.core.starter import StarterOptions
+
+    options = StarterOptions(workflows_repo, ref, environment)
+    for item in init_repository(directory, options, force=force):
+        _out(f"{'overwrote' if item.replaced else 'wrote'} {item.path}\n")
+    if options.placeholder:
+        _out(
+            f"note: the workflows and the pre-commit hook call {workflows_repo}, a placeholder: run init again "
+            "with --workflows-repo OWNER/REPO --force, or replace it in those files\n"
+        )
+    _out(f"next: cd {directory} && backfillctl validate; then delete the example spec before the first merge\n")
+    return ExitCode.OK
+
+
 class PlanFormat(StrEnum):
     text = "text"
     markdown = "markdown"
@@ -433,6 +470,14 @@ def reconcile(
             "warned and audited.",
         ),
     ] = False,
+    pr_reviews: Annotated[
+        Path | None,
+        typer.Option("--pr-reviews", help="The merged PR's reviews: its approval gate is checked before a create."),
+    ] = None,
+    pr_number: Annotated[
+        int | None, typer.Option("--pr-number", min=1, metavar="N", help="The merged PR's number.")
+    ] = None,
+    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the merged PR's author.")] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
     from rich.live import Live
@@ -448,8 +493,18 @@ def reconcile(
         raise typer.BadParameter("--timeout goes with --until-complete")
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
     monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
+    evidence = _evidence(pr_reviews, pr_number, pr_author)
     options = LoopOptions(
-        repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor, allow_dirty
+        repeat,
+        interval,
+        dry_run,
+        plan_checksum,
+        timeout,
+        wait_lock,
+        lock_timeout,
+        monitor,
+        allow_dirty=allow_dirty,
+        evidence=evidence,
     )
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
     mode = "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text")
@@ -465,6 +520,17 @@ def reconcile(
     for line in end.last.stuck_lines() if until_complete and not end.timed_out else []:
         sys.stderr.write(f"stuck: {line}\n")
     return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
+
+
+def _evidence(reviews: Path | None, number: int | None, author: str | None) -> "Evidence | None":
+    """The approval gate at reconcile takes the three together: the reviews, of which PR, opened by whom."""
+    if reviews is None or number is None or author is None:
+        if reviews is None and number is None and author is None:
+            return None
+        raise typer.BadParameter("--pr-reviews, --pr-number and --pr-author go together", param_hint="--pr-reviews")
+    from controller.commands.validate import read_evidence
+
+    return read_evidence(reviews, number, author)
 
 
 class PassView:
@@ -770,15 +836,24 @@ def audit_show(
     if limit is not None and tail is not None:
         raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
-    for record in audit_cmd.show(_settings(), EventFilter(spec, dag, action, since), first=limit, last=tail):
-        _out(line(record) + "\n")
-    return ExitCode.OK
+    where = EventFilter(spec, dag, action, since)
+    skipped = audit_cmd.print_events(_settings(), where, line, first=limit, last=tail)
+    return ExitCode.ERROR if skipped else ExitCode.OK
+
+
+def _head_hash(value: str | None) -> str | None:
+    if value is not None and (len(value) != 64 or value.strip("0123456789abcdef")):  # sha256 as lowercase hex
+        raise typer.BadParameter(
+            f"{value!r} is not a hash: give the 64 lowercase hex digits that `audit verify` printed after 'hash'"
+        )
+    return value
 
 
 @audit_app.command("verify")
 def audit_verify(
     expect_head: Annotated[
-        str | None, typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.")
+        str | None,
+        typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.", callback=_head_hash),
     ] = None,
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
@@ -807,10 +882,8 @@ def audit_export(
     from controller.commands import audit as audit_cmd
     from controller.core import audit_render
 
-    for record in audit_cmd.show(_settings(), EventFilter(spec=spec, since=since)):
-        sys.stdout.write(audit_render.record_jsonl(record) + "\n")
-    sys.stdout.flush()
-    return ExitCode.OK
+    skipped = audit_cmd.print_events(_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
+    return ExitCode.ERROR if skipped else ExitCode.OK
 
 
 @store_app.command("migrate")

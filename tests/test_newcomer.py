@@ -198,6 +198,7 @@ def test_a_create_names_its_backfill_and_chunk(tmp_path: Path, capsys: pytest.Ca
 COMMANDS = [
     ["validate"],
     ["new"],
+    ["init"],
     ["plan"],
     ["reconcile"],
     ["status"],

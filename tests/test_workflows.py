@@ -25,6 +25,8 @@ GITHUB = REPO / ".github"
 WORKFLOWS = sorted((GITHUB / "workflows").glob("*.yml"))
 PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 SHA_LINE = re.compile(r"^\s*(?:- )?uses: (\S+) # v\d+\.\d+\.\d+$")
+PR, RECONCILE = "reusable-backfill-pr.yml", "reusable-backfill-reconcile.yml"  # the callers' one definition
+CALLERS = {"backfill-pr.yml": PR, "backfill-reconcile.yml": RECONCILE}
 
 
 def load(name: str) -> dict[Any, Any]:
@@ -47,7 +49,7 @@ def step(name: str, step_id: str) -> dict[str, Any]:
 
 
 def all_steps() -> list[tuple[str, dict[str, Any]]]:
-    return [(p.name, s) for p in WORKFLOWS for j in load(p.name)["jobs"].values() for s in j["steps"]]
+    return [(p.name, s) for p in WORKFLOWS for j in load(p.name)["jobs"].values() for s in j.get("steps", [])]
 
 
 def run_step(name: str, step_id: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -63,8 +65,8 @@ def run_step(name: str, step_id: str, cwd: Path, env: dict[str, str]) -> subproc
     )
 
 
-def test_the_three_workflows_exist() -> None:
-    assert [p.name for p in WORKFLOWS] == ["backfill-pr.yml", "backfill-reconcile.yml", "ci.yml"]
+def test_the_workflows_exist() -> None:
+    assert [p.name for p in WORKFLOWS] == ["backfill-pr.yml", "backfill-reconcile.yml", "ci.yml", PR, RECONCILE]
 
 
 @pytest.mark.parametrize("schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"])
@@ -92,17 +94,20 @@ def test_dependabot_keeps_actions_and_pip_current() -> None:
 
 def test_every_checkout_persists_no_credentials() -> None:
     checkouts = [(name, s) for name, s in all_steps() if s.get("uses", "").startswith("actions/checkout@")]
-    assert len(checkouts) == 4
+    assert len(checkouts) == 5
     for name, checkout in checkouts:
         assert checkout["with"]["persist-credentials"] is False, (name, checkout)
 
 
 def test_every_action_is_pinned_to_a_full_commit_sha_with_its_version() -> None:
     used = [s["uses"] for _, s in all_steps() if "uses" in s]
-    assert len(used) == 8
+    assert len(used) == 9
     for uses in used:
         assert PINNED.match(uses), uses
     lines = [line for p in WORKFLOWS for line in p.read_text().splitlines() if re.match(r"^\s*(- )?uses:", line)]
+    local = [line.strip() for line in lines if "uses: ./" in line]  # a job calling a reusable workflow of this tree
+    assert local == [f"uses: ./.github/workflows/{called}" for called in CALLERS.values()]
+    lines = [line for line in lines if "uses: ./" not in line]
     assert len(lines) == len(used)
     for line in lines:
         assert SHA_LINE.match(line), f"not `uses: owner/repo@<sha> # vX.Y.Z`: {line.strip()}"
@@ -135,12 +140,13 @@ def test_pr_workflow_secrets_only_where_used() -> None:
         "secrets.BACKFILLCTL_AIRFLOW_URL",
         "secrets.BACKFILLCTL_AIRFLOW_USERNAME",
     ]
-    assert credentials_by_step("backfill-pr.yml") == {
+    assert credentials_by_step(PR) == {
         "reviews": ["github.token"],
         "plan": airflow,
         "comment": ["github.token"],
     }
     assert "STORE_URL" not in (GITHUB / "workflows" / "backfill-pr.yml").read_text()
+    assert "STORE_URL" not in (GITHUB / "workflows" / PR).read_text()
 
 
 def test_reconcile_workflow_secrets_only_where_used() -> None:
@@ -151,19 +157,21 @@ def test_reconcile_workflow_secrets_only_where_used() -> None:
         "secrets.BACKFILLCTL_AIRFLOW_USERNAME",
     ]
     store = ["secrets.BACKFILLCTL_STORE_URL"]
-    assert credentials_by_step("backfill-reconcile.yml") == {
+    assert credentials_by_step(RECONCILE) == {
         "secrets": sorted(airflow + store),
-        "reconcile": sorted(airflow + store),
+        "pr": ["github.token"],
+        "reconcile": sorted([*airflow, *store, "secrets.BACKFILLCTL_AUDIT_KEY"]),
         "status": sorted(airflow + store),
         "export": store,
     }
-    assert all(" != ''" in value for value in step("backfill-reconcile.yml", "secrets")["env"].values())
+    assert all(" != ''" in value for value in step(RECONCILE, "secrets")["env"].values())
 
 
-def test_pr_workflow_runs_only_the_base_branchs_backfillctl() -> None:
-    trusted, pr = (s for s in job("backfill-pr.yml")["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+def test_pr_workflow_runs_only_the_trusted_backfillctl() -> None:
+    trusted, pr = (s for s in job(PR)["steps"] if s.get("uses", "").startswith("actions/checkout@"))
     assert trusted["with"] == {
-        "ref": "${{ github.event.pull_request.base.ref }}",
+        "repository": "${{ inputs.backfillctl-repository }}",
+        "ref": "${{ inputs.backfillctl-version }}",
         "path": "trusted",
         "persist-credentials": False,
     }
@@ -173,23 +181,38 @@ def test_pr_workflow_runs_only_the_base_branchs_backfillctl() -> None:
         "fetch-depth": 0,
         "persist-credentials": False,
     }
-    install = step("backfill-pr.yml", "install")
+    install = step(PR, "install")
     assert (install["working-directory"], install["run"]) == ("trusted", "pip install .")
-    assert job("backfill-pr.yml")["defaults"]["run"] == {"shell": "bash", "working-directory": "pr"}
-    assert job("backfill-pr.yml")["env"] == {"BACKFILLCTL_SPECS_DIR": "specs"}
-    for step_id, script in steps("backfill-pr.yml").items():
+    assert job(PR)["defaults"]["run"] == {"shell": "bash", "working-directory": "pr"}
+    assert job(PR)["env"] == {"BACKFILLCTL_SPECS_DIR": "${{ inputs.specs-dir }}"}
+    for step_id, script in steps(PR).items():
         if step_id != "install":  # nothing else installs or runs Python from the pull request's tree
             assert not re.search(r"\bpip\b|\bpython\b|\./|\bmake\b|\bnpm\b|\bsource\b", script), step_id
+    # this repository's own check: its base branch's backfillctl, as before the reusable workflow
+    assert job("backfill-pr.yml")["with"] == {
+        "specs-dir": "specs",
+        "backfillctl-repository": "${{ github.repository }}",
+        "backfillctl-version": "${{ github.event.pull_request.base.ref }}",
+    }
+
+
+@pytest.mark.parametrize(("caller", "called"), sorted(CALLERS.items()))
+def test_this_repositorys_workflows_call_the_reusable_ones(caller: str, called: str) -> None:
+    calling, declared = job(caller), load(called)[True]["workflow_call"]
+    assert calling["uses"] == f"./.github/workflows/{called}"
+    assert set(calling["with"]) <= set(declared["inputs"])
+    assert {k for k, v in declared["inputs"].items() if v.get("required")} <= set(calling["with"])
+    assert set(calling["secrets"]) == set(declared["secrets"])
+    assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in calling["secrets"].items())  # named, never `inherit`
+    assert load(caller)["permissions"] == load(called)["permissions"]
 
 
 def test_pr_workflow_validates_gates_and_plans_without_a_store() -> None:
-    runs = steps("backfill-pr.yml")
+    runs = steps(PR)
     assert list(runs) == ["changes", "install", "validate", "reviews", "approvals", "plan", "comment"]
     assert runs["validate"] == 'backfillctl validate --base "origin/$BASE_REF" --format github'
-    assert runs["reviews"].startswith(
-        'gh api --paginate --slurp "repos/$GITHUB_REPOSITORY/pulls/$PR_NUMBER/reviews" > pages.json\n'
-    )
-    assert runs["reviews"].endswith('pages.json \\\n  > "$RUNNER_TEMP/reviews.json"\n')
+    assert runs["reviews"] == REVIEWS_SCRIPT
+    assert steps(RECONCILE)["pr"].count(REVIEWS_SCRIPT.replace("$PR_NUMBER", "$number")) == 1  # one script, both
     assert runs["approvals"] == (
         'backfillctl validate --base "origin/$BASE_REF" --pr-reviews "$RUNNER_TEMP/reviews.json" '
         '--pr-author "$PR_AUTHOR" --head-sha "$HEAD_SHA" --format github'
@@ -199,16 +222,25 @@ def test_pr_workflow_validates_gates_and_plans_without_a_store() -> None:
     ) in runs["plan"]
 
 
+REVIEWS_SCRIPT = 'bash "$GITHUB_WORKSPACE/trusted/.github/scripts/pr-reviews" "$PR_NUMBER" "$RUNNER_TEMP/reviews.json"'
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_no_step_swallows_errors(path: Path) -> None:
     text = path.read_text()
     assert not re.search(r"\|\|\s*(true|:)|continue-on-error|set \+e", text)
 
 
+def test_the_shared_reviews_script_swallows_no_error() -> None:
+    text = (GITHUB / "scripts" / "pr-reviews").read_text()
+    assert "set -eo pipefail" in text
+    assert not re.search(r"\|\|\s*(true|:)|set \+e", text)
+
+
 def test_the_required_check_reports_on_every_pull_request() -> None:
     triggers = load("backfill-pr.yml")[True]  # YAML 1.1 reads the `on` key as True
     assert triggers == {"pull_request": None, "pull_request_review": {"types": ["submitted", "dismissed"]}}
-    gated = job("backfill-pr.yml")["steps"][3:]  # after the two checkouts and `changes`
+    gated = job(PR)["steps"][3:]  # after the two checkouts and `changes`
     assert all("steps.changes.outputs.specs == 'true'" in s["if"] for s in gated)
 
 
@@ -250,7 +282,8 @@ def test_a_pull_request_without_spec_changes_passes_and_skips_the_work(pr: Path,
     (pr / "README.md").write_text("changed\n")
     git(pr, "commit", "-qam", "docs only")
     env = {"BASE_REF": "main", "GITHUB_OUTPUT": str(tmp_path / "out"), "GITHUB_STEP_SUMMARY": str(tmp_path / "sum")}
-    done = run_step("backfill-pr.yml", "changes", pr, env)
+    env["BACKFILLCTL_SPECS_DIR"] = "specs"
+    done = run_step(PR, "changes", pr, env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out").read_text() == "specs=false\n"
     assert (tmp_path / "sum").read_text() == (
@@ -259,7 +292,7 @@ def test_a_pull_request_without_spec_changes_passes_and_skips_the_work(pr: Path,
     (pr / "specs" / "new.yaml").write_text("name: new\n")
     git(pr, "add", "-A")
     git(pr, "commit", "-qm", "a spec")
-    assert run_step("backfill-pr.yml", "changes", pr, env).returncode == 0
+    assert run_step(PR, "changes", pr, env).returncode == 0
     assert (tmp_path / "out").read_text() == "specs=false\nspecs=true\n"
 
 
@@ -279,20 +312,21 @@ def test_the_plan_step_plans_without_a_store_and_never_swallows_a_failure(pr: Pa
     env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "BASE_REF": "main",
+        "BACKFILLCTL_SPECS_DIR": "specs",
         "RUNNER_TEMP": str(tmp_path),
         "CALLS": str(tmp_path / "calls"),
         "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid",
     }
     for code in (1, 3, 5):  # 5: reconcile would refuse a spec of the PR; the comment step still posts plan.md
-        failed = run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": str(code)})
+        failed = run_step(PR, "plan", pr, {**env, "EXIT": str(code)})
         assert failed.returncode == code
-    assert run_step("backfill-pr.yml", "plan", pr, {**env, "EXIT": "0"}).returncode == 0
+    assert run_step(PR, "plan", pr, {**env, "EXIT": "0"}).returncode == 0
     calls = [json.loads(line) for line in (tmp_path / "calls").read_text().splitlines()]
     assert calls == [["plan", "--no-store", "--format", "markdown", "--pr-comment", f"{tmp_path}/changed.txt"]] * 4
     assert (tmp_path / "changed.txt").read_text() == "specs/new.yaml\0"  # -z: unquoted, NUL-separated
     assert (tmp_path / "plan.md").read_text() == "partial output\n"
 
-    offline = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "", "EXIT": "0"})
+    offline = run_step(PR, "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "", "EXIT": "0"})
     assert offline.returncode == 0
     assert len((tmp_path / "calls").read_text().splitlines()) == 4  # backfillctl was not run
     assert (tmp_path / "plan.md").read_text() == (
@@ -311,7 +345,8 @@ def test_the_plan_step_lists_changed_paths_unquoted(pr: Path, tmp_path: Path) ->
     git(pr, "commit", "-qm", "odd folders")
     fake(tmp_path / "bin", "backfillctl", "print('plan')\n")
     env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "BASE_REF": "main", "RUNNER_TEMP": str(tmp_path)}
-    done = run_step("backfill-pr.yml", "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid"})
+    env["BACKFILLCTL_SPECS_DIR"] = "specs"
+    done = run_step(PR, "plan", pr, {**env, "BACKFILLCTL_AIRFLOW_URL": "http://airflow.invalid"})
     assert done.returncode == 0, done.stderr
     assert sorted(read_changed(tmp_path / "changed.txt")) == sorted(odd)
 
@@ -392,7 +427,7 @@ def test_the_sticky_comment_is_found_by_marker_and_author(
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
         "SAME_REPO": "true",
     }
-    done = run_step("backfill-pr.yml", "comment", tmp_path, env)
+    done = run_step(PR, "comment", tmp_path, env)
     assert done.returncode == 0, done.stderr
     listed, posted = [json.loads(line) for line in (tmp_path / "gh.log").read_text().splitlines()]
     assert listed["args"][:4] == ["api", "--paginate", "repos/o/r/issues/7/comments", "--jq"]
@@ -409,7 +444,7 @@ def test_a_fork_gets_the_plan_in_the_job_summary(tmp_path: Path) -> None:
         "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md"),
         "SAME_REPO": "false",
     }
-    done = run_step("backfill-pr.yml", "comment", tmp_path, env)
+    done = run_step(PR, "comment", tmp_path, env)
     assert (done.returncode, done.stdout) == (
         0,
         "A pull request from a fork gets a read-only token: the plan is in the job summary, not a comment.\n",
@@ -433,6 +468,27 @@ else:
 """
 
 
+def workspace(tmp_path: Path) -> Path:
+    """The runner's workspace: this repository checked out as `trusted/` (the shared reviews script is there)."""
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "trusted").symlink_to(REPO)
+    return tmp_path / "workspace"
+
+
+def gh_env(tmp_path: Path, pages: list[Any], permissions: dict[str, str], **more: str) -> dict[str, str]:
+    """A step's environment with the fake gh of FAKE_GH_REVIEWS: these review pages and permissions."""
+    return {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_REPOSITORY": "o/r",
+        "GITHUB_WORKSPACE": str(workspace(tmp_path)),
+        "GH_LOG": str(tmp_path / "gh.log"),
+        "GH_PAGES": json.dumps(pages),
+        "GH_PERMISSIONS": json.dumps(permissions),
+        **more,
+    }
+
+
 def gh_review(login: str | None, state: str, association: str = "MEMBER") -> dict[str, Any]:
     return {"user": None if login is None else {"login": login}, "state": state, "author_association": association}
 
@@ -445,16 +501,9 @@ def test_the_reviews_step_adds_each_reviewers_repository_permission(tmp_path: Pa
         [gh_review("erin", "APPROVED")],
     ]
     fake(tmp_path / "bin", "gh", FAKE_GH_REVIEWS)
-    env = {
-        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
-        "RUNNER_TEMP": str(tmp_path),
-        "GITHUB_REPOSITORY": "o/r",
-        "PR_NUMBER": "7",
-        "GH_LOG": str(tmp_path / "gh.log"),
-        "GH_PAGES": json.dumps(pages),
-        "GH_PERMISSIONS": json.dumps({"dave": "write", "puppet": "none"}),  # erin: the permission cannot be read
-    }
-    done = run_step("backfill-pr.yml", "reviews", tmp_path, env)
+    # erin: the permission cannot be read
+    env = gh_env(tmp_path, pages, {"dave": "write", "puppet": "none"}, PR_NUMBER="7")
+    done = run_step(PR, "reviews", tmp_path, env)
     assert (done.returncode, done.stdout) == (
         0,
         "::warning title=backfillctl approvals::cannot read the repository permission of erin; their approval "
@@ -481,8 +530,8 @@ def test_the_reviews_step_adds_each_reviewers_repository_permission(tmp_path: Pa
 
 
 def test_the_comment_marker_is_the_renderers() -> None:
-    assert f"marker='{MARKER}'" in steps("backfill-pr.yml")["comment"]
-    assert f'echo "{MARKER}"' in steps("backfill-pr.yml")["plan"]
+    assert f"marker='{MARKER}'" in steps(PR)["comment"]
+    assert f'echo "{MARKER}"' in steps(PR)["plan"]
 
 
 @pytest.mark.parametrize(
@@ -523,7 +572,7 @@ def test_reconcile_fails_without_the_production_store(
 ) -> None:
     names = ["STORE_URL", "AIRFLOW_URL", "AIRFLOW_TOKEN", "AIRFLOW_USERNAME", "AIRFLOW_PASSWORD"]
     env = {f"HAS_{name}": "true" if name in present else "false" for name in names}
-    done = run_step("backfill-reconcile.yml", "secrets", tmp_path, env)
+    done = run_step(RECONCILE, "secrets", tmp_path, env)
     assert done.returncode == code
     assert done.stdout.splitlines() == [
         f"::error title=backfillctl reconcile::repository secret not set: {e}" for e in errors
@@ -533,37 +582,118 @@ def test_reconcile_fails_without_the_production_store(
 
 
 def test_reconcile_steps_run_only_after_the_secrets_check() -> None:
-    assert list(steps("backfill-reconcile.yml")) == ["secrets", "reconcile", "status", "export"]
-    assert "if" not in step("backfill-reconcile.yml", "reconcile")  # success(): the check passed
+    assert list(steps(RECONCILE)) == ["install", "secrets", "pr", "reconcile", "status", "export"]
+    assert "if" not in step(RECONCILE, "reconcile")  # success(): the check passed
     after_check = "${{ !cancelled() && steps.secrets.outcome == 'success' }}"
     for step_id in ("status", "export"):
-        assert step("backfill-reconcile.yml", step_id)["if"] == after_check
-    assert job("backfill-reconcile.yml")["if"] == "github.ref == 'refs/heads/main'"
-    assert job("backfill-reconcile.yml")["environment"] == "backfill-production"
+        assert step(RECONCILE, step_id)["if"] == after_check
+    assert job(RECONCILE)["if"] == "github.ref == format('refs/heads/{0}', inputs.branch)"
+    assert job(RECONCILE)["environment"] == "${{ inputs.environment }}"
+    inputs = load(RECONCILE)[True]["workflow_call"]["inputs"]
+    assert (inputs["branch"]["default"], inputs["environment"]["default"]) == ("main", "backfill-production")
+    assert job("backfill-reconcile.yml")["with"]["environment"] == "backfill-production"
+    assert job("backfill-reconcile.yml")["with"]["backfillctl-version"] == "${{ github.sha }}"
 
 
 def test_reconcile_workflow_never_overlaps() -> None:
     workflow = load("backfill-reconcile.yml")
     assert workflow["concurrency"] == {"group": "backfill-reconcile", "cancel-in-progress": False}
+    assert job(RECONCILE)["concurrency"] == {
+        "group": "backfillctl-reconcile-${{ inputs.environment }}",  # not the caller's group: no deadlock
+        "cancel-in-progress": False,
+    }
     assert workflow[True]["schedule"] == [{"cron": "*/15 * * * *"}]
-    assert steps("backfill-reconcile.yml")["reconcile"] == (
-        'backfillctl reconcile --once --wait-lock ${PLAN_CHECKSUM:+--plan-checksum "$PLAN_CHECKSUM"}'
+    assert steps(RECONCILE)["reconcile"] == (
+        'backfillctl reconcile --once --wait-lock ${PLAN_CHECKSUM:+--plan-checksum "$PLAN_CHECKSUM"} '
+        '${PR_NUMBER:+--pr-reviews "$RUNNER_TEMP/reviews.json" --pr-number "$PR_NUMBER" --pr-author "$PR_AUTHOR"}'
     )
 
 
 @pytest.mark.parametrize(
-    ("checksum", "args"),
+    ("checksum", "pr", "args"),
     [
-        ("", ["reconcile", "--once", "--wait-lock"]),
-        ("0123abcd", ["reconcile", "--once", "--wait-lock", "--plan-checksum", "0123abcd"]),
+        ("", {}, ["reconcile", "--once", "--wait-lock"]),
+        ("0123abcd", {}, ["reconcile", "--once", "--wait-lock", "--plan-checksum", "0123abcd"]),
+        (
+            "",
+            {"PR_NUMBER": "41", "PR_AUTHOR": "alice"},
+            [
+                *["reconcile", "--once", "--wait-lock", "--pr-reviews", "/t/reviews.json"],
+                *["--pr-number", "41", "--pr-author", "alice"],
+            ],
+        ),
     ],
 )
-def test_a_dispatch_may_pin_the_reviewed_plan(tmp_path: Path, checksum: str, args: list[str]) -> None:
+def test_a_dispatch_may_pin_the_reviewed_plan(
+    tmp_path: Path, checksum: str, pr: dict[str, str], args: list[str]
+) -> None:
     fake(tmp_path / "bin", "backfillctl", "import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
-    assert step("backfill-reconcile.yml", "reconcile")["env"]["PLAN_CHECKSUM"] == "${{ inputs.plan_checksum }}"
-    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PLAN_CHECKSUM": checksum}
-    done = run_step("backfill-reconcile.yml", "reconcile", tmp_path, env)
+    assert step(RECONCILE, "reconcile")["env"]["PLAN_CHECKSUM"] == "${{ inputs.plan-checksum }}"
+    assert job("backfill-reconcile.yml")["with"]["plan-checksum"] == "${{ inputs.plan_checksum || '' }}"
+    env = {"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "PLAN_CHECKSUM": checksum, "RUNNER_TEMP": "/t", **pr}
+    done = run_step(RECONCILE, "reconcile", tmp_path, env)
     assert (done.returncode, json.loads(done.stdout)) == (0, args)
+
+
+FAKE_GH_MERGED = FAKE_GH_REVIEWS.replace(
+    'if path.endswith("/reviews"):',
+    'if path.endswith("/pulls"):\n    print(os.environ["GH_PULLS"])\nelif path.endswith("/reviews"):',
+)
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the pr step needs jq (preinstalled on GitHub runners)")
+@pytest.mark.parametrize(
+    ("pulls", "outputs"),
+    [
+        pytest.param(
+            [
+                {"number": 40, "merged_at": None, "merge_commit_sha": "abc", "user": {"login": "mallory"}},
+                {"number": 41, "merged_at": "2026-11-01T11:00:00Z", "merge_commit_sha": "abc", "user": {"login": "al"}},
+            ],
+            "number=41\nauthor=al\n",
+            id="the pull request that merged the commit",
+        ),
+        pytest.param(
+            [{"number": 7, "merged_at": "2026-11-01T11:00:00Z", "merge_commit_sha": "other", "user": {"login": "x"}}],
+            "",
+            id="a commit that merged no pull request",
+        ),
+    ],
+)
+def test_the_pr_step_finds_the_merged_pull_request_and_its_reviews(
+    tmp_path: Path, pulls: list[dict[str, Any]], outputs: str
+) -> None:
+    fake(tmp_path / "bin", "gh", FAKE_GH_MERGED)
+    env = gh_env(
+        tmp_path,
+        [[gh_review("bob", "APPROVED")]],
+        {"bob": "write"},
+        GITHUB_SHA="abc",
+        GITHUB_OUTPUT=str(tmp_path / "out"),
+        GH_PULLS=json.dumps(pulls),
+    )
+    (tmp_path / "out").write_text("")
+    done = run_step(RECONCILE, "pr", tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out").read_text() == outputs
+    calls = [json.loads(line) for line in (tmp_path / "gh.log").read_text().splitlines()]
+    if outputs:
+        assert done.stdout == ""
+        assert calls == [
+            ["api", "repos/o/r/commits/abc/pulls"],
+            ["api", "--paginate", "--slurp", "repos/o/r/pulls/41/reviews"],
+            ["api", "repos/o/r/collaborators/bob/permission", "--jq", ".permission"],
+        ]
+        assert json.loads((tmp_path / "reviews.json").read_text()) == [
+            {**gh_review("bob", "APPROVED"), "permission": "write"}
+        ]
+    else:
+        assert done.stdout == (
+            "::warning title=backfillctl approvals::abc is no pull request's merge: specs it adds are created with "
+            '"approval not recorded"\n'
+        )
+        assert calls == [["api", "repos/o/r/commits/abc/pulls"]]
+        assert not (tmp_path / "reviews.json").exists()
 
 
 def test_ci_workflow_runs_ci_run() -> None:

@@ -15,6 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -53,6 +54,7 @@ from controller.errors import (
 
 log = logging.getLogger(__name__)
 PAGE = 100  # the server clamps larger limits to 100 silently
+MAX_CONCURRENT = 8  # requests at once, whatever the callers' pools: overlaps latency, bounded for a shared server
 IN_FLIGHT = ("queued", "running")  # a run in these states makes Airflow skip its date in a new backfill
 # runs that started and ended: Airflow's start/end date filters let nulls through and it ignores a bound of 0
 # (it tests the bound's truth), so a microsecond it is
@@ -199,6 +201,7 @@ class AirflowClient:
         except (httpx.InvalidURL, ValueError):  # never httpx's text: it quotes the part it could not parse
             raise ConfigError(f"BACKFILLCTL_AIRFLOW_URL={self.shown_url!r} is not a valid URL", hint=URL_HINT) from None
         self._login_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request sent, for call-count tests
         self.observer: Callable[[str, str, int | None], None] | None = None  # (method, path, status): metrics
 
@@ -382,11 +385,18 @@ class AirflowClient:
         first, total = self._runs_page(path, {**params, "offset": 0})
         if total <= len(first):
             return summarise(first)
-        counts = {state: self._count(path, {**params, "state": state}) for state in ("queued", "running")}
-        failed, failures, never_started = self._failures(path, params)
         # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first)
         recent_params = {**params, "state": ["success", "failed"], **FINISHED_AFTER_START, "order_by": "-end_date"}
-        recent, _ = self._runs_page(path, recent_params)
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="summary") as pool:  # independent reads: overlap them
+            counted = {
+                state: pool.submit(self._count, path, {**params, "state": state}) for state in ("queued", "running")
+            }
+            failing, latest = (
+                pool.submit(self._failures, path, params),
+                pool.submit(self._runs_page, path, recent_params),
+            )
+            counts = {state: future.result() for state, future in counted.items()}
+            (failed, failures, never_started), (recent, _) = failing.result(), latest.result()
         # a run that changed state between these calls is counted once, never below zero
         counts |= {"failed": failures, "success": max(0, total - sum(counts.values()) - failures)}
         return summary_from_counts(counts, failed, recent, never_started=never_started)
@@ -527,7 +537,8 @@ class AirflowClient:
         try:
             headers = self._auth_headers()
             self.calls.append((method, path))
-            response = self._http.request(method, path, json=json, params=params, headers=headers)
+            with self._slots:
+                response = self._http.request(method, path, json=json, params=params, headers=headers)
         except _HTTPX_ERRORS as exc:
             if self.observer is not None:
                 self.observer(method, path, None)

@@ -21,6 +21,7 @@ from controller.core.binding import CreateFacts
 from controller.core.chunks import Chunk, Progress, chunk_text
 from controller.core.model import Backfill, BackfillRequest, Phase
 from controller.core.plan import Item, Kind, World, matches_request
+from controller.core.provenance import approved_by
 from controller.core.retrying import Backoff
 from controller.core.spec import BackfillSpec, DesiredState, format_utc
 from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
@@ -121,19 +122,21 @@ class Applier:
             self.recorder.audit(
                 "promote", AuditPhase.OBSERVATION, spec, outcome="promoted", message="`promote: true` after the canary"
             )
+        before = self.recorder.bindings.get(spec.name)
+        approval = self.recorder.approvals.get(spec.name) or (before.approval if before is not None else None)
+        request = {"method": "POST", "path": "/api/v2/backfills", "body": body.body()}
         intent = self.recorder.audit(
             "create",
             AuditPhase.INTENT,
             spec,
-            request={"method": "POST", "path": "/api/v2/backfills", "body": body.body()},
+            request=request if approval is None else {**request, "approval": approval.as_json()},
             message=_chunk_text(item, self._previous_concurrency(spec))
             + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
-            f"{', '.join(spec.approvers)}; ticket {spec.ticket}",
+            f"{approved_by(approval, spec.approvers)}; ticket {spec.ticket}",
         )
         progress = item.progress
         if progress is not None and item.promoting:
             progress = replace(progress, promoted=True)
-        before = self.recorder.bindings.get(spec.name)
         self.recorder.bind(
             spec,
             before.backfill_id if before is not None and progress is not None else None,
@@ -141,6 +144,7 @@ class Applier:
             "creating",
             created=_create_facts(item) if before is None or before.created is None else None,
             progress=progress,
+            approval=approval,
         )
         for attempt in range(1, CREATE_BACKOFF.attempts + 1):
             self.store.check_lease()  # retries reuse the first intent: check the lease before each POST

@@ -35,7 +35,7 @@ from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)
 BATCH_FROM = 2  # more backfills than this on one DAG: try one read of their whole range first
-POOL = 4  # Airflow calls in flight at once: enough to overlap latency, small enough for a shared server
+POOL = 8  # DAGs observed at once (the client bounds the calls in flight): a pass of a few DAGs is one wave
 # the finished runs a reprocess rule leaves alone (in flight ones are skipped by every rule)
 KEPT = {ReprocessBehavior.NONE: ("success", "failed"), ReprocessBehavior.FAILED: ("success",)}
 K = TypeVar("K")

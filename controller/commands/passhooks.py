@@ -13,6 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -22,6 +23,7 @@ from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_co
 from controller.adapters.store import outbox as outbox_store
 from controller.adapters.store.stats import audit_head_seq
 from controller.commands import notify as notify_cmd
+from controller.commands.observe import POOL
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core import status, statuspage, stuck
@@ -122,26 +124,34 @@ class PassHooks:
     def _record_stuck(self, reconciler: Reconciler, result: PassResult) -> None:
         """Audit (and so notify) a `stuck` finding once per backfill and cause; never stops the loop.
 
-        One call per candidate (its queued runs); a backfill created in this pass cannot be stuck yet, and the
-        scheduler's health is read only when something is stuck (it names the cause)."""
+        One call per candidate (its queued runs, read concurrently); a backfill created in this pass cannot be
+        stuck yet, and the scheduler's health is read only when something is stuck (it names the cause)."""
         threshold = reconciler.policy.notify.stuck_after_minutes
         created = {item.spec for item, outcome in result.applied if outcome == "created"}
         health: stuck.SchedulerHealth | None = None
         try:
             items = [i for i in stuck.candidates(result.current) if i.spec not in created]
             recorded = reconciler.store.recorded_findings() if items else {}
-            for item in items:
-                queued, oldest = self._queued(reconciler, item)
-                if not stuck.overdue(queued, oldest, self.clock(), threshold):
-                    continue
-                health = health or stuck.scheduler_health(reconciler.client.health())
-                found = stuck.find_stuck(
-                    item, queued, oldest, result.current, health=health, now=self.clock(), threshold_minutes=threshold
-                )
-                if found is not None and recorded.get(("stuck", found.dag_id, found.backfill_id)) != (
-                    message := found.message(threshold)
-                ):
-                    self._append_stuck(reconciler, found, message)
+            with ThreadPoolExecutor(max_workers=max(1, min(POOL, len(items))), thread_name_prefix="stuck") as pool:
+                reads = [pool.submit(self._queued, reconciler, item) for item in items]
+                for item, read in zip(items, reads, strict=True):
+                    queued, oldest = read.result()  # a failed read stops here, after the candidates before it
+                    if not stuck.overdue(queued, oldest, self.clock(), threshold):
+                        continue
+                    health = health or stuck.scheduler_health(reconciler.client.health())
+                    found = stuck.find_stuck(
+                        item,
+                        queued,
+                        oldest,
+                        result.current,
+                        health=health,
+                        now=self.clock(),
+                        threshold_minutes=threshold,
+                    )
+                    if found is not None and recorded.get(("stuck", found.dag_id, found.backfill_id)) != (
+                        message := found.message(threshold)
+                    ):
+                        self._append_stuck(reconciler, found, message)
         except ControllerError as exc:
             log.warning("stuck check skipped this pass: %s", exc.message)
 

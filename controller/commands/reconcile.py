@@ -40,8 +40,10 @@ from controller.core.plan import (
 )
 from controller.core.plan_render import findings
 from controller.core.policy import DEFAULT_POLICY, Policy
+from controller.core.provenance import Evidence, Gate, gate_plan
 from controller.core.secret import redact_url
 from controller.core.spec import BackfillSpec
+from controller.core.validation import LoadedSpec
 from controller.errors import InvalidSpecs, StalePlan
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,8 @@ class Reconciler:
         self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
+        self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
+        self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
 
     # --- the specs -----------------------------------------------------------------------------------------
 
@@ -161,6 +165,7 @@ class Reconciler:
                 f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
                 hint="run `backfillctl validate` and fix every error; nothing was changed",
             )
+        self.loaded = {item.spec.name: item for item in result.loaded}
         return self.queue_order(list(result.specs)), result.policy
 
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
@@ -228,6 +233,7 @@ class Reconciler:
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
+        plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source)
@@ -245,7 +251,7 @@ class Reconciler:
                 now=self.clock(),
                 changed=changed_dags(applied),
             )
-            after = make_plan(specs, policy, after_world)
+            after = gate_plan(make_plan(specs, policy, after_world), self._gate(specs, policy, recorder))[0]
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan)
@@ -262,6 +268,14 @@ class Reconciler:
             with self.store.batch("recording adoptions") if adopting else contextlib.nullcontext():
                 applied += [applier.apply(item, by_name[item.spec], world) for item in items]
         return applied
+
+    def _gate(self, specs: Sequence[BackfillSpec], policy: Policy, recorder: Recorder) -> Gate:
+        """What the approval gate at reconcile needs: the evidence, and the specs the merged commit touched."""
+        changed: frozenset[str] = frozenset()
+        if self.evidence is not None and self.git.available:
+            touched = self.git.changed_by_head(self.settings.specs_dir)
+            changed = frozenset(s.name for s in specs if self.git.relative(Path(s.path)) in touched)
+        return Gate(self.evidence, changed, self.loaded, recorder.bindings, policy, self.commit)
 
     @staticmethod
     def _check_reviewed(plan: Plan, checksum: str | None, recorder: Recorder) -> None:

@@ -14,7 +14,7 @@ from controller import __version__
 from controller.adapters.store import Store
 from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
-from controller.core.binding import Binding, CreateFacts
+from controller.core.binding import Approval, Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.notify import outbox_rows
@@ -41,6 +41,7 @@ class Recorder:
         self.airflow_url, self.policy = airflow_url, policy
         self.bindings: dict[str, Binding] = dict(bindings) if bindings is not None else store.bindings()
         self.written = 0  # records this pass appended: a pass that found or changed nothing writes none
+        self.approvals: dict[str, Approval] = {}  # spec → who approved it, as this pass's gate checked
 
     # --- audit --------------------------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class Recorder:
         guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
         progress: Progress | None = None,  # a chunked spec's progress; None keeps it
         refused: bool = False,  # this pass refused its create: what `status` shows until a pass decides again
+        approval: Approval | None = None,  # who approved its pull request; None keeps it
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -144,6 +146,7 @@ class Recorder:
             guard=guard if guard is not None else (before.guard if before else ""),
             progress=progress if progress is not None else (before.progress if before else None),
             refused=refused,
+            approval=approval or (before.approval if before else None),
         )
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding

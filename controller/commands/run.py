@@ -15,6 +15,7 @@ from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
+from controller.core.provenance import Evidence
 
 
 class Repeat(StrEnum):
@@ -35,6 +36,7 @@ class LoopOptions:
     # metrics port, health threshold, notification delivery budget (issue 15)
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
     allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
+    evidence: Evidence | None = None  # the merged pull request's reviews: the approval gate at reconcile
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,7 @@ def reconcile_loop(
         ) as reconciler,
     ):
         hooks.attach(reconciler)
+        reconciler.evidence = options.evidence
         while True:
             with hooks.around(reconciler) as after_pass:  # notifications, metrics, health, status page
                 result = reconciler.run_once(dry_run=options.dry_run, plan_checksum=checksum)

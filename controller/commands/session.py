@@ -45,7 +45,7 @@ def open_reconciler(
     With `lease`, a daemon thread renews the lease every HEARTBEAT_EVERY seconds for the whole session
     (every pass, `--once` included); the store refuses intents once it is lost (`LeaseLost`, exit 5).
     """
-    store = NoStore() if no_store else Store(settings.store_url, read_only=read_only)
+    store = NoStore() if no_store else Store(settings.store_url, read_only=read_only, audit_key=settings.audit_key)
     try:
         with contextlib.ExitStack() as stack:
             if lease:

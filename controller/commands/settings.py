@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from controller.core.audit import key_bytes
 from controller.core.secret import Secret, header_problem, redact_url, text_problem, url_problem
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
 DEFAULT_AIRFLOW_TIMEOUT = 30.0  # seconds to wait for one Airflow answer (connects give up after 5 s)
+AUDIT_KEY_MIN_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is weaker than the MAC
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +27,7 @@ class Settings:
     airflow_password: Secret | None = None
     actor: str = "unknown"
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
+    audit_key: Secret | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -42,6 +45,7 @@ class Settings:
             airflow_password=Secret(password) if password else None,
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
+            audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
         )
 
     def airflow_address(self) -> str:
@@ -86,6 +90,19 @@ URL_FIX = (
     "set it to the api-server's base address, e.g. http://127.0.0.1:8080; percent-encode an @ / ? # in a "
     "user name or password (%40 %2F %3F %23)"
 )
+
+
+def _audit_key(value: str) -> Secret | None:
+    """The chain's HMAC key, taken byte for byte (never stripped); an empty one means no key."""
+    if not value:
+        return None
+    if len(key_bytes(value)) < AUDIT_KEY_MIN_BYTES:
+        raise ConfigError(
+            f"BACKFILLCTL_AUDIT_KEY is shorter than {AUDIT_KEY_MIN_BYTES} bytes",
+            hint="use a random secret of at least 32 bytes, e.g. `python -c 'import secrets; "
+            "print(secrets.token_hex(32))'`, kept in your secret store",
+        )
+    return Secret(value)
 
 
 def _timeout(value: str | None) -> float:

@@ -21,13 +21,14 @@ from controller.core.validation import (
     check_names_in_tree,
     check_spec,
 )
-from controller.errors import AirflowError, AirflowNotFound, InvalidSpecs, UsageError
+from controller.errors import AirflowError, AirflowNotFound, ConfigError, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.gitsource import GitSource
     from controller.commands.settings import Settings
     from controller.core.model import DagInfo
     from controller.core.partitions import Unknown
+    from controller.core.provenance import Evidence
     from controller.core.scaffold import NewSpec
 
 
@@ -170,24 +171,42 @@ def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationRes
     from controller.core.approval import check_approvals, latest_decisions, parse_reviews  # noqa: PLC0415
 
     assert checks.reviews is not None
-    source = files.display(checks.reviews)
-    try:
-        raw = files.read_bounded(checks.reviews, REVIEWS_MAX_BYTES)
-        text = raw.decode("utf-8") if len(raw) <= REVIEWS_MAX_BYTES else None
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        return [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", _REVIEWS_HINT)]
-    if text is None:
-        message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
-        return [Diagnostic(Location(source, 1, 1), message, _REVIEWS_HINT)]
-    data, unreadable = _reviews_json(text, source)
+    data, unreadable = read_reviews(checks.reviews)
     if unreadable:
         return unreadable
-    reviews, problems = parse_reviews(data, source)
+    reviews, problems = parse_reviews(data, files.display(checks.reviews))
     decisions = latest_decisions(reviews)
     return problems + [
         d for item in items for d in check_approvals(item, decisions, checks.pr_author, checks.head_sha, result.policy)
     ]
+
+
+def read_reviews(path: Path) -> tuple[list[Any], list[Diagnostic]]:
+    """The raw reviews of a reviews file (`gh api --paginate --slurp …/reviews`), or why it cannot be read."""
+    source = files.display(path)
+    try:
+        raw = files.read_bounded(path, REVIEWS_MAX_BYTES)
+        text = raw.decode("utf-8") if len(raw) <= REVIEWS_MAX_BYTES else None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        return [], [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", _REVIEWS_HINT)]
+    if text is None:
+        message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
+        return [], [Diagnostic(Location(source, 1, 1), message, _REVIEWS_HINT)]
+    return _reviews_json(text, source)
+
+
+def read_evidence(path: Path, pr_number: int, pr_author: str) -> Evidence:
+    """`reconcile --pr-reviews`: the merged pull request's reviews; an unreadable file is refused (exit 1)."""
+    from controller.core.approval import latest_decisions, parse_reviews  # noqa: PLC0415
+    from controller.core.provenance import Evidence  # noqa: PLC0415
+
+    data, problems = read_reviews(path)
+    reviews, bad = parse_reviews(data, files.display(path)) if not problems else ([], [])
+    problems += bad
+    if problems:
+        raise ConfigError(f"--pr-reviews: {problems[0].text()}", hint=problems[0].hint or _REVIEWS_HINT)
+    return Evidence(pr_number, pr_author, latest_decisions(reviews))
 
 
 # a page of 100 reviews is ~300 KB (GitHub's user objects), one with 100 maximal (64 KiB) bodies ~7 MB

@@ -40,6 +40,7 @@ class Review:
     order: int
     association: str = ""  # GitHub's author_association: OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, …
     permission: str | None = None  # the reviewer's repository permission, when the workflow recorded it
+    review_id: int | None = None  # GitHub's id of the review (the change record names it)
 
 
 def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic]]:
@@ -63,6 +64,7 @@ def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic
                     index,
                     str(raw.get("author_association") or "").upper(),
                     _permission(raw.get("permission")),
+                    _review_id(raw.get("id")),
                 )
             )
         except (KeyError, TypeError):
@@ -74,6 +76,10 @@ def parse_reviews(data: Any, source: str) -> tuple[list[Review], list[Diagnostic
                 )
             )
     return reviews, problems
+
+
+def _review_id(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _permission(value: Any) -> str | None:
@@ -110,6 +116,16 @@ def check_approvals(
             )
         )
     return found
+
+
+def valid_approvals(
+    item: LoadedSpec, decisions: Mapping[str, Review], pr_author: str | None, policy: Policy
+) -> list[Review]:
+    """The approvals that count for the spec: of its approvers and its downstream systems' owners."""
+    budgets = policy.budgets
+    owners = [o for name in item.spec.downstream if name in budgets for o in budgets[name].owners]
+    logins = dict.fromkeys([*item.spec.approvers, *owners])
+    return [decisions[lo] for lo in logins if _approval_problem(lo, decisions.get(lo), pr_author, None) is None]
 
 
 def _owner_approvals(

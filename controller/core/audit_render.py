@@ -38,9 +38,28 @@ def record_json(record: AuditRecord) -> str:
 
 def verify_text(result: VerifyResult) -> str:
     if result.finding is None:
-        return f"OK: {result.count} events, chain intact; head seq {result.head_seq} hash {result.head_hash}\n"
+        head = f"OK: {result.count} events, chain intact; head seq {result.head_seq} hash {result.head_hash}\n"
+        return head + f"  {keyed_text(result)}\n"
     f = result.finding
     return (
         f"{f.kind} at seq {f.seq}: {f.message}\n"
         f"  verified {result.count} events before it; last good seq {result.head_seq} hash {result.head_hash}\n"
     )
+
+
+def keyed_text(result: VerifyResult) -> str:
+    """What the keyed chain proves (or cannot) about a chain that verified."""
+    first = result.keyed_from
+    if not result.key_checked:
+        unchecked = "" if first is None else f"; the MACs of seq {first} to {result.head_seq} were not checked"
+        return (
+            "not keyed: BACKFILLCTL_AUDIT_KEY is not set, so a record appended with a recomputed hash by anyone "
+            f"with write access to the store cannot be detected{unchecked}"
+        )
+    if first is None:
+        return (
+            "not keyed: no record carries a MAC yet (a reconcile with BACKFILLCTL_AUDIT_KEY set writes them), "
+            "so a record appended with a recomputed hash by anyone with write access to the store cannot be detected"
+        )
+    before = "" if first == 1 else f"; seq 1 to {first - 1} predate the key and are pinned by the MAC of seq {first}"
+    return f"keyed from seq {first}: every record from it on carries a MAC made with BACKFILLCTL_AUDIT_KEY{before}"

@@ -6,6 +6,7 @@ its rows to these values and back in one place; nothing above it sees a row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -55,6 +56,57 @@ def _time(value: str | None) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovedReview:
+    login: str
+    review_id: int | None
+    commit_id: str
+    submitted_at: str  # GitHub's time of the review, as it gave it
+
+    def text(self, pr_number: int) -> str:
+        review = f"review {self.review_id}" if self.review_id is not None else "review id unknown"
+        return f"{self.login} in #{pr_number} ({review}, {_minutes(self.submitted_at)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """Who approved a spec's pull request: the evidence the gate counted, kept with the create."""
+
+    pr_number: int
+    merged_commit: str | None
+    reviews: tuple[ApprovedReview, ...]
+
+    def text(self) -> str:
+        return ", ".join(r.text(self.pr_number) for r in self.reviews)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "pr_number": self.pr_number,
+            "merged_commit": self.merged_commit,
+            "reviews": [
+                {"login": r.login, "review_id": r.review_id, "commit_id": r.commit_id, "submitted_at": r.submitted_at}
+                for r in self.reviews
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Approval | None:
+        if not data:
+            return None
+        reviews = tuple(
+            ApprovedReview(r["login"], r.get("review_id"), r.get("commit_id", ""), r.get("submitted_at", ""))
+            for r in data.get("reviews", ())
+        )
+        return cls(int(data["pr_number"]), data.get("merged_commit"), reviews)
+
+
+def _minutes(moment: str) -> str:
+    """`2026-11-01T10:00:00Z` as `2026-11-01T10:00Z` (the change record's precision); anything else as given."""
+    if len(moment) == 20 and moment[10] == "T" and moment.endswith("Z"):
+        return moment[:16] + "Z"
+    return moment or "time unknown"
+
+
+@dataclass(frozen=True, slots=True)
 class Binding:
     spec_name: str
     dag_id: str
@@ -72,6 +124,7 @@ class Binding:
     guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
     progress: Progress | None = None  # a chunked spec's chunks, canary and halt state (issue 13)
     refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
+    approval: Approval | None = None  # who approved its pull request, as reconcile checked it (None: not recorded)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

@@ -46,7 +46,7 @@ def report_html(report: Mapping[str, Any], heatmap: HeatMap, events: Sequence[Au
         ("Ticket", report["ticket"]),
         ("Reason", report["reason"]),
         ("Requested by", report["requested_by"]),
-        ("Approved by", ", ".join(report["approvers"])),
+        ("Approved by", report["approved_by"]),
         ("DAG", report["dag_id"]),
         ("Range", f"{report['from_date']} → {report['to_date']}"),
         (

@@ -15,6 +15,7 @@ from controller.core.escaping import md_code, md_fence, md_text, plain_lines
 from controller.core.layout import Column, hang, left_out_line, table
 from controller.core.model import Phase, RunSummary
 from controller.core.plan import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
+from controller.core.provenance import approved_by
 from controller.core.spec import BackfillSpec, format_utc
 
 REPORT_FORMAT_VERSION = 1
@@ -248,6 +249,8 @@ def report_json(
         "reason": spec.reason,
         "requested_by": spec.requested_by,
         "approvers": list(spec.approvers),
+        "approval": None if binding is None or binding.approval is None else binding.approval.as_json(),
+        "approved_by": approved_by(binding.approval if binding else None, spec.approvers),
         "dag_id": spec.dag_id,
         "from_date": format_utc(spec.from_date),
         "to_date": format_utc(spec.to_date),
@@ -342,8 +345,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
         f"- **Ticket**: {md_text(report['ticket'])}",
         f"- **Reason**: {md_text(report['reason'])}",
-        f"- **Requested by**: {md_text(report['requested_by'])}; "
-        f"**approved by**: {md_text(', '.join(report['approvers']))}",
+        f"- **Requested by**: {md_text(report['requested_by'])}; **approved by**: {md_text(report['approved_by'])}",
         f"- **Spec**: {md_code(report['path'])} digest {md_code(report['digest'])} "
         f"at commit {md_code(report['git_commit'] or 'unknown')}",
         f"- **DAG**: {md_code(report['dag_id'])}, {report['from_date']} → {report['to_date']}, reprocess "

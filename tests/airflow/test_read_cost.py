@@ -4,10 +4,15 @@ backfill's runs by state cost the same few calls whatever its size."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
-from controller.adapters.airflow import AirflowClient
+import httpx
+
+from controller.adapters.airflow import MAX_CONCURRENT, AirflowClient
 from controller.core.model import BackfillRequest, summarise
 from controller.core.secret import Secret
 from tests.fakes.airflow import Dag, FakeAirflow
@@ -99,3 +104,25 @@ def test_a_pass_whose_specs_are_bound_reads_only_the_newest_page_of_a_dags_backf
         "latest": (1, ids[150], ids[-1], 100),  # one page: the newest hundred, oldest first
         "old": (3, ids[0], ids[-1], 250),
     }
+
+
+def test_calls_in_flight_are_bounded_whatever_the_callers_pools() -> None:
+    """The observer's DAG pool and each backfill's counting reads nest: the client keeps the sum bounded."""
+
+    lock, now, peak = threading.Lock(), [0], [0]
+
+    def handler(_request: httpx.Request) -> httpx.Response:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.02)
+        with lock:
+            now[0] -= 1
+        return httpx.Response(200, json={"version": "3.3.2"})
+
+    with (
+        AirflowClient("http://fake", transport=httpx.MockTransport(handler)) as client,
+        ThreadPoolExecutor(max_workers=3 * MAX_CONCURRENT) as pool,
+    ):
+        list(pool.map(lambda _n: client.version(), range(6 * MAX_CONCURRENT)))
+    assert (MAX_CONCURRENT, peak[0]) == (8, 8)

@@ -7,6 +7,7 @@ The hashes below were computed once with `reference_hash`, a few lines written h
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from dataclasses import replace
 from typing import Any
@@ -19,15 +20,22 @@ from controller.core.audit import (
     AuditEntry,
     AuditRecord,
     Finding,
+    Unreadable,
+    VerifyResult,
     chain_hash,
     controller_event,
+    key_bytes,
+    record_mac,
     seal,
     verify_chain,
 )
+from controller.core.audit_render import verify_text
 
 FIRST_HASH = "c2ead8c01ce3e663287a4bbb7f927b068b9ede040ee2a0bc341454185c029c5e"
 SECOND_HASH = "e668a78d221b612cd934d78f86558f3be8400c6312190d5bd4af500cfccffda8"
 SECOND_AFTER_FFFF = "94f72c6644a42526c26dded4b3eff8edc7b25ded8167077fd2c55520008b34ed"
+KEY = b"k" * 32
+FIRST_MAC = "6aaf7773843dae115d7f76bdd9db878609fc2ff7ff9a34824c2dafa0bd780c20"  # HMAC-SHA256(KEY, FIRST_HASH)
 
 FIRST = AuditEntry(
     action="create",
@@ -101,9 +109,9 @@ def test_body_and_json_shapes() -> None:
     record = seal(1, "2026-01-02T03:04:05.000006Z", FIRST, GENESIS)
     assert ENTRY_FIELDS == FIELDS
     assert list(record.body()) == ["seq", "time", *FIELDS]
-    assert record.as_json() == {**record.body(), "prev_hash": GENESIS, "hash": FIRST_HASH}
-    seq, prev, hash_, body = record.link()
-    assert (seq, prev, hash_) == (1, GENESIS, FIRST_HASH)
+    assert record.as_json() == {**record.body(), "prev_hash": GENESIS, "hash": FIRST_HASH, "mac": None}
+    seq, prev, hash_, body, mac = record.link()
+    assert (seq, prev, hash_, mac) == (1, GENESIS, FIRST_HASH, None)
     assert json.loads(body) == record.body()
     assert tuple(sorted({"seq", "time", *FIELDS} - {"request", "response"})) == SCALARS
 
@@ -176,3 +184,121 @@ def test_expect_head_anywhere_in_the_chain_and_truncation() -> None:
     empty = verify_chain(iter(()), expect_head="abc")
     assert empty.finding == Finding(1, "TRUNCATED", "the expected head abc is not in the chain, which ends at seq 0")
     assert verify_chain(iter(())).ok
+
+
+def test_the_mac_is_hmac_sha256_of_the_hash_and_leaves_the_hash_alone() -> None:
+    assert hmac.new(KEY, FIRST_HASH.encode("ascii"), hashlib.sha256).hexdigest() == FIRST_MAC
+    assert record_mac(KEY, FIRST_HASH) == FIRST_MAC
+    keyed = seal(1, "2026-01-02T03:04:05.000006Z", FIRST, GENESIS, KEY)
+    assert (keyed.hash, keyed.mac) == (FIRST_HASH, FIRST_MAC)
+    assert seal(1, "2026-01-02T03:04:05.000006Z", FIRST, GENESIS).mac is None
+    assert keyed.as_json()["mac"] == FIRST_MAC
+    assert keyed.link() == (
+        1,
+        GENESIS,
+        FIRST_HASH,
+        json.dumps(keyed.body(), sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        FIRST_MAC,
+    )
+    assert key_bytes("é\udcff") == b"\xc3\xa9\xff"  # UTF-8, and a byte the environment could not decode kept
+
+
+def keyed_chain(n: int, key: bytes | None = KEY, start: int = 1) -> list[AuditRecord]:
+    """Seqs 1..n; from `start` on sealed with `key`."""
+    records, prev = [], GENESIS
+    for seq in range(1, n + 1):
+        record = seal(
+            seq, f"2026-01-01T00:00:0{seq}Z", replace(SECOND, message=f"m{seq}"), prev, key if seq >= start else None
+        )
+        records.append(record)
+        prev = record.hash
+    return records
+
+
+def test_a_keyed_chain_verifies_with_its_key_and_says_from_where() -> None:
+    records = keyed_chain(3)
+    result = verify_chain((r.link() for r in records), key=KEY)
+    assert result == VerifyResult(3, 3, records[2].hash, None, keyed_from=1, key_checked=True)
+    late = keyed_chain(4, start=3)
+    assert verify_chain((r.link() for r in late), key=KEY) == VerifyResult(4, 4, late[3].hash, None, 3, True)
+    plain = keyed_chain(2, key=None)
+    assert verify_chain((r.link() for r in plain), key=KEY) == VerifyResult(2, 2, plain[1].hash, None, None, True)
+    assert verify_chain(r.link() for r in records) == VerifyResult(3, 3, records[2].hash, None, 1, False)
+
+
+def test_an_appended_record_with_a_recomputed_hash_fails_only_with_the_key() -> None:
+    records = keyed_chain(3)
+    forged = seal(4, "2026-01-01T00:00:09Z", replace(SECOND, message="forged"), records[2].hash)
+    unkeyed = verify_chain((r.link() for r in [*records, forged]), expect_head=forged.hash, key=KEY)
+    message = "seq 4 carries no MAC, but the chain is keyed from seq 1: added without the key"
+    assert unkeyed == VerifyResult(3, 3, records[2].hash, Finding(4, "UNKEYED", message), 1, True)
+    assert not verify_chain(r.link() for r in [*records, forged]).ok  # a missing MAC needs no key to be seen
+    fake = replace(forged, mac="0" * 64)
+    forged_mac = verify_chain((r.link() for r in [*records, fake]), expect_head=fake.hash, key=KEY)
+    assert forged_mac.finding == Finding(
+        4,
+        "FORGED",
+        "seq 4 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
+        "re-hashed without the key, or written with another key)",
+    )
+    assert (forged_mac.count, forged_mac.head_seq, forged_mac.keyed_from) == (3, 3, 1)
+    assert verify_chain((r.link() for r in [*records, fake]), expect_head=fake.hash).ok  # no key: undetectable
+
+
+def test_a_rewritten_and_re_hashed_record_fails_with_the_key() -> None:
+    records = keyed_chain(3)
+    other = seal(2, records[1].time, replace(records[1].entry, message="rewritten"), records[0].hash, b"x" * 32)
+    rehashed = [records[0], other, seal(3, records[2].time, records[2].entry, other.hash, b"x" * 32)]
+    assert verify_chain((r.link() for r in rehashed), key=KEY).finding == Finding(
+        2,
+        "FORGED",
+        "seq 2 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
+        "re-hashed without the key, or written with another key)",
+    )
+    assert verify_chain((r.link() for r in rehashed), key=b"x" * 32).finding == Finding(
+        1,
+        "FORGED",
+        "seq 1 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
+        "re-hashed without the key, or written with another key)",
+    )
+
+
+def test_rows_that_break_the_sequence_or_cannot_be_read_are_findings() -> None:
+    records = chain(3)
+    links = [r.link() for r in records]
+    zero = (0, GENESIS, "a" * 64, "{}", None)
+    assert verify_chain([zero, *links]).finding == Finding(
+        0, "INVALID", "seq 0 is outside the chain, which starts at seq 1: a row added by hand"
+    )
+    negative = verify_chain([(-5, GENESIS, "a" * 64, "{}", None), *links])
+    assert negative.finding == Finding(
+        -5, "INVALID", "seq -5 is outside the chain, which starts at seq 1: a row added by hand"
+    )
+    assert (negative.count, negative.head_seq, negative.head_hash) == (0, 0, GENESIS)
+    duplicate = verify_chain([links[0], links[1], links[1], links[2]])
+    assert duplicate.finding == Finding(2, "DUPLICATE", "seq 2 occurs more than once")
+    assert (duplicate.count, duplicate.head_seq) == (2, 2)
+    bad = (2, records[0].hash, records[1].hash, Unreadable(2, "message holds a BLOB, not text"), None)
+    unreadable = verify_chain([links[0], bad, links[2]])
+    assert unreadable.finding == Finding(2, "INVALID", "seq 2 cannot be read: message holds a BLOB, not text")
+    assert Unreadable(2, "x").describe() == "audit record seq 2 is unreadable: x"
+
+
+def test_verify_text_says_what_the_key_proves() -> None:
+    head = "OK: 3 events, chain intact; head seq 3 hash h\n  "
+    cases = {
+        (1, True): "keyed from seq 1: every record from it on carries a MAC made with BACKFILLCTL_AUDIT_KEY",
+        (2, True): "keyed from seq 2: every record from it on carries a MAC made with BACKFILLCTL_AUDIT_KEY; "
+        "seq 1 to 1 predate the key and are pinned by the MAC of seq 2",
+        (None, True): "not keyed: no record carries a MAC yet (a reconcile with BACKFILLCTL_AUDIT_KEY set writes "
+        "them), so a record appended with a recomputed hash by anyone with write access to the store cannot be "
+        "detected",
+        (None, False): "not keyed: BACKFILLCTL_AUDIT_KEY is not set, so a record appended with a recomputed hash "
+        "by anyone with write access to the store cannot be detected",
+        (2, False): "not keyed: BACKFILLCTL_AUDIT_KEY is not set, so a record appended with a recomputed hash "
+        "by anyone with write access to the store cannot be detected; the MACs of seq 2 to 3 were not checked",
+    }
+    for (first, checked), line in cases.items():
+        assert verify_text(VerifyResult(3, 3, "h", None, first, checked)) == head + line + "\n"
+    failed = VerifyResult(2, 2, "h", Finding(3, "UNKEYED", "m"), 1, True)
+    assert verify_text(failed) == "UNKEYED at seq 3: m\n  verified 2 events before it; last good seq 2 hash h\n"

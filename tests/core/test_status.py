@@ -306,6 +306,8 @@ def test_report_json() -> None:
         "reason": "unit test",
         "requested_by": "a",
         "approvers": ["b", "c"],
+        "approval": None,  # reconcile ran without the merged pull request's reviews
+        "approved_by": "approval not recorded (the spec lists b, c)",
         "dag_id": "d",
         "from_date": "2025-01-01T00:00:00Z",
         "to_date": "2025-01-07T00:00:00Z",
@@ -381,7 +383,7 @@ def test_report_markdown() -> None:
         "- **Outcome**: Cancelled (backfill #5)",
         "- **Ticket**: CHG-1",
         "- **Reason**: unit test",
-        "- **Requested by**: a; **approved by**: b, c",
+        r"- **Requested by**: a; **approved by**: approval not recorded \(the spec lists b, c\)",
         "- **Spec**: `specs/r.yaml` digest `sha256:r` at commit `abc123`",
         "- **DAG**: `d`, 2025-01-01T00:00:00Z → 2025-01-07T00:00:00Z, reprocess `none`, max_active_runs 2, forward",
         "- **Created**: -; **completed**: -",

@@ -20,6 +20,7 @@ REPORT = {
     "reason": "Revenue rounding <b>bug</b>",
     "requested_by": "carol",
     "approvers": ["dave"],
+    "approved_by": "dave in #41 (review 9001, 2026-11-01T10:00Z)",
     "dag_id": "orders_daily",
     "from_date": "2025-01-01T00:00:00Z",
     "to_date": "2025-02-09T00:00:00Z",

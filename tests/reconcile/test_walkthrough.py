@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,15 @@ from controller.adapters.store import EventFilter, Store
 
 pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]
-SPEC = """version: 1
+# three days of its own on every run, so the walk-through also runs again on an Airflow kept from an earlier
+# session (reprocess none: days that already ran would leave nothing to create)
+FIRST = date(2010, 1, 1) + timedelta(days=3 * secrets.randbelow(600))
+LAST = FIRST + timedelta(days=2)
+SPEC = f"""version: 1
 name: walk-demo
 dag_id: demo_daily
-from_date: "2022-03-01"
-to_date: "2022-03-03"
+from_date: "{FIRST}"
+to_date: "{LAST}"
 reprocess_behavior: none
 max_active_runs: 2
 expected_runs: 3
@@ -30,6 +36,19 @@ ticket: CHG-4242
 reason: Walk-through of the pull-request workflow.
 requested_by: alice
 approvers: [bob]
+"""
+
+
+PR, RECONCILE = "reusable-backfill-pr.yml", "reusable-backfill-reconcile.yml"  # what every caller runs
+FAKE_GH = """import json, os, sys
+args = sys.argv[1:]
+path = next(a for a in args if a.startswith("repos/"))
+if path.endswith("/pulls"):
+    print(os.environ["GH_PULLS"])
+elif path.endswith("/reviews"):
+    print(os.environ["GH_REVIEWS"])
+else:
+    print(json.loads(os.environ["GH_PERMISSIONS"])[path.split("/")[-2]])
 """
 
 
@@ -73,11 +92,13 @@ class Walk:
         )
         return done.stdout.strip()
 
-    def step(self, workflow: str, step_id: str, **env: str) -> subprocess.CompletedProcess[str]:
+    def step(
+        self, workflow: str, step_id: str, cwd: Path | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         script = workflow_steps(workflow)[step_id]
         return subprocess.run(
             ["bash", "-eo", "pipefail", "-c", script],
-            cwd=self.work,
+            cwd=cwd or self.work,
             env={**self.env, **env},
             capture_output=True,
             text=True,
@@ -104,18 +125,18 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     head = walk.git("rev-parse", "HEAD")
     pr = {"BASE_REF": "main", "PR_AUTHOR": "alice", "HEAD_SHA": head}
 
-    validated = walk.step("backfill-pr.yml", "validate", **pr)
+    validated = walk.step(PR, "validate", **pr)
     assert (validated.returncode, validated.stdout) == (
         0,
         "OK: 1 spec valid (2 files including the policy specs/policy.yaml, 0 warnings).\n",
     )
-    planned = walk.step("backfill-pr.yml", "plan", **pr)
+    planned = walk.step(PR, "plan", **pr)
     assert planned.returncode == 0, planned.stderr
     plan_md = (tmp_path / "plan.md").read_text()
     assert "| `+` | `walk-demo` | `demo_daily` | create | 3 of 3 | Pending |" in plan_md
 
     (tmp_path / "reviews.json").write_text(json.dumps([]))
-    unapproved = walk.step("backfill-pr.yml", "approvals", **pr)
+    unapproved = walk.step(PR, "approvals", **pr)
     assert unapproved.returncode == 1
     assert (
         "::error file=specs/walk-demo.yaml,line=12,col=13,title=backfillctl validate::$.approvers[0]: walk-demo: "
@@ -143,19 +164,56 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
             ]
         )
     )
-    approved = walk.step("backfill-pr.yml", "approvals", **pr)
+    approved = walk.step(PR, "approvals", **pr)
     assert approved.returncode == 0, approved.stdout
 
     walk.git("checkout", "-q", "main")  # merge
     walk.git("merge", "-q", "--no-ff", "add-walk-demo", "-m", "Merge pull request #1", who="bob")
     merge = walk.git("rev-parse", "HEAD")
 
-    reconciled = walk.step("backfill-reconcile.yml", "reconcile")
+    # reconcile finds the merged pull request and its reviews (a fake gh), with the workflow's own scripts
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(f"#!{sys.executable}\n{FAKE_GH}")
+    (bin_dir / "gh").chmod(0o755)
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "trusted").symlink_to(REPO)
+    pulls = [{"number": 1, "merged_at": "2026-11-29T11:00:00Z", "merge_commit_sha": merge, "user": {"login": "alice"}}]
+    gh = {
+        "PATH": f"{bin_dir}:{walk.env['PATH']}",
+        "GITHUB_REPOSITORY": "acme/team-backfills",
+        "GITHUB_SHA": merge,
+        "GITHUB_WORKSPACE": str(tmp_path / "workspace"),
+        "GITHUB_OUTPUT": str(tmp_path / "pr-outputs"),
+        "GH_PULLS": json.dumps(pulls),
+        "GH_PERMISSIONS": json.dumps({"bob": "write", "carol": "read"}),
+    }
+    reviews = json.loads((tmp_path / "reviews.json").read_text())
+    found = walk.step(RECONCILE, "pr", cwd=tmp_path, **gh, GH_REVIEWS=json.dumps([reviews[:1]]))  # no approval
+    assert found.returncode == 0, found.stderr
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "pr-outputs").read_text().splitlines())
+    assert outputs == {"number": "1", "author": "alice"}
+    refused = walk.step(RECONCILE, "reconcile", PR_NUMBER=outputs["number"], PR_AUTHOR=outputs["author"])
+    assert refused.returncode == 5, refused.stderr
+    assert refused.stderr == (
+        "refused: walk-demo: approval gate at reconcile: the approvals of #1 are not there: walk-demo: 'bob' has "
+        "not approved the pull request; walk-demo: 0 of the 1 approvals this spec needs are present\n"
+    )
+    assert "Plan: 0 to create, 0 to pause, 0 to cancel, 0 queued, 1 blocked." in refused.stdout
+    store = Store(walk.env["BACKFILLCTL_STORE_URL"])
+    try:
+        assert [e.entry.action for e in store.events(EventFilter(spec="walk-demo"))] == ["observe"]  # nothing created
+    finally:
+        store.close()
+
+    found = walk.step(RECONCILE, "pr", cwd=tmp_path, **gh, GH_REVIEWS=json.dumps([reviews]))  # bob approved
+    assert found.returncode == 0, found.stderr
+    reconciled = walk.step(RECONCILE, "reconcile", PR_NUMBER=outputs["number"], PR_AUTHOR=outputs["author"])
     assert reconciled.returncode == 0, reconciled.stderr
     lines = reconciled.stdout.splitlines()
     checksum = lines[2].removeprefix("Checksum: ")
     assert lines == [
-        "+ create    walk-demo  demo_daily  2022-03-01 → 2022-03-03  reprocess none  max_active_runs 2  forward  "
+        f"+ create    walk-demo  demo_daily  {FIRST} → {LAST}  reprocess none  max_active_runs 2  forward  "
         "runs 3 of 3 in range  up to 32 tasks at once  approvers bob  ticket CHG-4242  [Pending]",
         "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
         f"Checksum: {checksum}",
@@ -172,7 +230,7 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         timeout=300,
     )
     assert finish.returncode == 0, finish.stderr
-    assert walk.step("backfill-reconcile.yml", "status").returncode == 0
+    assert walk.step(RECONCILE, "status").returncode == 0
     summary = (tmp_path / "summary.md").read_text().splitlines()
     assert summary[:3] == ["### backfillctl status", "```", summary[2]]
     assert summary[2].split()[:4] == ["SPEC", "DAG", "PHASE", "BACKFILL"]
@@ -195,7 +253,7 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         "run(s)",
         "succeeded",
     ]
-    assert walk.step("backfill-reconcile.yml", "export").returncode == 0
+    assert walk.step(RECONCILE, "export").returncode == 0
     exported = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
 
     report = subprocess.run(
@@ -209,7 +267,7 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     assert f"- **Outcome**: Succeeded (backfill #{backfill_id})\n" in report
     assert "- **Intervals**: 3 complete, 0 failed (none), 0 skipped of 3 in range\n" in report
     assert "- **Ticket**: CHG-4242" in report
-    assert "- **Requested by**: alice; **approved by**: bob" in report
+    assert "- **Requested by**: alice; **approved by**: bob in #1 (review 2, 2026-11-29T10:05Z)\n" in report
     assert f"at commit `{merge}`" in report
 
     store = Store(walk.env["BACKFILLCTL_STORE_URL"])
@@ -220,19 +278,22 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     assert intent.entry.git_commit == merge
     assert intent.entry.spec_commit == head
     assert intent.entry.message == (
-        "requested by alice, spec authored by alice@example.com, approved by bob; ticket CHG-4242"
+        "requested by alice, spec authored by alice@example.com, approved by bob in #1 (review 2, 2026-11-29T10:05Z); "
+        "ticket CHG-4242"
     )
     assert intent.entry.actor == "github-actions"
     assert [e["seq"] for e in exported] == list(range(1, len(exported) + 1))
     trail = [(e["action"], e["phase"], e["outcome"], e["backfill_id"], e["message"]) for e in exported]
     assert [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] == "walk-demo"] == [
+        ("observe", "observation", "Blocked", None, refused.stderr.removeprefix("refused: walk-demo: ").strip()),
         ("create", "intent", None, None, intent.entry.message),
         ("create", "outcome", "created", backfill_id, None),
         ("observe", "observation", "Succeeded", backfill_id, "3 run(s) succeeded"),
     ]
     passes = [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] is None]
-    assert passes[0] == ("reconcile", "observation", "applied", None, f"1 change(s); plan {checksum}")
+    assert passes[0][:3] == ("reconcile", "observation", "no-changes")  # the refused pass found a refusal
+    assert passes[1] == ("reconcile", "observation", "applied", None, f"1 change(s); plan {checksum}")
     # --until-complete's idle passes write nothing; the one that saw the backfill succeed writes one record
-    assert passes[1:] == [("reconcile", "observation", "no-changes", None, passes[1][4])]
-    assert passes[1][4].startswith("0 change(s); plan ")
-    assert len(exported) == 3 + len(passes)
+    assert passes[2:] == [("reconcile", "observation", "no-changes", None, passes[2][4])]
+    assert passes[2][4].startswith("0 change(s); plan ")
+    assert len(exported) == 4 + len(passes)

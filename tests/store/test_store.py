@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
+from controller.core.binding import Approval, ApprovedReview, Binding
 from controller.core.model import Phase, RunSummary
 from controller.errors import LockHeld, StoreError
 
@@ -210,7 +211,7 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
-    assert store.migrate() == ("0001", "0005")
+    assert store.migrate() == ("0001", "0006")
     old = store.bindings()["s"]
     assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
         3,
@@ -226,12 +227,21 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
     assert (store.bindings()["s"].phase, store.bindings()["s"].refused) == (Phase.BLOCKED, True)
 
 
+def test_who_approved_is_kept_in_the_bindings_detail(make: Callable[..., Store], store_url: str) -> None:
+    store = make(store_url)
+    approval = Approval(41, "abc", (ApprovedReview("bob", 9001, "c0ffee", "2026-11-01T10:00:00Z"),))
+    store.save_binding(Binding("s", "d", None, Phase.PENDING, spec_digest="sha256:x", approval=approval))
+    store.save_binding(Binding("t", "d", None, Phase.PENDING, spec_digest="sha256:y"))  # no evidence, or older
+    kept = store.bindings()
+    assert (kept["s"].approval, kept["t"].approval) == (approval, None)
+
+
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:
     store = make(store_url)
     sql(store, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(StoreError) as refused:
         make(store_url)
-    assert "has schema revision 9999, newer than this backfillctl knows (head 0005)" in refused.value.message
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0006)" in refused.value.message
 
 
 def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:

@@ -9,6 +9,9 @@ lock), with the revision re-read under the lock, so two first starts on a fresh 
 `Store(url, read_only=True)` never creates, migrates or writes: a missing store (or SQLite file or
 folder) is an error, and SQLite is opened with `mode=ro`, PostgreSQL with read-only transactions.
 
+`Store(url, audit_key=…)` keys the chain: every append carries HMAC-SHA256(key, hash) and `verify` checks
+them; appends refuse to continue a keyed chain without the key, or with another key.
+
 The lease: `acquire` takes it, `keep` renews it from a daemon thread with its own engine (its own
 connection) while the process lives, so a killed holder's short lease lapses and is taken over.  Every
 `intent` append re-checks, in its own transaction, that this process still holds the lease (a fence):
@@ -18,6 +21,7 @@ a reconciler whose lease was taken away cannot record an intent, so it makes no 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -31,7 +35,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, delete, event, insert, select, text, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Engine,
+    Integer,
+    Text,
+    cast,
+    create_engine,
+    delete,
+    event,
+    insert,
+    select,
+    text,
+    type_coerce,
+    update,
+)
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
@@ -44,22 +63,25 @@ from controller.core.audit import (
     AuditEntry,
     AuditRecord,
     ChainLink,
+    Unreadable,
     VerifyResult,
     body_text,
+    key_bytes,
+    record_mac,
     seal,
     verify_chain,
 )
-from controller.core.binding import Binding, CreateFacts
+from controller.core.binding import Approval, Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, summary_from_json
 from controller.core.notify import Notification
-from controller.core.secret import redact_url, url_problem
+from controller.core.secret import Secret, redact_url, url_problem
 from controller.core.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0005"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005"})
+SCHEMA_HEAD = "0006"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006"})
 LEASE_NAME = "reconcile"
 SUPPORTED = ("sqlite", "postgresql")
 INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
@@ -105,9 +127,18 @@ class LeaseLost(LockHeld):
 
 
 class Store:
-    def __init__(self, url: str, *, clock: Clock = _utcnow, migrate: bool = True, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = _utcnow,
+        migrate: bool = True,
+        read_only: bool = False,
+        audit_key: Secret | None = None,
+    ) -> None:
         self.url = normalise_url(url)
         self.read_only = read_only
+        self._key = audit_key
         self._clock = clock
         self._keeper: _LeaseKeeper | None = None
         self._fence: str | None = None  # the lease id every intent append checks
@@ -157,6 +188,16 @@ class Store:
         if _read_only_refusal(reason):
             hint = "the database refused a write: the store's user (or file) needs write access for this command"
         return StoreError(f"store {self.safe_url}: {what} failed: {reason}", hint=hint)
+
+    def _unversioned(self) -> StoreError:
+        return StoreError(
+            f"the store at {self.safe_url} has audit tables but no schema version: its alembic_version table "
+            "is missing (dropped, or not restored with the rest)",
+            hint="restore the store from a backup; or, if you know the revision it was at (this backfillctl "  # noqa: S608 - a hint, not a query
+            f"writes {SCHEMA_HEAD}), recreate the table by hand: CREATE TABLE alembic_version (version_num "
+            f"VARCHAR(32) NOT NULL PRIMARY KEY); INSERT INTO alembic_version VALUES ('{SCHEMA_HEAD}'); "
+            "then run `backfillctl audit verify`",
+        )
 
     def _missing(self) -> StoreError:
         path = _sqlite_path(self.url)
@@ -214,6 +255,8 @@ class Store:
         self._refuse_newer(current)
         if current == SCHEMA_HEAD:
             return current, SCHEMA_HEAD
+        if current is None and self._has_tables():
+            raise self._unversioned()  # migrating from scratch would fail on the tables that exist
         hint = (
             "the database is reachable but the schema upgrade failed with the error above; fix that cause "
             "(e.g. the store's user needs CREATE rights), then run `backfillctl store migrate`"
@@ -231,7 +274,7 @@ class Store:
         """For read-only use: the store must exist and be at this backfillctl's schema revision."""
         current = self.revision()
         if current is None:
-            raise self._missing()
+            raise self._unversioned() if self._has_tables() else self._missing()
         self._refuse_newer(current)
         if current != SCHEMA_HEAD:
             raise StoreError(
@@ -248,6 +291,13 @@ class Store:
                 f"knows (head {SCHEMA_HEAD})",
                 hint="upgrade backfillctl; never point an old one at it",
             )
+
+    def _has_tables(self) -> bool:
+        try:
+            with self.engine.connect() as conn:
+                return bool(conn.dialect.has_table(conn, audit_events.name))
+        except SQLAlchemyError as exc:
+            raise self._failed("reading the store's tables", exc) from None
 
     def revision(self) -> str | None:
         try:
@@ -268,14 +318,38 @@ class Store:
             if entry.phase == "intent" and self._fence is not None:
                 self._check_fence(conn, self._fence)
             last = conn.execute(
-                select(audit_events.c.seq, audit_events.c.hash).order_by(audit_events.c.seq.desc()).limit(1)
+                select(audit_events.c.seq, audit_events.c.hash, audit_events.c.mac)
+                .order_by(audit_events.c.seq.desc())
+                .limit(1)
             ).first()
             seq, prev = (last.seq + 1, last.hash) if last else (1, GENESIS)
-            record = seal(seq, stamp(self._clock()), entry, prev)
+            key = self._key_bytes()
+            if last is not None and last.mac is not None:
+                self._check_keyed_tail(last.seq, last.hash, last.mac, key)
+            record = seal(seq, stamp(self._clock()), entry, prev, key)
             conn.execute(insert(audit_events).values(**_row(record)))
             if notifications:  # the outbox: committed with the record or not at all (issue 15)
                 insert_notifications(conn, record, notifications, stamp(self._clock()))
         return record
+
+    def _key_bytes(self) -> bytes | None:
+        return None if self._key is None else key_bytes(self._key.reveal())
+
+    def _check_keyed_tail(self, seq: int, hash_: str, mac: str, key: bytes | None) -> None:
+        """A keyed chain goes on only with its key: an unkeyed or foreign-keyed append would break it."""
+        if key is None:
+            raise StoreError(
+                f"store {self.safe_url}: the audit chain is keyed (seq {seq} carries a MAC) and "
+                "BACKFILLCTL_AUDIT_KEY is not set: a record without a MAC would break it",
+                hint="set BACKFILLCTL_AUDIT_KEY to the key the chain was written with",
+            )
+        if mac != record_mac(key, hash_):
+            raise StoreError(
+                f"store {self.safe_url}: the last audit record (seq {seq}) carries a MAC that "
+                "BACKFILLCTL_AUDIT_KEY did not make: the key is not the one the chain was written with, or the "
+                "record was added without the key",
+                hint="check the key; then run `backfillctl audit verify` to find the first record not made with it",
+            )
 
     def last_event_time(self) -> datetime | None:
         """When the newest audit event was written (None: the log is empty)."""
@@ -286,9 +360,12 @@ class Store:
 
     def events(
         self, where: EventFilter | None = None, batch: int = 2000, *, last: int | None = None
-    ) -> Iterator[AuditRecord]:
-        """Events in seq order, fetched in batches (flat memory for any size); `last`: only the newest N."""
-        query = select(audit_events).order_by(audit_events.c.seq)
+    ) -> Iterator[AuditRecord | Unreadable]:
+        """Events in seq order, fetched in batches (flat memory for any size); `last`: only the newest N. A row
+        no backfillctl wrote (seq ≤ 0, a BLOB where text belongs, a request that is not JSON) comes as
+        `Unreadable`, never hidden."""
+        sqlite = self.engine.dialect.name == "sqlite"
+        query = select(*_raw_columns(sqlite)).order_by(audit_events.c.seq)
         for column, value in _filters(where or EventFilter()):
             query = query.where(column >= value) if column is audit_events.c.time else query.where(column == value)
         if last is not None:  # one read from the end, however long the log is
@@ -297,32 +374,31 @@ class Store:
                 rows = conn.execute(newest).mappings().all()
             yield from (_record(row) for row in reversed(rows))
             return
-        after = 0
+        start = FIRST_SEQ
         while True:
             with self._tx("reading audit events") as conn:
-                rows = conn.execute(query.where(audit_events.c.seq > after).limit(batch)).mappings().all()
+                rows = conn.execute(query.where(audit_events.c.seq >= start).limit(batch)).mappings().all()
             yield from (_record(row) for row in rows)
             if len(rows) < batch:
                 return
-            after = rows[-1]["seq"]
+            start = rows[-1]["seq"] + 1
 
     def verify(self, expect_head: str | None = None) -> VerifyResult:
-        return verify_chain(self.links(), expect_head)
+        return verify_chain(self.links(), expect_head, self._key_bytes())
 
     def links(self, batch: int = 10000) -> Iterator[ChainLink]:
-        """(seq, prev_hash, hash, body JSON) in seq order, from the stored canonical JSON text, no decoding."""
+        """(seq, prev_hash, hash, body JSON, mac) in seq order, from the stored canonical JSON text, no
+        decoding; every row, seq ≤ 0 included, so that verify sees it."""
         columns = ", ".join(_LINK_COLUMNS)
-        query = text(f"SELECT {columns} FROM audit_events WHERE seq > :after ORDER BY seq LIMIT :n")  # noqa: S608
-        after = 0
+        query = text(f"SELECT {columns} FROM audit_events WHERE seq >= :start ORDER BY seq LIMIT :n")  # noqa: S608
+        start = FIRST_SEQ
         while True:
             with self._tx("reading audit events") as conn:
-                rows = conn.execute(query, {"after": after, "n": batch}).all()
-            for row in rows:
-                scalars = dict(zip(SCALARS, row[3:-2], strict=True))
-                yield row[0], row[1], row[2], body_text(scalars, _json_text(row[-2]), _json_text(row[-1]))
+                rows = conn.execute(query, {"start": start, "n": batch}).all()
+            yield from map(_link, rows)
             if len(rows) < batch:
                 return
-            after = rows[-1][0]
+            start = rows[-1][0] + 1
 
     # --- lease ----------------------------------------------------------------------------------------
 
@@ -506,6 +582,7 @@ class NoStore(Store):
         self.read_only = True
         self._keeper = None
         self._fence = None
+        self._key = None
         self._batch = threading.local()
 
     @property
@@ -552,6 +629,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
         refused=bool(detail.get("refused")),
+        approval=Approval.from_json(detail.get("approval")),
     )
 
 
@@ -566,6 +644,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["progress"] = binding.progress.as_json()
     if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
         detail["refused"] = True
+    if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
+        detail["approval"] = binding.approval.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,
@@ -617,7 +697,10 @@ def _sqlite_path(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-_LINK_COLUMNS = ("seq", "prev_hash", "hash", *SCALARS, "request", "response")
+_LINK_COLUMNS = ("seq", "prev_hash", "hash", *SCALARS, "request", "response", "mac")
+FIRST_SEQ = -(2**63)  # the smallest seq a store can hold: rows below 1 are read too, and reported
+_INTEGERS = frozenset(c.name for c in audit_events.c if isinstance(c.type, Integer))
+_JSONS = frozenset(c.name for c in audit_events.c if isinstance(c.type, JSON))
 
 
 def _json_text(value: Any) -> str:
@@ -625,6 +708,34 @@ def _json_text(value: Any) -> str:
     if value is None:
         return "null"
     return value if isinstance(value, str) else canonical_json(value)
+
+
+def _link(row: Sequence[Any]) -> ChainLink:
+    seq, prev, hash_, mac = row[0], row[1], row[2], row[-1]
+    try:
+        if type(prev) is not str or type(hash_) is not str or (mac is not None and type(mac) is not str):
+            raise TypeError(seq)
+        body: str | Unreadable = body_text(dict(zip(SCALARS, row[3:-3])), _json_text(row[-3]), _json_text(row[-2]))  # noqa: B905 - the query's columns
+    except TypeError:  # a BLOB where text belongs: the row was edited outside backfillctl
+        body = Unreadable(seq, _wrong_types(dict(zip(_LINK_COLUMNS, row, strict=True))) or "a column of another type")
+    return seq, prev, hash_, body, mac
+
+
+def _wrong_types(row: Mapping[str, Any]) -> str | None:
+    """What is stored with a type no backfillctl writes ('message holds a BLOB, not text'), if anything."""
+    wrong = [
+        f"{name} holds {_kind(value)}, not {'an integer' if name in _INTEGERS else 'text'}"
+        for name, value in row.items()
+        if value is not None and not isinstance(value, int if name in _INTEGERS else str) and name not in _JSONS
+    ]
+    wrong += [f"{name} holds {_kind(row[name])}, not JSON text" for name in _JSONS if isinstance(row[name], bytes)]
+    return "; ".join(wrong) or None
+
+
+def _kind(value: Any) -> str:
+    return {bytes: "a BLOB", int: "an integer", float: "a real number", str: "text"}.get(
+        type(value), type(value).__name__
+    )
 
 
 def _engine(url: str, shown: str, *, read_only: bool = False) -> Engine:
@@ -733,9 +844,38 @@ def _row(record: AuditRecord) -> dict[str, Any]:
     return {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in data.items()}
 
 
-def _record(row: Any) -> AuditRecord:
-    fields = {k: row[k] for k in AuditEntry.__dataclass_fields__}
-    return AuditRecord(row["seq"], row["time"], AuditEntry(**fields), row["prev_hash"], row["hash"])
+def _raw_columns(sqlite: bool) -> list[Any]:
+    """Every column, JSON as its stored text (decoded per row in `_record`, where a bad one is reported)."""
+    as_text = (lambda c: type_coerce(c, Text)) if sqlite else (lambda c: cast(c, Text))  # SQLite keeps BLOBs as such
+    return [as_text(c).label(c.name) if c.name in _JSONS else c for c in audit_events.c]
+
+
+def _record(row: Mapping[Any, Any]) -> AuditRecord | Unreadable:
+    seq = row["seq"]
+    if seq < 1:
+        return Unreadable(seq, "its seq is outside the chain, which starts at seq 1: a row added by hand")
+    wrong = _wrong_types(row)
+    if wrong is not None:
+        return Unreadable(seq, wrong)
+    decoded = {name: _decoded(row[name]) for name in _JSONS}
+    bad = sorted(name for name, value in decoded.items() if value is _NOT_JSON)
+    if bad:
+        return Unreadable(seq, "; ".join(f"{name} is not JSON" for name in bad))
+    fields = {k: decoded.get(k, row[k]) for k in AuditEntry.__dataclass_fields__}
+    return AuditRecord(seq, row["time"], AuditEntry(**fields), row["prev_hash"], row["hash"], row["mac"])
+
+
+_NOT_JSON = object()
+
+
+def _decoded(value: Any) -> Any:
+    """Stored JSON text decoded; a number stays one (SQLite's numeric affinity may have converted it)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
 
 
 def _filters(where: EventFilter) -> Iterator[tuple[Any, str]]:

@@ -45,6 +45,7 @@ audit_events = Table(
     Column("message", Text),
     Column("prev_hash", String(64), nullable=False),
     Column("hash", String(64), nullable=False, unique=True),
+    Column("mac", String(64)),  # migration 0006: HMAC-SHA256(key, hash) in a keyed chain
 )
 
 lease = Table(

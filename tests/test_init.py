@@ -1,0 +1,204 @@
+"""`backfillctl init DIR`: a specs repository that validates as it is, whose workflows call this repository's
+reusable workflows at the pinned ref; it never overwrites a file without --force."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller import __version__
+from controller.cli import main
+from controller.core.starter import EXAMPLE_SPEC, PLACEHOLDER_REPO
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = [
+    "specs/policy.yaml",
+    f"specs/{EXAMPLE_SPEC}.yaml",
+    ".pre-commit-config.yaml",
+    ".github/workflows/backfill-pr.yml",
+    ".github/workflows/backfill-reconcile.yml",
+    ".github/CODEOWNERS",
+    "README.md",
+]
+NOTE = (
+    f"note: the workflows and the pre-commit hook call {PLACEHOLDER_REPO}, a placeholder: run init again with "
+    "--workflows-repo OWNER/REPO --force, or replace it in those files\n"
+)
+
+
+def init(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["init", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_init_writes_a_repository_that_validates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "team-backfills"
+    code, out, err = init(capsys, str(target), "--workflows-repo", "acme/backfillctl", "--ref", "v0.1.0")
+    assert (code, err) == (0, "")
+    assert out == (
+        "".join(f"wrote {target / f}\n" for f in FILES)
+        + f"next: cd {target} && backfillctl validate; then delete the example spec before the first merge\n"
+    )
+    assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == sorted(FILES)
+    monkeypatch.chdir(target)
+    monkeypatch.delenv("BACKFILLCTL_SPECS_DIR", raising=False)
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == "OK: 1 spec valid (2 files including the policy specs/policy.yaml, 0 warnings).\n"
+
+
+def test_the_workflows_call_the_reusable_ones_at_the_pinned_ref(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl", "--ref", "0" * 40)[0] == 0
+    workflows = sorted((tmp_path / ".github" / "workflows").glob("*.yml"))
+    checker = Path(sys.executable).parent / "check-jsonschema"
+    for schema in ("vendor.github-workflows", "custom.github-workflows-require-timeout"):
+        done = subprocess.run(
+            [str(checker), "--builtin-schema", schema, *map(str, workflows)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stdout.strip()) == (0, "ok -- validation done"), done.stdout + done.stderr
+    called = {}
+    for path in workflows:
+        (job,) = yaml.safe_load(path.read_text())["jobs"].values()
+        called[path.name] = job
+        assert job["with"]["backfillctl-repository"] == "acme/backfillctl"
+        assert job["with"]["backfillctl-version"] == "0" * 40
+        assert job["with"]["specs-dir"] == "specs"
+    assert (
+        called["backfill-pr.yml"]["uses"] == f"acme/backfillctl/.github/workflows/reusable-backfill-pr.yml@{'0' * 40}"
+    )
+    assert called["backfill-reconcile.yml"]["uses"] == (
+        f"acme/backfillctl/.github/workflows/reusable-backfill-reconcile.yml@{'0' * 40}"
+    )
+    assert called["backfill-reconcile.yml"]["with"]["environment"] == "backfill-production"
+    for job in called.values():  # each called file exists here, and declares what the caller passes
+        own = yaml.safe_load((REPO / job["uses"].split("/", 2)[2].split("@")[0]).read_text())
+        assert set(job["secrets"]) == set(own[True]["workflow_call"]["secrets"])
+        assert set(job["with"]) <= set(own[True]["workflow_call"]["inputs"])
+        assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in job["secrets"].items())
+    (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
+    assert hook_repo == {
+        "repo": "https://github.com/acme/backfillctl",
+        "rev": "0" * 40,
+        "hooks": [{"id": "backfillctl-validate"}],
+    }
+
+
+def test_codeowners_names_the_approvers_and_downstream_owners(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert init(capsys, str(tmp_path))[0] == 0
+    policy = yaml.safe_load((tmp_path / "specs" / "policy.yaml").read_text())
+    example = yaml.safe_load((tmp_path / "specs" / f"{EXAMPLE_SPEC}.yaml").read_text())
+    owners = {o for budget in policy["downstream"].values() for o in budget["owners"]} | set(example["approvers"])
+    rules = [line.split() for line in (tmp_path / ".github" / "CODEOWNERS").read_text().splitlines() if line[:1] != "#"]
+    assert rules[0] == ["/specs/", *sorted(f"@{o}" for o in owners)]
+    assert [r[0] for r in rules] == ["/specs/", "/specs/policy.yaml", "/.github/"]
+
+
+def test_the_default_pins_this_version_and_names_the_placeholder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = init(capsys, str(tmp_path))
+    assert code == 0
+    assert NOTE in out
+    (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
+    assert hook_repo["rev"] == f"v{__version__}"
+    assert PLACEHOLDER_REPO in (tmp_path / ".github" / "workflows" / "backfill-pr.yml").read_text()
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "README.md").write_text("ours\n")
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "CODEOWNERS").write_text("* @us\n")
+    code, out, err = init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: not written: 2 file(s) exist already: "
+        f"{tmp_path}/.github/CODEOWNERS, {tmp_path}/README.md\n"
+        "  hint: nothing was changed; pass --force to overwrite them, or init into an empty folder\n"
+    )
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [".github", "CODEOWNERS", "README.md"]
+    assert (tmp_path / "README.md").read_text() == "ours\n"
+
+    code, out, _ = init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl", "--force")
+    assert code == 0
+    verbs = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.startswith(("wrote", "overwrote"))}
+    assert verbs == {
+        str(tmp_path / f): "overwrote" if f in ("README.md", ".github/CODEOWNERS") else "wrote" for f in FILES
+    }
+    assert (tmp_path / "README.md").read_text().startswith("# Backfills\n")
+
+
+def test_force_never_follows_a_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("keep\n")
+    target = tmp_path / "repo"
+    target.mkdir()
+    (target / "README.md").symlink_to(outside)
+    code, out, err = init(capsys, str(target), "--force")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: not written: {target}/README.md is not a regular file\n"
+        "  hint: move it away and run init again; nothing was changed\n"
+    )
+    assert outside.read_text() == "keep\n"
+    assert [p.name for p in target.iterdir()] == ["README.md"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workflows-repo", "acme"], "--workflows-repo: 'acme' is not OWNER/REPO"),
+        (["--workflows-repo", "acme/x\nname: evil"], "--workflows-repo: 'acme/x\\nname: evil' is not OWNER/REPO"),
+        (["--ref", "v1 # comment"], "--ref: 'v1 # comment' is not a tag, branch or commit SHA"),
+        (["--ref", "a/../b"], "--ref: 'a/../b' is not a tag, branch or commit SHA"),
+        (["--environment", "prod: x"], "--environment: 'prod: x' is not an environment name"),
+    ],
+)
+def test_values_that_would_break_the_files_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    option = args[0]
+    code, out, err = init(capsys, str(tmp_path / "repo"), *args)
+    assert (code, out) == (2, "")
+    assert err == f"error: {message}\n  hint: `backfillctl init --help` says what {option} takes\n"
+    assert not (tmp_path / "repo").exists()
+
+
+# --- shell completion ---------------------------------------------------------------------------------------
+
+
+def test_help_offers_shell_completion(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--install-completion" in out
+    assert "--show-completion" in out
+
+
+def test_completion_completes_commands_and_options(tmp_path: Path) -> None:
+    backfillctl = Path(sys.executable).parent / "backfillctl"
+    for words, cword, expected in (
+        ("backfillctl va", "1", ["validate"]),
+        ("backfillctl reconcile --pr-", "2", ["--pr-reviews", "--pr-number", "--pr-author"]),
+    ):
+        env = {"PATH": "/usr/bin:/bin", "_BACKFILLCTL_COMPLETE": "complete_bash", "COMP_WORDS": words}
+        done = subprocess.run(
+            [str(backfillctl)],
+            cwd=tmp_path,
+            env={**env, "COMP_CWORD": cword},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (done.returncode, done.stdout.split()) == (0, expected), done.stderr
