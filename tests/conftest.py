@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from controller.core.capabilities import Capabilities, judge
+
 REPO = Path(__file__).resolve().parents[1]
+# The Airflow release the session's `airflow_url` runs (the harness starts it): 3.3.2, or another supported
+# release for the `every_line` subset (scripts/test runs it on 3.1.8 and 3.2.2 after the main run)
+AIRFLOW_VERSION = os.environ.get("BACKFILLCTL_TEST_AIRFLOW_VERSION", "3.3.2")
 
 # Property tests must not depend on the machine's speed: no per-example deadline, no "too slow" health
 # check (2 cores shared with `pytest -n 2` and with other jobs). Explicit @settings still set the counts.
@@ -46,6 +51,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("airflow"))
 
 
+@pytest.fixture(scope="session")
+def airflow_caps() -> Capabilities:
+    """What the session's real Airflow release has (the tests that differ per line ask this)."""
+    verdict = judge(AIRFLOW_VERSION)
+    assert verdict.capabilities is not None, verdict.message
+    return verdict.capabilities
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO
@@ -61,7 +74,8 @@ def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Apache Airflow 3.3.2: BACKFILLCTL_TEST_AIRFLOW_URL if set, else one started for this session."""
+    """A real Apache Airflow (AIRFLOW_VERSION): BACKFILLCTL_TEST_AIRFLOW_URL if set (it must run that
+    release), else one the harness starts for this session."""
     given = os.environ.get("BACKFILLCTL_TEST_AIRFLOW_URL")
     if given:
         yield given.rstrip("/")
@@ -69,10 +83,13 @@ def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("airflow")
     script = str(REPO / "scripts" / "airflow-local")
     started = subprocess.run(
-        [sys.executable, script, "up", "--dir", str(home), "--fresh"], capture_output=True, text=True, check=False
+        [sys.executable, script, "up", "--dir", str(home), "--fresh", "--version", AIRFLOW_VERSION],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if started.returncode != 0:
-        pytest.fail(f"could not start the local Airflow:\n{started.stderr[-3000:]}")
+        pytest.fail(f"could not start the local Airflow {AIRFLOW_VERSION}:\n{started.stderr[-3000:]}")
     try:
         yield started.stdout.strip().splitlines()[-1]
     finally:

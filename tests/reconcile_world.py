@@ -36,6 +36,7 @@ from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import AuditEntry, AuditRecord
 from controller.core.binding import Binding
+from controller.core.capabilities import newest
 from controller.core.model import Phase
 from controller.core.secret import Secret
 from controller.errors import AirflowError
@@ -366,6 +367,7 @@ class World:
             transport=httpx.MockTransport(self.wire),
             sleep=lambda _s: None,
             rng=lambda: 0.0,
+            capabilities=newest(),  # the CLI's preflight reads them before a pass
         )
 
     def reconcile(self) -> PassRecord:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient, BackfillRequest, translate_any
+from controller.core.capabilities import newest
 from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
 from controller.core.secret import Secret
 from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
@@ -53,6 +54,7 @@ def scripted(*steps: httpx.Response | Exception) -> tuple[AirflowClient, list[ht
         backoff=Backoff(base=0.5, cap=4, jitter=0.0, attempts=4),
         sleep=sleeps.append,
         rng=lambda: 0.5,
+        capabilities=newest(),  # the preflight's, from a 3.3.2 server
     )
     return client, sent, sleeps
 
@@ -156,10 +158,13 @@ def test_create_connect_error_is_retried_because_nothing_was_sent() -> None:
     assert len(sent) == 2
 
 
-def test_create_sends_only_fields_the_spec_sets() -> None:
+def test_create_sends_only_fields_the_spec_sets_and_which_code_reruns_use() -> None:
     client, sent, _ = scripted(httpx.Response(200, json=BACKFILL))
     client.create(REQUEST)
-    assert sent[0].content == b'{"dag_id":"d","from_date":"2025-01-01T00:00:00Z","to_date":"2025-01-02T00:00:00Z"}'
+    assert sent[0].content == (
+        b'{"dag_id":"d","from_date":"2025-01-01T00:00:00Z","to_date":"2025-01-02T00:00:00Z",'
+        b'"run_on_latest_version":true}'
+    )
 
 
 def test_422_is_permanent_and_detail_is_truncated() -> None:

@@ -23,6 +23,7 @@ from controller.cli import _status_view
 from controller.commands.settings import Settings
 from controller.core import plan_render
 from controller.core.audit import ACTIONS
+from controller.core.capabilities import newest
 from controller.core.model import BackfillRequest
 from controller.core.retrying import RULES, Failure, Outcome, Request
 from controller.core.status import StatusRow
@@ -41,7 +42,8 @@ def scripted(answers: list[Callable[[httpx.Request], httpx.Response]]) -> tuple[
         seen.append(f"{request.method} {request.url.path}")
         return answers.pop(0)(request)
 
-    client = AirflowClient("http://airflow", transport=httpx.MockTransport(handle), sleep=lambda _s: None)
+    transport = httpx.MockTransport(handle)
+    client = AirflowClient("http://airflow", transport=transport, sleep=lambda _s: None, capabilities=newest())
     return client, seen
 
 

@@ -13,6 +13,7 @@ import pytest
 from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
 from controller.core.binding import CreateFacts
+from controller.core.capabilities import newest
 from controller.core.model import Backfill, DagInfo, DagRun, Phase, PlannedRun, Schedule, summarise
 from controller.core.partitions import (
     failed_partitions_text,
@@ -232,9 +233,10 @@ def test_schedule_from_details_json() -> None:
         "allowed_run_types": None,
         "asset_expression": None,
     }
-    assert schedule_from_json(manual) == Schedule(False, None, "Never, external triggers only", None, False)
+    assert schedule_from_json(manual, newest()) == Schedule(False, None, "Never, external triggers only", None, False)
     asset = {**manual, "timetable_summary": "Asset", "asset_expression": {"any": []}, "allowed_run_types": ["manual"]}
-    assert schedule_from_json(asset) == Schedule(False, "Asset", "Never, external triggers only", ("manual",), True)
+    expected = Schedule(False, "Asset", "Never, external triggers only", ("manual",), True)
+    assert schedule_from_json(asset, newest()) == expected
 
 
 # --- parsing (the JSON measured on Airflow 3.3.2) -----------------------------------------------------------

@@ -94,14 +94,14 @@ def test_dependabot_keeps_actions_and_pip_current() -> None:
 
 def test_every_checkout_persists_no_credentials() -> None:
     checkouts = [(name, s) for name, s in all_steps() if s.get("uses", "").startswith("actions/checkout@")]
-    assert len(checkouts) == 5
+    assert len(checkouts) == 6
     for name, checkout in checkouts:
         assert checkout["with"]["persist-credentials"] is False, (name, checkout)
 
 
 def test_every_action_is_pinned_to_a_full_commit_sha_with_its_version() -> None:
     used = [s["uses"] for _, s in all_steps() if "uses" in s]
-    assert len(used) == 9
+    assert len(used) == 11
     for uses in used:
         assert PINNED.match(uses), uses
     lines = [line for p in WORKFLOWS for line in p.read_text().splitlines() if re.match(r"^\s*(- )?uses:", line)]
@@ -697,7 +697,15 @@ def test_the_pr_step_finds_the_merged_pull_request_and_its_reviews(
 
 
 def test_ci_workflow_runs_ci_run() -> None:
-    assert load("ci.yml")["jobs"]["test"]["steps"][-1] == {"run": "bash .ci/run"}
+    assert load("ci.yml")["jobs"]["test"]["steps"][-1]["run"] == "bash .ci/run"
+
+
+def test_ci_runs_the_every_line_subset_on_each_older_airflow_line() -> None:
+    lines = load("ci.yml")["jobs"]["lines"]
+    assert lines["strategy"]["matrix"]["airflow"] == ["3.1.8", "3.2.2"]
+    assert lines["steps"][-1]["env"] == {"BACKFILLCTL_TEST_AIRFLOW_VERSION": "${{ matrix.airflow }}"}
+    assert "every_line" in lines["steps"][-1]["run"]
+    assert load("ci.yml")["jobs"]["test"]["steps"][-1]["env"] == {"BACKFILLCTL_TEST_LINES": ""}  # not twice
 
 
 def test_pre_commit_hook_manifest() -> None:

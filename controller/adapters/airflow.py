@@ -4,7 +4,9 @@ Owns httpx: every httpx exception and every error status becomes a `controller.e
 subclass carrying method, path, status and Airflow's detail cut to 256 characters, never a header or a
 token.  Reads and connect failures are retried with capped exponential backoff and jitter; a POST that
 may have reached the server (timeout after send, 5xx) raises `AirflowAmbiguous` so the caller observes
-before trying again.  The 3.3.2 API facts it relies on are pinned by tests/airflow/test_contract.py.
+before trying again.  The API facts it relies on are pinned by tests/airflow/test_contract.py, on each
+supported line (3.1, 3.2, 3.3); what differs between releases is asked of `capabilities`, read from
+`/api/v2/version` once.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ from typing import Any
 
 import httpx
 
+from controller.core.capabilities import (
+    ALLOW_UNTESTED,
+    NEWEST_KNOWN,
+    RUN_FILTERS,
+    SUPPORTED,
+    Capabilities,
+    Support,
+    has_filter,
+    judge,
+    run_on_latest,
+    unsupported_request,
+)
 from controller.core.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
 from controller.core.escaping import plain
 from controller.core.guards import SchedulerHealth
@@ -33,6 +47,7 @@ from controller.core.model import (
     PlannedRun,
     RunSummary,
     Schedule,
+    periodic_from_summary,
     summarise,
     summary_from_counts,
 )
@@ -77,6 +92,11 @@ def _range_params(
     field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
     params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
     return {"run_type": "backfill", **params} if backfill_only else params
+
+
+def unsupported_filters(caps: Capabilities, params: Mapping[str, Any]) -> list[str]:
+    """The query parameters in `params` that the server would ignore (it answers unfiltered)."""
+    return sorted(name for name in params if not has_filter(caps, name))
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -135,31 +155,60 @@ def planned_run_from_json(data: Mapping[str, Any]) -> PlannedRun:
     return planned
 
 
-def schedule_from_json(details: Mapping[str, Any]) -> Schedule:
-    allowed = details.get("allowed_run_types")
+def schedule_from_json(details: Mapping[str, Any], caps: Capabilities) -> Schedule:
+    """The timetable; a release without `timetable_periodic` (before 3.3.0) is read from its summary."""
+    allowed = details.get("allowed_run_types") if caps.allowed_run_types else None
+    summary = details.get("timetable_summary")
+    periodic = details.get("timetable_periodic") if caps.timetable_periodic else periodic_from_summary(summary)
     return Schedule(
-        periodic=bool(details.get("timetable_periodic", True)),
-        summary=details.get("timetable_summary"),
+        periodic=bool(periodic),
+        summary=summary,
         description=details.get("timetable_description"),
         allowed_run_types=None if allowed is None else tuple(str(t) for t in allowed),
         asset_triggered=bool(details.get("asset_expression")),
     )
 
 
-def dag_info_from_json(dag_id: str, data: Mapping[str, Any], depends_on_past: bool | None = None) -> DagInfo:
+def dag_info_from_json(
+    dag_id: str, data: Mapping[str, Any], caps: Capabilities, depends_on_past: bool | None = None
+) -> DagInfo:
     """A DAG's info from its details or its entry in the DAG listing (the same fields but `params` and
-    `asset_expression`, which only the details carry)."""
+    `asset_expression`, which only the details carry). A field the release lacks has a defined meaning:
+    no `timetable_partitioned` (before 3.2.0) is not partitioned (no partitioned timetable exists there),
+    no `is_backfillable` (before 3.3.0) is periodic and allowing backfill runs."""
+    schedule = schedule_from_json(data, caps)
+    allowed = schedule.allowed_run_types
+    derived = schedule.periodic and (allowed is None or "backfill" in allowed)
+    partitioned = caps.partitioned_dags and bool(data.get("timetable_partitioned"))
     return DagInfo(
         dag_id=dag_id,
         is_paused=bool(data["is_paused"]),
         is_stale=bool(data.get("is_stale")),
         has_import_errors=bool(data.get("has_import_errors")),
-        is_backfillable=bool(data.get("is_backfillable", data.get("timetable_periodic"))),
+        is_backfillable=bool(data.get("is_backfillable")) if caps.is_backfillable else derived,
         depends_on_past=depends_on_past,
         params=data.get("params") or {},
-        partitioned=bool(data.get("timetable_partitioned")),
-        schedule=schedule_from_json(data),
+        partitioned=partitioned,
+        schedule=schedule,
         max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
+        refusal=None if not partitioned or caps.partition_date_filter else _partitions_unreadable(dag_id, caps),
+        dag_version=_dag_version(data.get("latest_dag_version")),
+    )
+
+
+def _dag_version(latest: Any) -> str | None:
+    """The details' `latest_dag_version` (the code new runs use), as the plan shows it; None when absent."""
+    if not isinstance(latest, Mapping) or latest.get("version_number") is None:
+        return None
+    bundle = latest.get("bundle_version")
+    return f"{latest['version_number']}" + (f" (bundle {bundle})" if bundle else "")
+
+
+def _partitions_unreadable(dag_id: str, caps: Capabilities) -> str:
+    return (
+        f"DAG {dag_id} is partitioned, and Airflow {caps.version} cannot filter DAG runs by partition date "
+        "(partition_date_gte/lte: Airflow 3.3.1), so backfillctl cannot count its runs exactly; "
+        "upgrade Airflow to 3.3.1 or newer to backfill it"
     )
 
 
@@ -181,9 +230,13 @@ class AirflowClient:
         backoff: Backoff | None = None,
         sleep: Sleep = time.sleep,
         rng: Callable[[], float] = random.random,
+        allow_untested: bool = False,
+        capabilities: Capabilities | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.shown_url = redact_url(self.base_url)  # the one form of the URL any message carries
+        self.allow_untested = allow_untested  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW: a release newer than tested
+        self._capabilities = capabilities  # read from /api/v2/version once (preflight, or the first need)
         self._token, self._username, self._password = token, username, password
         self._static_token = token is not None
         self.seen_dag_ids: set[str] = set()  # every id the DAG listing has shown: a missing DAG's likely fixes
@@ -220,6 +273,7 @@ class AirflowClient:
     # --- the API ------------------------------------------------------------------------------------
 
     def version(self) -> str:
+        """The release the server reports; one backfillctl does not support is refused here (see `judge`)."""
         data = self._json("GET", "/api/v2/version")
         version = str(data.get("version", "")) if isinstance(data, dict) else ""
         if not version or not version.split(".", maxsplit=1)[0].isdigit() or int(version.split(".")[0]) < 3:
@@ -229,7 +283,46 @@ class AirflowClient:
                 path="/api/v2/version",
                 hint="point BACKFILLCTL_AIRFLOW_URL at an Airflow 3 api-server",
             )
+        self._capabilities = self._judged(version)
         return version
+
+    @property
+    def known_capabilities(self) -> Capabilities | None:
+        """The capabilities if the version was read already (never a call)."""
+        return self._capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this server's API has, from its version (read once)."""
+        if self._capabilities is None:
+            self.version()
+        assert self._capabilities is not None  # version() sets it or raises
+        return self._capabilities
+
+    def _judged(self, version: str) -> Capabilities:
+        verdict, path = judge(version), "/api/v2/version"
+        if verdict.capabilities is None:
+            raise AirflowVersionError(
+                verdict.message,
+                method="GET",
+                path=path,
+                hint=f"use an Airflow {SUPPORTED} api-server (upgrade this one)",
+            )
+        if verdict.support is Support.UNTESTED and not self.allow_untested:
+            raise AirflowVersionError(
+                f"{verdict.message}; refusing to run against an untested release",
+                method="GET",
+                path=path,
+                hint=f"set {ALLOW_UNTESTED}=1 to go on with the newest known release's API, or use Airflow {SUPPORTED}",
+            )
+        if verdict.support is Support.UNTESTED:
+            log.warning(
+                "UNTESTED AIRFLOW RELEASE (%s=1): %s; going on with the API of Airflow %s, the newest known",
+                ALLOW_UNTESTED,
+                verdict.message,
+                NEWEST_KNOWN,
+            )
+        return verdict.capabilities
 
     def preflight(self) -> str:
         """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work.
@@ -282,9 +375,22 @@ class AirflowClient:
         """The dates the create would run: logical dates, or partition dates for a partitioned DAG."""
         return [planned.date for planned in self.planned_runs(request)]
 
+    def backfill_body(self, request: BackfillRequest) -> dict[str, Any]:
+        """The create (and dry-run) body this server accepts, with `run_on_latest_version` explicit where
+        it has the field; a field the spec sets that the release lacks is refused, never dropped."""
+        caps = self.capabilities
+        refusal = unsupported_request(caps, request.run_on_latest_version)
+        if refusal is not None:
+            raise AirflowVersionError(refusal, method="POST", path="/api/v2/backfills")
+        body = {k: v for k, v in request.body().items() if k != "run_on_latest_version"}
+        resolved = run_on_latest(caps, request.run_on_latest_version)
+        if resolved is not None:
+            body["run_on_latest_version"] = resolved
+        return body  # never `dag_run_conf: null` (a 422 before 3.2.2): `body()` leaves an unset conf out
+
     def planned_runs(self, request: BackfillRequest) -> list[PlannedRun]:
         """The dry run's entries, with partition keys for a partitioned DAG."""
-        data = self._json("POST", "/api/v2/backfills/dry_run", json=request.body(), idempotent=True)
+        data = self._json("POST", "/api/v2/backfills/dry_run", json=self.backfill_body(request), idempotent=True)
         return [planned_run_from_json(item) for item in data["backfills"]]
 
     def planned_runs_in_parts(
@@ -306,7 +412,7 @@ class AirflowClient:
         return sorted(found, key=lambda p: p.date)
 
     def create(self, request: BackfillRequest) -> Backfill:
-        return backfill_from_json(self._json("POST", "/api/v2/backfills", json=request.body()))
+        return backfill_from_json(self._json("POST", "/api/v2/backfills", json=self.backfill_body(request)))
 
     def pause(self, backfill_id: int) -> Backfill:
         return backfill_from_json(self._json("PUT", f"/api/v2/backfills/{backfill_id}/pause"))
@@ -322,7 +428,7 @@ class AirflowClient:
         details = self._json("GET", f"/api/v2/dags/{dag_id}/details")
         tasks = self._json("GET", f"/api/v2/dags/{dag_id}/tasks") if with_tasks else None
         depends_on_past = None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", []))
-        return dag_info_from_json(dag_id, details, depends_on_past)
+        return dag_info_from_json(dag_id, details, self.capabilities, depends_on_past)
 
     def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         """Several DAGs' infos from the DAG listing (one call per 100 DAGs instead of one per DAG).
@@ -331,14 +437,15 @@ class AirflowClient:
         (stale, on a page not read) is left out, for `dag()` to look up; so is a DAG that is not periodic,
         whose refusal names the reason only the details tell (asset-triggered or not)."""
         wanted, found = set(dag_ids), dict[str, DagInfo]()
-        offset = 0
+        offset, caps = 0, self.capabilities
         while wanted - found.keys():
             data = self._json("GET", "/api/v2/dags", params={"limit": PAGE, "offset": offset, "order_by": "dag_id"})
             items = data["dags"]
             self.seen_dag_ids.update(str(item["dag_id"]) for item in items)
             for item in items:
-                if item["dag_id"] in wanted and item.get("timetable_periodic"):
-                    found[item["dag_id"]] = dag_info_from_json(item["dag_id"], item)
+                info = dag_info_from_json(item["dag_id"], item, caps) if item["dag_id"] in wanted else None
+                if info is not None and info.schedule is not None and info.schedule.periodic:
+                    found[item["dag_id"]] = info
             offset += len(items)
             pages_left = -(-(int(data["total_entries"]) - offset) // PAGE)
             if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
@@ -385,8 +492,10 @@ class AirflowClient:
         first, total = self._runs_page(path, {**params, "offset": 0})
         if total <= len(first):
             return summarise(first)
-        # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first)
-        recent_params = {**params, "state": ["success", "failed"], **FINISHED_AFTER_START, "order_by": "-end_date"}
+        # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first);
+        # before 3.2.0 there is no duration filter: the mean is of the page's runs that ran (summarise skips
+        # the others), a smaller sample when runs cancelled while queued sort first
+        recent_params = {**params, "state": ["success", "failed"], **self._started(), "order_by": "-end_date"}
         with ThreadPoolExecutor(max_workers=4, thread_name_prefix="summary") as pool:  # independent reads: overlap them
             counted = {
                 state: pool.submit(self._count, path, {**params, "state": state}) for state in ("queued", "running")
@@ -408,8 +517,21 @@ class AirflowClient:
         first, failures = self._runs_page(path, {**params, "state": "failed"})
         if failures <= len(first):
             return first, failures, None
+        if not self.capabilities.duration_filter:  # no filter for "started": every failed run is read and
+            # counted here, one call per hundred failures instead of one (before Airflow 3.2.0)
+            rest = self._paginate(path, "dag_runs", {**params, "state": "failed"}, offset=len(first))
+            every = first + [dag_run_from_json(item) for item in rest]
+            started_runs = [r for r in every if r.start_date is not None]
+            return started_runs[:PAGE], len(every), len(every) - len(started_runs)
         shown, started = self._runs_page(path, {**params, "state": "failed", **FINISHED_AFTER_START})
         return shown, failures, max(0, failures - started)
+
+    def _ignored(self, params: Mapping[str, Any]) -> list[str]:
+        return unsupported_filters(self.capabilities, params)
+
+    def _started(self) -> dict[str, str]:
+        """The filter for runs that started and ended, where the server has it (3.2.0)."""
+        return FINISHED_AFTER_START if self.capabilities.duration_filter else {}
 
     def queued_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> tuple[int, datetime | None]:
         """How many backfill runs in the range are queued, and the oldest queue time among the first page of
@@ -487,6 +609,12 @@ class AirflowClient:
         params: Mapping[str, Any] | None = None,
         idempotent: bool = False,
     ) -> Any:
+        if params and any(name in RUN_FILTERS for name in params) and (ignored := self._ignored(params)):
+            raise AirflowVersionError(  # the server would ignore it and answer unfiltered: a wrong count
+                f"{method} {path}: Airflow {self.capabilities.version} has no filter {', '.join(ignored)}",
+                method=method,
+                path=path,
+            )
         response = self._send(method, path, json=json, params=params, idempotent=idempotent)
         try:
             return response.json()

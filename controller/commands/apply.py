@@ -124,12 +124,16 @@ class Applier:
             )
         before = self.recorder.bindings.get(spec.name)
         approval = self.recorder.approvals.get(spec.name) or (before.approval if before is not None else None)
-        request = {"method": "POST", "path": "/api/v2/backfills", "body": body.body()}
+        request = {"method": "POST", "path": "/api/v2/backfills", "body": self.client.backfill_body(body)}
         intent = self.recorder.audit(
             "create",
             AuditPhase.INTENT,
             spec,
-            request=request if approval is None else {**request, "approval": approval.as_json()},
+            request={
+                **request,
+                "airflow": self.client.capabilities.version,  # the release the runs ran on (for the ticket)
+                **({} if approval is None else {"approval": approval.as_json()}),
+            },
             message=_chunk_text(item, self._previous_concurrency(spec))
             + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
             f"{approved_by(approval, spec.approvers)}; ticket {spec.ticket}",

@@ -70,7 +70,10 @@ class Observer:
         dry_runs: dict[str, DryRun] = {}
         scheduler = self.client.scheduler_health() if policy.scheduler_guard.pause_when_unhealthy else None
         while True:  # a head with nothing to reprocess is settled at once, so the next spec becomes head
-            world = World(observations, bindings, dict(dry_runs), intents, now=now, scheduler=scheduler)
+            airflow = self.client.known_capabilities
+            world = World(
+                observations, bindings, dict(dry_runs), intents, now=now, scheduler=scheduler, airflow=airflow
+            )
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
@@ -139,7 +142,9 @@ class Observer:
             return self._dag(dag_id, specs, bindings, prior.info)
 
         observations = {**before.observations, **concurrently(sorted(changed), again)}
-        return World(observations, dict(bindings), {}, intents, now=now, scheduler=before.scheduler)
+        return World(
+            observations, dict(bindings), {}, intents, now=now, scheduler=before.scheduler, airflow=before.airflow
+        )
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details."""

@@ -111,6 +111,7 @@ def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
         username=settings.airflow_username,
         password=settings.airflow_password,
         timeout=settings.airflow_timeout,
+        allow_untested=settings.allow_untested_airflow,
     )
     if preflight:
         try:

@@ -28,6 +28,7 @@ class Settings:
     actor: str = "unknown"
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
     audit_key: Secret | None = None
+    allow_untested_airflow: bool = False  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1: a release newer than tested
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -46,6 +47,7 @@ class Settings:
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
             audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
+            allow_untested_airflow=get("ALLOW_UNTESTED_AIRFLOW") == "1",
         )
 
     def airflow_address(self) -> str:

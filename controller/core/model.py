@@ -88,6 +88,20 @@ class Schedule:
     asset_triggered: bool = False  # the DAG has an asset expression
 
 
+# Timetable summaries of Airflow's non-periodic timetables (NullTimetable's is None); every other timetable
+# is periodic unless it says otherwise, and only 3.3.0+ says it (`timetable_periodic`)
+NOT_PERIODIC = ("None", "@once", "@continuous", "Asset", "Partitioned Asset", "PartitionedAtRuntime")
+
+
+def periodic_from_summary(summary: str | None) -> bool:
+    """Whether a timetable is periodic, from `timetable_summary` alone (Airflow before 3.3.0): its
+    trivial timetables (`schedule=None`, `@once`, `@continuous`, assets) are not, the rest are (the
+    timetable default, `Timetable.periodic = True`); "Asset or 0 0 * * *" runs on its time schedule too."""
+    if summary is not None and summary.startswith("Asset or "):  # AssetOrTimeSchedule: its time schedule's
+        return periodic_from_summary(summary.removeprefix("Asset or "))
+    return summary is not None and summary not in NOT_PERIODIC
+
+
 # The one declaration of the fields that define a backfill: the create request sends exactly these, and
 # immutability (`changes.IMMUTABLE`) forbids changing any of them once a spec is applied.
 BACKFILL_FIELDS = tuple(f.name for f in fields(BackfillRequest))
@@ -105,6 +119,8 @@ class DagInfo:
     partitioned: bool = False  # timetable_partitioned: runs have a partition key instead of a logical date
     schedule: Schedule | None = None  # the timetable as the details endpoint describes it (None: not known)
     max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
+    refusal: str | None = None  # why this Airflow release cannot back the DAG up exactly (None: it can)
+    dag_version: str | None = None  # the latest DAG version the details name ("3", "3 (bundle abc1234)")
 
 
 @dataclass(frozen=True, slots=True)

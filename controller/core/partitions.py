@@ -36,6 +36,8 @@ def future_partitions(spec: BackfillSpec, info: DagInfo | None, policy: Policy, 
 
 def unbackfillable(info: DagInfo) -> str | None:
     """Why Airflow cannot backfill this DAG's schedule, in the user's terms, or None when it can."""
+    if info.refusal is not None:
+        return info.refusal
     if info.is_backfillable:
         return None
     dag, schedule = info.dag_id, info.schedule

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from controller.core.binding import Binding
+from controller.core.capabilities import Capabilities, rerun_code
 from controller.core.chunks import (
     Chunk,
     Chunking,
@@ -128,6 +129,7 @@ class World:
     intents: Mapping[str, datetime] = field(default_factory=dict)  # spec → time of a create intent without outcome
     now: datetime | None = None  # for rules about the future (partitioned DAGs) and guards; None skips them
     scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
+    airflow: Capabilities | None = None  # the server's release (None: not read, e.g. no create was planned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,7 @@ class Item:
     progress: Progress | None = field(default=None, repr=False, compare=False)  # a chunked spec's progress to keep
     promoting: bool = False  # this create is the first chunk after the canary: `promote: true` was merged
     behind: str | None = None  # queued behind this spec of ours: it moves when that one does
+    code: str | None = None  # a create: the Airflow release and the DAG code its runs will use
 
     @property
     def held_by_guard(self) -> bool:
@@ -191,6 +194,8 @@ class Item:
             facts["chunking"] = {"chunk_runs": self.chunking.size, "canary_runs": self.chunking.canary}
         if self.progress is not None:
             facts["backfills"] = list(self.progress.ids)
+        if self.code is not None:
+            facts["code"] = self.code
         return facts
 
     def as_json(self) -> dict[str, Any]:
@@ -330,6 +335,18 @@ def adoptable(
 # --- the plan -------------------------------------------------------------------------------------------
 
 
+def _code(item: Item, world: World) -> Item:
+    """A create says which Airflow release and which DAG code its runs will use (where the API tells it)."""
+    if item.kind is not Kind.CREATE or world.airflow is None or item.source is None:
+        return item
+    obs = world.observations.get(item.dag_id)
+    info = obs.info if obs is not None else None
+    where = f"Airflow {world.airflow.version}"
+    if info is not None and info.dag_version is not None:
+        where += f", DAG version {info.dag_version}"
+    return replace(item, code=f"{where}: {rerun_code(world.airflow, item.source.run_on_latest_version)}")
+
+
 def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
     """Specs must be in queue order (first merged first); the result is sorted by DAG then queue."""
     items: list[Item] = []
@@ -351,7 +368,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
-    items = [_load(i, world) for i in _admit(items, specs, policy)]
+    items = [_code(_load(i, world), world) for i in _admit(items, specs, policy)]
     findings += _scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
     return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy))

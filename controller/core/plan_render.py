@@ -61,6 +61,8 @@ def fact_parts(item: Item) -> list[str]:
         parts.append(chunks)
     if item.task_ceiling is not None:
         parts.append(f"up to {item.task_ceiling} tasks at once")
+    if item.code is not None:
+        parts.append(item.code)
     parts += [f"approvers {', '.join(spec.approvers)}", f"ticket {spec.ticket}"]
     if item.backfill_id:
         parts.insert(0, f"backfill #{item.backfill_id}")

@@ -106,6 +106,7 @@ class FakeAirflow:
         self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body) of every POST
         self._ids = itertools.count(1)
         self.scheduler_running = True
+        self.version = "3.3.2"  # what /api/v2/version answers (the fake speaks 3.3.2's API whatever it says)
         self.health_status: str | None = None  # what /monitor/health says of the scheduler (default: running or not)
 
     def transport(self) -> httpx.MockTransport:
@@ -148,7 +149,7 @@ class FakeAirflow:
         method, path = request.method, request.url.path
         query = {k: ",".join(v) if k == "state" else v[-1] for k, v in parse_qs(request.url.query.decode()).items()}
         if path == "/api/v2/version":
-            return 200, {"version": "3.3.2", "git_version": "fake"}
+            return 200, {"version": self.version, "git_version": "fake"}
         if path == "/auth/token" and method == "POST":
             return self._login(json.loads(request.content or b"{}"))
         if path == "/api/v2/monitor/health":  # no auth, always 200 (the scheduler brake reads it, issue 14)
@@ -353,6 +354,13 @@ class FakeAirflow:
             "has_import_errors": False,
             "timetable_periodic": dag.schedule is not None,
             "is_backfillable": dag.schedule is not None,
+            # what every Airflow 3 line says (older ones have no timetable_periodic: the client reads these)
+            "timetable_summary": {"daily": "0 0 * * *", "hourly": "0 * * * *"}.get(dag.schedule or ""),
+            "timetable_description": {
+                "daily": "At 00:00",
+                "hourly": "Every hour",
+                None: "Never, external triggers only",
+            }[dag.schedule],
         }
 
     def _dag_runs(self, dag_id: str, query: dict[str, str]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import sys
 import textwrap
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from controller.commands import session
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import AuditRecord
+from controller.core.capabilities import newest
 from controller.core.retrying import Backoff
 from controller.core.secret import Secret
 from tests.fakes.airflow import FakeAirflow
@@ -52,6 +54,7 @@ class Bench:
         self.store_url = store_url or f"sqlite:///{root}/state.db"
         self.store = Store(self.store_url)
         self.clients: list[AirflowClient] = []
+        self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
 
     def close(self) -> None:
         for client in self.clients:
@@ -79,7 +82,12 @@ class Bench:
 
     def client(self) -> AirflowClient:
         transport: httpx.BaseTransport | None = self.fake.transport() if self.fake else None
-        client = AirflowClient(self.url, username="admin", password=Secret("admin"), transport=transport)
+        # the CLI's preflight reads the version before a pass; the fake is 3.3.2 (a real server is asked)
+        caps = newest() if self.fake else None
+        client = AirflowClient(
+            self.url, username="admin", password=Secret("admin"), transport=transport, capabilities=caps
+        )
+        client._http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
         return client
 
@@ -134,6 +142,20 @@ class Bench:
 
     def phases(self, result: PassResult) -> dict[str, str]:
         return {i.spec: i.phase.value for i in result.current.items}
+
+
+@contextmanager
+def real_bench(root: Path, url: str, *dags: str) -> Iterator[Bench]:
+    """A bench on a real Airflow that cancels, on exit, the backfills it left active on `dags`."""
+    bench = Bench(root, url=url)
+    try:
+        yield bench
+        with bench.client() as client:
+            for backfill in (b for dag in dags for b in client.list_backfills(dag)):
+                if backfill.active:
+                    client.cancel(backfill.id)
+    finally:
+        bench.close()
 
 
 def fake(bench: Bench) -> FakeAirflow:

@@ -52,7 +52,9 @@ def test_create_runs_to_succeeded(bench: Bench) -> None:
             "to_date": "2025-01-07T00:00:00Z",
             "reprocess_behavior": "none",
             "max_active_runs": 3,
+            "run_on_latest_version": True,  # explicit: the default differs per Airflow line
         },
+        "airflow": "3.3.2",
     }
     assert bench.store.verify().ok
 

@@ -214,7 +214,9 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     checksum = lines[2].removeprefix("Checksum: ")
     assert lines == [
         f"+ create    walk-demo  demo_daily  {FIRST} → {LAST}  reprocess none  max_active_runs 2  forward  "
-        "runs 3 of 3 in range  up to 32 tasks at once  approvers bob  ticket CHG-4242  [Pending]",
+        "runs 3 of 3 in range  up to 32 tasks at once  "
+        "Airflow 3.3.2, DAG version 1: every run: the latest DAG version (run_on_latest_version: true)  approvers bob  "
+        "ticket CHG-4242  [Pending]",
         "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
         f"Checksum: {checksum}",
         f"+ create walk-demo: created backfill #{lines[3].rsplit('#', 1)[-1]}",
