@@ -11,12 +11,14 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 import contextlib
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -27,13 +29,14 @@ from controller.core.escaping import plain, plain_lines
 from controller.core.scaffold import DATE_TO_HELP
 from controller.core.spec import ReprocessBehavior, parse_date
 from controller.core.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
-from controller.errors import ControllerError, ExitCode
+from controller.errors import ControllerError, ExitCode, UsageError
 
 if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
     from rich.console import Group, RenderableType
     from rich.table import Table
 
     from controller.commands.reconcile import PassResult
+    from controller.core.plan import Plan
     from controller.core.provenance import Evidence
     from controller.core.status import StatusRow
 
@@ -46,6 +49,14 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
 )
+
+
+def _argument_metavar_only(self: typer.core.TyperArgument, ctx: object) -> str | None:
+    return None
+
+
+# an argument's help shows its metavar (`[PATH]...`), not the Python type typer adds after it (`<list[Path]>`)
+typer.core.TyperArgument.display_type_rich = _argument_metavar_only  # type: ignore[method-assign,assignment]
 
 
 class ValidateFormat(StrEnum):
@@ -65,6 +76,14 @@ def _now() -> datetime:
 def _out(text: str) -> None:
     sys.stdout.write(text)
     sys.stdout.flush()
+
+
+def _width() -> int | None:
+    """The width to fit: COLUMNS, else the terminal's; none for a pipe or a file (one line a row, for grep)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if _tty() else None
 
 
 def _print_version(value: bool) -> None:
@@ -115,7 +134,8 @@ def _root(
 @app.command()
 def validate(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="Spec files or folders (default: the specs folder).")
+        list[Path] | None,
+        typer.Argument(metavar="PATH", help="Spec files or folders (default: the specs folder)."),
     ] = None,
     output: Annotated[ValidateFormat, typer.Option("--format", help="Output format.")] = ValidateFormat.text,
     base: Annotated[str | None, typer.Option("--base", help="Compare with this git ref (e.g. origin/main).")] = None,
@@ -148,41 +168,57 @@ def validate(
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
+RETRY_NOTE = "Required, unless --retry-failed-of takes it from the finished spec."
+
+
 @app.command()
 def new(
-    name: Annotated[str, typer.Argument(help="Spec name; also the file name (specs/NAME.yaml).")],
-    dag_id: Annotated[str, typer.Option("--dag-id", help="The DAG to backfill.")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
+    dag_id: Annotated[
+        str | None, typer.Option("--dag-id", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False)
+    ] = None,
     from_date: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--from",
             help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
-            "or a date-time with an offset.",
+            f"or a date-time with an offset. {RETRY_NOTE}",
         ),
-    ],
+    ] = None,
     to_date: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--to",
             help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
-            "(give 2025-01-31T23:00:00Z for the whole day).",
+            f"(give 2025-01-31T23:00:00Z for the whole day). {RETRY_NOTE}",
         ),
-    ],
+    ] = None,
     reprocess: Annotated[
-        ReprocessBehavior,
+        ReprocessBehavior | None,
         typer.Option(
             "--reprocess",
             help="Which existing runs to re-run: none (only dates without a run) | failed | completed (all). "
-            "Required: choose deliberately.",
+            "Required: choose deliberately (--retry-failed-of: failed).",
         ),
-    ],
-    ticket: Annotated[str, typer.Option("--ticket", help="The change ticket that authorises the backfill.")],
+    ] = None,
+    ticket: Annotated[
+        str | None,
+        typer.Option("--ticket", help=f"The change ticket that authorises the backfill. {RETRY_NOTE}"),
+    ] = None,
     reason: Annotated[
-        str, typer.Option("--reason", help="Why the backfill is needed, in a sentence (>= 10 characters).")
-    ],
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Why the backfill is needed, in a sentence (>= 10 characters). Required, unless "
+            "--retry-failed-of writes one naming the finished spec.",
+        ),
+    ] = None,
     approver: Annotated[
-        list[str], typer.Option("--approver", help="Who must approve the pull request; repeat for each.")
-    ],
+        list[str] | None,
+        typer.Option(
+            "--approver", metavar="LOGIN", help=f"Who must approve the pull request; repeat for each. {RETRY_NOTE}"
+        ),
+    ] = None,
     requested_by: Annotated[
         str | None,
         typer.Option(
@@ -190,43 +226,79 @@ def new(
         ),
     ] = None,
     max_active_runs: Annotated[
-        int, typer.Option("--max-active-runs", min=1, help="Runs of this backfill at once (Airflow's backfill limit).")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--max-active-runs",
+            min=1,
+            metavar="N",
+            help="Runs of this backfill at once (Airflow's backfill limit; default 1, or the finished spec's).",
+        ),
+    ] = None,
     expected_runs: Annotated[
         int | None,
         typer.Option(
             "--expected-runs",
             min=1,
+            metavar="N",
             help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
-            "is set, else left out).",
+            "is set, else left out; --retry-failed-of: the finished spec's failed runs).",
+        ),
+    ] = None,
+    retry_failed_of: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-failed-of",
+            metavar="SPEC",
+            help="Write the follow-up of a finished spec: its DAG, from its first to its last failed run, "
+            "reprocess failed, its ticket and approvers, expected_runs its failed runs (from the store).",
         ),
     ] = None,
 ) -> int:
     """Write a new spec that validates (nothing is written when it would not: exit 1).
 
     With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
-    and `backfillctl plan` shows the count.
+    and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
     """
-    from controller.commands.new import new_spec
+    from controller.commands.new import new_spec, retry_spec
     from controller.core import render
     from controller.core.scaffold import NewSpec
 
     settings = _settings()
-    spec = NewSpec(
-        name=name,
-        dag_id=dag_id,
-        from_date=from_date,
-        to_date=to_date,
-        reprocess=reprocess,
-        max_active_runs=max_active_runs,
-        requested_by=requested_by or settings.actor,
-        ticket=ticket,
-        approvers=tuple(approver),
-        expected_runs=expected_runs,
-        reason=reason,
-    )
+    given = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
+    if retry_failed_of is not None:
+        clash = [option for option, value in given.items() if value is not None]
+        if clash:
+            raise UsageError(
+                f"{', '.join(clash)} cannot be combined with --retry-failed-of: the follow-up takes them from "
+                f"{retry_failed_of}",
+                hint="leave them out; --ticket, --reason, --approver and --max-active-runs may still be given",
+            )
+        choices = {"ticket": ticket, "reason": reason, "approvers": tuple(approver or ())}
+        actor = requested_by or settings.actor
+        spec = retry_spec(settings, retry_failed_of, name, actor, max_active_runs, choices, _now())
+    else:
+        required = {**given, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
+        if not (dag_id and from_date and to_date and reprocess and ticket and reason and approver):
+            _missing([option for option, value in required.items() if not value])
+        spec = NewSpec(
+            name=name,
+            dag_id=dag_id,
+            from_date=from_date,
+            to_date=to_date,
+            reprocess=reprocess,
+            max_active_runs=max_active_runs or 1,
+            requested_by=requested_by or settings.actor,
+            ticket=ticket,
+            approvers=tuple(approver),
+            expected_runs=expected_runs,
+            reason=reason,
+        )
+    if expected_runs is not None:
+        spec = replace(spec, expected_runs=expected_runs)
     path, result, written = new_spec(spec, settings, _now())
     _out(f"wrote {path}\n")
+    if written.retry is not None:
+        _out(plain_lines([f"retries the {written.retry.failed} failed run(s) of {written.retry.original}"]))
     if written.counted is not None:
         _out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
     elif written.expected_runs is None:
@@ -235,6 +307,14 @@ def new(
         _out(render.validation_text(result))
     _out("next: `backfillctl plan`, then open a pull request with the file\n")
     return ExitCode.OK
+
+
+def _missing(options: list[str]) -> NoReturn:
+    """Click's words for a missing option (exit 2): they are required unless --retry-failed-of is given."""
+    raise UsageError(
+        f"Missing option '{options[0]}'" + (f" (and {', '.join(options[1:])})" if options[1:] else ""),
+        hint="`backfillctl new --help` says what each takes; --retry-failed-of SPEC takes them from a finished spec",
+    )
 
 
 @app.command()
@@ -312,8 +392,8 @@ def plan(
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
         result, specs, _world = reconciler.plan()
-    renderers = {
-        PlanFormat.text: plan_render.plan_text,
+    renderers: dict[PlanFormat, Callable[[Plan], str]] = {
+        PlanFormat.text: lambda p: plan_render.plan_text(p, _width()),
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
@@ -333,7 +413,10 @@ def reconcile(
     once: Annotated[bool, typer.Option("--once", help="One pass (the default).")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="Keep reconciling until SIGTERM/SIGINT.")] = False,
     interval: Annotated[
-        float, typer.Option("--interval", callback=_seconds(1, DAY), help="Seconds between passes (1 to 86400).")
+        float,
+        typer.Option(
+            "--interval", callback=_seconds(1, DAY), metavar="SECONDS", help="Seconds between passes (1 to 86400)."
+        ),
     ] = 30.0,
     until_complete: Annotated[
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
@@ -346,6 +429,7 @@ def reconcile(
         typer.Option(
             "--timeout",
             callback=_seconds(1, 30 * DAY),
+            metavar="SECONDS",
             help="With --until-complete: give up (exit 1) after this many seconds (1 to 30 days).",
         ),
     ] = None,
@@ -361,22 +445,38 @@ def reconcile(
         typer.Option(
             "--lock-timeout",
             callback=_seconds(0, DAY),
+            metavar="SECONDS",
             help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
         ),
     ] = None,
     metrics_port: Annotated[
         int | None,
-        typer.Option("--metrics-port", min=0, max=65535, help="Serve /metrics, /healthz and a status page /."),
+        typer.Option(
+            "--metrics-port", min=0, max=65535, metavar="PORT", help="Serve /metrics, /healthz and a status page /."
+        ),
     ] = None,
     metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address to serve on.")] = "127.0.0.1",
     unhealthy_after: Annotated[
-        int, typer.Option("--unhealthy-after", min=1, help="/healthz answers 503 after this many failed passes.")
+        int,
+        typer.Option(
+            "--unhealthy-after", min=1, metavar="N", help="/healthz answers 503 after this many failed passes."
+        ),
     ] = 3,
+    allow_dirty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-dirty",
+            help="Also apply spec files that differ from HEAD (untracked, modified): for local experiments; "
+            "warned and audited.",
+        ),
+    ] = False,
     pr_reviews: Annotated[
         Path | None,
         typer.Option("--pr-reviews", help="The merged PR's reviews: its approval gate is checked before a create."),
     ] = None,
-    pr_number: Annotated[int | None, typer.Option("--pr-number", min=1, help="The merged PR's number.")] = None,
+    pr_number: Annotated[
+        int | None, typer.Option("--pr-number", min=1, metavar="N", help="The merged PR's number.")
+    ] = None,
     pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the merged PR's author.")] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
@@ -394,9 +494,21 @@ def reconcile(
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
     monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
     evidence = _evidence(pr_reviews, pr_number, pr_author)
-    options = LoopOptions(repeat, interval, dry_run, plan_checksum, timeout, wait_lock, lock_timeout, monitor, evidence)
+    options = LoopOptions(
+        repeat,
+        interval,
+        dry_run,
+        plan_checksum,
+        timeout,
+        wait_lock,
+        lock_timeout,
+        monitor,
+        allow_dirty=allow_dirty,
+        evidence=evidence,
+    )
     live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and _tty() else None
-    view = PassView(dry_run, "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text"))
+    mode = "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text")
+    view = PassView(dry_run, mode, watch=repeat is Repeat.WATCH)
 
     def on_pass(result: "PassResult") -> None:
         if live is not None:
@@ -422,23 +534,36 @@ def _evidence(reviews: Path | None, number: int | None, author: str | None) -> "
 
 
 class PassView:
-    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table."""
+    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table. Under --watch
+    (a log read later) each line carries its time, and a pass's refusals and errors only when they changed."""
 
-    def __init__(self, dry_run: bool, mode: str) -> None:
-        self.dry_run, self.mode, self.shown = dry_run, mode, ""
+    def __init__(self, dry_run: bool, mode: str, watch: bool = False) -> None:
+        self.dry_run, self.mode, self.watch, self.shown, self.said = dry_run, mode, watch, "", ""
 
     def show(self, result: "PassResult") -> None:
         from controller.core import plan_render, status
 
         if self.dry_run or self.mode == "once":
-            _out(plan_render.plan_text(result.plan))
-        _out(plain_lines([f"{plan_render.SYMBOLS[i.kind]} {i.kind.value} {i.spec}: {o}" for i, o in result.applied]))
-        table = status.status_text(status.status_rows(result.current, {}))
+            _out(plan_render.plan_text(result.plan, _width()))
+        after = {i.spec: i for i in result.current.items}
+        _out(self._stamp([plan_render.applied_line(i, o, after.get(i.spec)) for i, o in result.applied]))
+        table = status.status_text(status.status_rows(result.current, {}), _width())
         if self.mode == "text" and table != self.shown:
-            _out(f"[{_now().strftime('%H:%M:%S')}]\n{table}")
+            _out(f"[{_iso_now()}]\n{table}")
             self.shown = table
-        sys.stderr.write(plain_lines([f"refused: {line}" for line in result.refused]))
-        sys.stderr.write(plain_lines([f"error: {line}" for line in result.errors]))
+        said = plain_lines(
+            [f"refused: {line}" for line in result.refused] + [f"error: {line}" for line in result.errors]
+        )
+        if not self.watch or said != self.said:
+            sys.stderr.write(self._stamp(said.splitlines()))
+            self.said = said
+
+    def _stamp(self, lines: list[str]) -> str:
+        return plain_lines([f"{_iso_now()} {line}" for line in lines] if self.watch else lines)
+
+
+def _iso_now() -> str:
+    return _now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
@@ -480,11 +605,16 @@ _COLOURS = {
     "Running": "cyan",
     "Paused": "blue",
 }
-WIDE = 120  # below this many columns a table would cut names: each spec gets a small block of lines instead
 
 
 def _status_view(rows: "list[StatusRow]", width: int) -> "RenderableType":
-    return _status_table(rows) if width >= WIDE else _status_blocks(rows)
+    """A table when every name fits whole beside a note of some width, else a small block of lines per spec."""
+    from controller.core.layout import NOTE_MIN
+    from controller.core.status import STATUS_COLUMNS, cells
+
+    sizes = [max([len(c.header), *(len(cells(r)[n]) for r in rows)]) for n, c in enumerate(STATUS_COLUMNS)]
+    fits = sum(sizes) + 3 * (len(sizes) + 1) + 1 + NOTE_MIN <= width  # a box rule and two spaces of padding each
+    return _status_table(rows) if fits else _status_blocks(rows)
 
 
 def _status_blocks(rows: "list[StatusRow]") -> "Group":
@@ -541,8 +671,8 @@ class StatusFormat(StrEnum):
 
 @app.command("status")
 def status_command(
-    name: Annotated[str | None, typer.Argument(help="Only this spec.")] = None,
-    output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text,
+    name: Annotated[str | None, typer.Argument(metavar="NAME", help="Only this spec.")] = None,
+    output: Annotated[StatusFormat, typer.Option("--format", help="Output format.")] = StatusFormat.text,
 ) -> int:
     """Per spec: phase, backfill id, runs by state, progress and ETA (read only).
 
@@ -560,12 +690,21 @@ def status_command(
     if output is StatusFormat.json:
         import json
 
-        _out(json.dumps({"format_version": 1, "specs": [r.as_json() for r in view.rows]}, indent=2) + "\n")
+        document = {
+            "format_version": 1,
+            "phases": status.phase_counts(view.rows),
+            "specs": [r.as_json() for r in view.rows],
+            "findings": [{"kind": k, "message": m} for k, m in status.spec_findings(view.rows)],
+        }
+        _out(json.dumps(document, indent=2) + "\n")
     elif _tty():
-        console = Console()
+        console = Console(highlight=False)
+        console.print(status.phase_line(view.rows), markup=False)
         console.print(_status_view(view.rows, console.width))
+        for kind, message in status.spec_findings(view.rows):
+            console.print(plain(f"! {kind}: {message}"), markup=False, style="red")
     else:
-        _out(status.status_text(view.rows))
+        _out(status.status_report(view.rows, _width()))
     return ExitCode.ERROR if view.incomplete else ExitCode.OK
 
 
@@ -577,8 +716,10 @@ class ReportFormat(StrEnum):
 
 @app.command()
 def report(
-    name: Annotated[str, typer.Argument(help="The spec's name.")],
-    output: Annotated[ReportFormat, typer.Option("--format")] = ReportFormat.markdown,
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The spec's name.")],
+    output: Annotated[
+        ReportFormat, typer.Option("--format", help="Output format (html: one self-contained page).")
+    ] = ReportFormat.markdown,
     output_file: Annotated[
         Path | None, typer.Option("--output", help="Write the report to this file instead of stdout.")
     ] = None,
@@ -619,7 +760,9 @@ app.add_typer(notify_app, name="notify")
 
 
 @notify_app.command("status")
-def notify_status(output: Annotated[StatusFormat, typer.Option("--format")] = StatusFormat.text) -> int:
+def notify_status(
+    output: Annotated[StatusFormat, typer.Option("--format", help="Output format.")] = StatusFormat.text,
+) -> int:
     """Undelivered notifications: pending, and failed (retried with backoff until delivered). Read only."""
     from controller.commands import notify as notify_cmd
 
@@ -674,10 +817,15 @@ def audit_show(
         str | None, typer.Option("--action", help=f"Only this action: {', '.join(ACTIONS)}.", callback=_action)
     ] = None,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
-    output: Annotated[AuditFormat, typer.Option("--format")] = AuditFormat.text,
-    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N events that match.")] = None,
+    output: Annotated[AuditFormat, typer.Option("--format", help="One line per event, or one JSON object.")] = (
+        AuditFormat.text
+    ),
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, metavar="N", help="Only the first N events that match.")
+    ] = None,
     tail: Annotated[
-        int | None, typer.Option("--tail", min=1, help="Only the last N events that match (still oldest first).")
+        int | None,
+        typer.Option("--tail", min=1, metavar="N", help="Only the last N events that match (still oldest first)."),
     ] = None,
 ) -> int:
     """Print audit events, oldest first."""
@@ -723,9 +871,11 @@ class ExportFormat(StrEnum):
 
 @audit_app.command("export")
 def audit_export(
-    output: Annotated[ExportFormat, typer.Option("--format")] = ExportFormat.jsonl,
+    output: Annotated[
+        ExportFormat, typer.Option("--format", help="One canonical JSON object per line.")
+    ] = ExportFormat.jsonl,
     since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
-    spec: Annotated[str | None, typer.Option("--spec")] = None,
+    spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store import EventFilter
@@ -738,7 +888,11 @@ def audit_export(
 
 @store_app.command("migrate")
 def store_migrate() -> int:
-    """Upgrade the store's schema to this version's newest (also done automatically on every open)."""
+    """Upgrade the store's schema to this version's newest.
+
+    reconcile and store unlock create or upgrade the store when they open it; the read-only commands (plan,
+    status, report, audit, notify status) never do: they refuse a missing or older store and name this command.
+    """
     from controller.commands import audit as audit_cmd
 
     before, after = audit_cmd.migrate(_settings())
@@ -747,7 +901,9 @@ def store_migrate() -> int:
 
 
 @store_app.command("unlock")
-def store_unlock(lease_id: Annotated[str, typer.Argument(help="The exact lease id to release.")]) -> int:
+def store_unlock(
+    lease_id: Annotated[str, typer.Argument(metavar="LEASE_ID", help="The exact lease id to release.")],
+) -> int:
     """Release a stuck reconcile lease (audited)."""
     from controller.commands import audit as audit_cmd
 

@@ -23,10 +23,8 @@ import httpx
 import pytest
 
 from controller.adapters import logsetup
-from controller.adapters.airflow import AirflowClient
 from controller.adapters.store.outbox import OutboxRow
 from controller.cli import _report_error, main
-from controller.commands import session
 from controller.commands.notify import NotifyStatus, status_render
 from controller.commands.report import with_calendar
 from controller.core import heatmap, plan_render
@@ -41,8 +39,6 @@ from controller.core.plan import Finding, FindingKind, Item, Kind, Plan
 from controller.core.policy import Policy
 from controller.core.pr_comment import SpecNote, pr_comment
 from controller.core.render import validation_github, validation_text
-from controller.core.retrying import Backoff
-from controller.core.secret import Secret
 from controller.core.spec import BackfillSpec
 from controller.core.status import StatusRow, report_json, report_markdown, status_text, stored_rows
 from controller.core.validation import ValidationResult
@@ -50,7 +46,7 @@ from controller.errors import ControllerError
 from tests.core.test_plan import spec
 from tests.fakes.airflow import FakeAirflow
 from tests.notify.receivers import SwitchableProxy
-from tests.reconcile.harness import Bench
+from tests.reconcile.harness import Bench, in_process
 
 HOSTILE = (
     "- **Outcome**: Succeeded (forged)",
@@ -302,26 +298,7 @@ def hostile(status: int) -> Callable[[httpx.Request], httpx.Response]:
 def cli_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bench]:
     bench = Bench(tmp_path, fake=FakeAirflow())
     bench.spec("hostile", dag="demo_daily")
-    transport = bench.fake.transport() if bench.fake else None
-
-    def client(_settings: object, *, preflight: bool = True) -> AirflowClient:
-        backoff = Backoff(base=0.0, cap=0.0, jitter=0.0, attempts=2)
-        made = AirflowClient(
-            bench.url,
-            username="admin",
-            password=Secret("admin"),
-            transport=transport,
-            backoff=backoff,
-            sleep=lambda _s: None,
-        )
-        if preflight:
-            made.preflight()
-        return made
-
-    monkeypatch.setattr(session, "make_client", client)
-    for name, value in bench.cli_env().items():
-        if name.startswith("BACKFILLCTL_"):
-            monkeypatch.setenv(name, value)
+    in_process(bench, monkeypatch)
     yield bench
     logger = logging.getLogger("controller")
     for handler in [h for h in logger.handlers if getattr(h, "_backfillctl", False)]:

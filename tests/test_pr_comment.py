@@ -132,7 +132,8 @@ def test_a_pr_that_changes_no_spec() -> None:
     assert pr_comment(plan(OLD, unpause=2, adopt=1), [], {}) == (
         f"{MARKER}\n### backfillctl plan\n\nThis pull request changes no spec.\n\n"
         "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n\n"
-        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, 1 to adopt.**\n"
+        "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, "
+        "1 already in Airflow (adopted, nothing created).**\n"
     )
 
 

@@ -122,3 +122,44 @@ def test_rendered_output_matches_its_golden_file(name: str) -> None:
     if os.environ.get("BACKFILLCTL_UPDATE_GOLDEN"):
         path.write_text(text, encoding="utf-8")
     assert text == path.read_text(encoding="utf-8")
+
+
+LONG = "orders-2025q1-rounding-fix-for-the-finance-warehouse-reload"
+
+
+def hourly_plan() -> Plan:
+    """A long name on an hourly DAG (its range ends at 23:00) beside a short one on a DAG with a longer id."""
+    hourly = spec(LONG, dag="demo_hourly", to_date=JAN1 + timedelta(hours=23))
+    short = spec("b", dag="orders_daily_with_a_long_id")
+    items = (
+        Item(LONG, "demo_hourly", Kind.CREATE, Phase.PENDING, "", None, 24, 24, source=hourly),
+        Item("b", "orders_daily_with_a_long_id", Kind.WAIT, Phase.QUEUED, f"queued behind {LONG}", source=short),
+    )
+    return Plan(items, ())
+
+
+def test_plan_text_aligns_its_columns_and_shows_an_hourly_range_to_the_hour() -> None:
+    lines = plan_render.plan_text(hourly_plan()).splitlines()
+    assert lines[:2] == [
+        f"+ create    {LONG}  demo_hourly                  2025-01-01T00:00:00Z → 2025-01-01T23:00:00Z  "
+        "reprocess none  max_active_runs 2  forward  runs 24 of 24 in range  approvers b  ticket CHG-1  [Pending]",
+        f"… queued    b{' ' * (len(LONG) - 1)}  orders_daily_with_a_long_id  2025-01-01 → 2025-01-07  reprocess none  "
+        f"max_active_runs 2  forward  approvers b  ticket CHG-1  — queued behind {LONG}  [Queued]",
+    ]
+
+
+def test_plan_text_fits_80_columns_without_cutting_a_name() -> None:
+    lines = plan_render.plan_text(hourly_plan(), 80).splitlines()
+    assert max(map(len, lines)) <= 80
+    assert lines == [
+        f"+ create    {LONG}",
+        "    [Pending]  DAG demo_hourly  2025-01-01T00:00:00Z → 2025-01-01T23:00:00Z",
+        "    reprocess none  max_active_runs 2  forward  runs 24 of 24 in range",
+        "    approvers b  ticket CHG-1",
+        "… queued    b  orders_daily_with_a_long_id  [Queued]",
+        "    2025-01-01 → 2025-01-07  reprocess none  max_active_runs 2  forward",
+        "    approvers b  ticket CHG-1",
+        f"    — queued behind {LONG}",
+        "Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.",
+        f"Checksum: {hourly_plan().checksum()}",
+    ]

@@ -239,6 +239,8 @@ class AirflowClient:
         self._capabilities = capabilities  # read from /api/v2/version once (preflight, or the first need)
         self._token, self._username, self._password = token, username, password
         self._static_token = token is not None
+        self.seen_dag_ids: set[str] = set()  # every id the DAG listing has shown: a missing DAG's likely fixes
+        self._all_listed = False
         self._backoff, self._sleep, self._rng = backoff or Backoff(), sleep, rng
         try:
             self._http = httpx.Client(
@@ -439,6 +441,7 @@ class AirflowClient:
         while wanted - found.keys():
             data = self._json("GET", "/api/v2/dags", params={"limit": PAGE, "offset": offset, "order_by": "dag_id"})
             items = data["dags"]
+            self.seen_dag_ids.update(str(item["dag_id"]) for item in items)
             for item in items:
                 info = dag_info_from_json(item["dag_id"], item, caps) if item["dag_id"] in wanted else None
                 if info is not None and info.schedule is not None and info.schedule.periodic:
@@ -448,6 +451,14 @@ class AirflowClient:
             if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
                 break
         return found
+
+    def dag_ids(self) -> set[str]:
+        """Every DAG id, from the listing (read once per client)."""
+        if not self._all_listed:
+            params = {"order_by": "dag_id"}
+            self.seen_dag_ids.update(str(item["dag_id"]) for item in self._paginate("/api/v2/dags", "dags", params))
+            self._all_listed = True
+        return self.seen_dag_ids
 
     def dag_runs(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False

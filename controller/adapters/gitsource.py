@@ -148,8 +148,34 @@ class GitSource:
             )
             raise GitError(f"git ref {ref!r} is not in this repository", hint=hint) from None
 
-    def policy_at(self, ref: str, folder: Path) -> SourceFile | None:
-        """`folder/policy.yaml` (or .yml) as it was at `ref`, if it existed."""
+    def uncommitted(self, folder: Path) -> list[tuple[str, str]]:
+        """Spec and policy files under `folder` that differ from HEAD: (path as shown, how), sorted. Ignored files
+        count too: the working-tree reader would apply them as well."""
+        assert self._repo is not None
+        try:
+            out = str(
+                self._repo.git.status(
+                    "--porcelain=v1", "-z", "--untracked-files=all", "--ignored", "--", str(folder.resolve())
+                )
+            )
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git status failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        return sorted(
+            (display(self.root / path), how) for path, how in _status_entries(out) if Path(path).suffix in SPEC_SUFFIXES
+        )
+
+    def committed(self, folder: Path) -> tuple[list[SourceFile], SourceFile | None]:
+        """The spec files and the policy under `folder` as committed at HEAD (nothing in a repository without
+        commits); paths as in the working tree, the policy's marked `@HEAD`."""
+        sha = self.head()
+        if sha is None:
+            return [], None
+        return self.specs_at(sha, folder), self.policy_at(sha, folder, shown="HEAD")
+
+    def policy_at(self, ref: str, folder: Path, shown: str | None = None) -> SourceFile | None:
+        """`folder/policy.yaml` (or .yml) as it was at `ref`, if it existed (its path marked `@ref`, or `@shown`)."""
         assert self._repo is not None
         commit = self._repo.commit(self.resolve(ref))
         prefix = self.relative(folder)
@@ -164,7 +190,7 @@ class GitSource:
                     f"{path} at {ref} is a symlink that leads out of the specs folder: the base's policy is unread",
                     hint=f"make {path} an ordinary file on {ref}",
                 )
-            return SourceFile(f"{path}@{ref}", "policy", blob.data_stream.read())
+            return SourceFile(f"{path}@{shown or ref}", "policy", blob.data_stream.read())
         return None
 
     def specs_at(self, ref: str, folder: Path) -> list[SourceFile]:
@@ -182,6 +208,29 @@ class GitSource:
             for item in named
             if (blob := _follow(commit.tree, item, prefix)) is not None
         ]
+
+
+_STATUS_WORDS = {"??": "untracked", "!!": "ignored by git"}
+
+
+def _status_entries(out: str) -> list[tuple[str, str]]:
+    """Parse `git status --porcelain=v1 -z`: `XY path` per entry, a rename's or copy's source path after it."""
+    entries: list[tuple[str, str]] = []
+    tokens = iter(out.split("\x00"))
+    for token in tokens:
+        if len(token) < 4:  # `XY p` at least; skips the empty token after the last NUL
+            continue
+        code, path = token[:2], token[3:]
+        if "R" in code or "C" in code:
+            next(tokens, None)
+        if code in _STATUS_WORDS:
+            how = _STATUS_WORDS[code]
+        elif "D" in code:
+            how = "deleted, not committed"
+        else:
+            how = "staged, not committed" if code[1] == " " else "modified, not committed"
+        entries.append((path, how))
+    return entries
 
 
 def _is_spec(path: str) -> bool:

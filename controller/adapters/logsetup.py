@@ -65,7 +65,9 @@ class TextFormatter(logging.Formatter):
         extra = " ".join(f"{n}={getattr(record, n)}" for n in FIELDS if getattr(record, n, None) is not None)
         pass_id = getattr(record, "pass_id", None) or PASS_ID.get()
         tail = " ".join(p for p in (extra, f"pass={pass_id}" if pass_id else "") if p)
-        return plain(f"{record.levelname.lower()}: {record.getMessage()}" + (f" [{tail}]" if tail else ""))
+        moment = datetime.fromtimestamp(record.created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        line = f"{moment} {record.levelname.lower()}: {record.getMessage()}" + (f" [{tail}]" if tail else "")
+        return plain(line)
 
 
 class PlainLastResort(logging.Handler):

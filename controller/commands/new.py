@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
+from controller.commands.audit import stored_bindings
 from controller.commands.observe import Observer
 from controller.commands.reconcile import make_client
 from controller.commands.settings import Settings
-from controller.commands.validate import create_spec, preview_new, refuse_invalid
+from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
 from controller.core.plan import DagObservation
+from controller.core.retry import retry_of
 from controller.core.scaffold import DryRunCount, NewSpec
+from controller.core.spec import ReprocessBehavior
 from controller.core.validation import ValidationResult
-from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs
+from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs, UsageError
 
 FALLBACK = "or pass --expected-runs N (the reviewed upper bound) to write the spec without a dry run"
 
@@ -25,6 +30,41 @@ def new_spec(new: NewSpec, settings: Settings, now: datetime) -> tuple[Path, Val
         new = replace(new, counted=count_runs(new, settings, now))
     path, result = create_spec(new, settings.specs_dir, now)
     return path, result, new
+
+
+def retry_spec(  # noqa: PLR0917 - the follow-up's own choices beside the original's
+    settings: Settings,
+    original: str,
+    name: str,
+    requested_by: str,
+    max_active_runs: int | None,
+    choices: Mapping[str, Any],
+    now: datetime,
+) -> NewSpec:
+    """The follow-up of a finished spec from the tree and the store's final counts (`choices`: ticket, reason,
+    approvers given on the command line, else the original's)."""
+    specs = validate_paths([], settings.specs_dir, now).specs
+    spec = next((s for s in specs if s.name == original), None)
+    if spec is None:
+        raise UsageError(
+            f"--retry-failed-of {original}: no spec named {original!r} under {settings.specs_dir}",
+            hint="name the finished spec whose failed runs to retry (its file name)",
+        )
+    retry = retry_of(spec, stored_bindings(settings).get(original))
+    return NewSpec(
+        name=name,
+        dag_id=retry.dag_id,
+        from_date=retry.from_date,
+        to_date=retry.to_date,
+        reprocess=ReprocessBehavior.FAILED,
+        max_active_runs=max_active_runs or spec.max_active_runs,
+        requested_by=requested_by,
+        ticket=choices.get("ticket") or spec.ticket,
+        approvers=tuple(choices.get("approvers") or spec.approvers),
+        expected_runs=retry.failed,
+        reason=choices.get("reason") or retry.reason,
+        retry=retry,
+    )
 
 
 def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:

@@ -22,6 +22,7 @@ from controller.core.plan import (
     DagObservation,
     DryRun,
     World,
+    closest_ids,
     dry_runs_needed,
     matches,
     matches_request,
@@ -99,7 +100,21 @@ class Observer:
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
         listed = self._listed(live)
-        return concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings, listed.get(dag_id)))
+        observed = concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings, listed.get(dag_id)))
+        return self._with_similar(observed)
+
+    def _with_similar(self, observed: dict[str, DagObservation]) -> dict[str, DagObservation]:
+        """A DAG that does not exist gets the existing ids closest to its own: from the listing this pass read,
+        else one listing (only when a DAG is missing)."""
+        missing = [o for o in observed.values() if o.info is None and o.error is None]
+        if not missing:
+            return observed
+        try:
+            known = self.client.seen_dag_ids or self.client.dag_ids()
+        except AirflowError as exc:
+            log.info("DAG listing unavailable (%s); no suggestion for a missing DAG", exc.message)
+            return observed
+        return observed | {o.dag_id: replace(o, similar=closest_ids(o.dag_id, known)) for o in missing}
 
     def after(
         self,

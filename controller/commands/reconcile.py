@@ -8,6 +8,7 @@ crash recovery (`commands/apply.py`), and records phases, findings and the pass 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from controller.commands.apply import Applied, Applier
 from controller.commands.observe import Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
-from controller.commands.validate import validate_paths
+from controller.commands.validate import build_validator, validate_paths
 from controller.core.binding import Binding
 from controller.core.model import Backfill
 from controller.core.plan import (
@@ -45,6 +46,8 @@ from controller.core.spec import BackfillSpec
 from controller.core.validation import LoadedSpec
 from controller.errors import InvalidSpecs, StalePlan
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class PassResult:
@@ -53,6 +56,7 @@ class PassResult:
     errors: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     after: Plan | None = None  # re-observed after applying changes (None when nothing changed)
+    source: SpecSource | None = None  # where the specs came from, and the files that differ from HEAD
 
     @property
     def current(self) -> Plan:
@@ -69,6 +73,33 @@ class PassResult:
         return [
             f"{spec} is queued behind {head.spec}, which is {head.phase.value}: {head.reason}"
             for spec, head in stuck(self.current).items()
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class SpecSource:
+    """What a pass read: the commit at HEAD, or the working tree (`--allow-dirty`, or not a repository), and
+    the spec files that differ from HEAD as (path, how)."""
+
+    commit: str | None
+    working_tree: bool
+    differing: tuple[tuple[str, str], ...] = ()
+    repository: bool = True
+
+    def lines(self) -> list[str]:
+        """What to tell the user, one line per file (none when the working tree is the commit)."""
+        short = (self.commit or "")[:12] or "none (no commits yet)"
+        if not self.repository:
+            return ["not in a git repository: the spec files are applied as they are on disk, unreviewed"]
+        if self.working_tree:
+            return [
+                f"--allow-dirty: applying {path} ({how}), which HEAD {short} does not hold"
+                for path, how in self.differing
+            ]
+        return [
+            f"not applied: {path} ({how}); reconcile applies what is committed at HEAD {short}: commit it, or "
+            "pass --allow-dirty for a local experiment"
+            for path, how in self.differing
         ]
 
 
@@ -101,8 +132,11 @@ class Reconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         sleep: Callable[[float], None] = time.sleep,
         git: GitSource | None = None,
+        allow_dirty: bool = False,
     ) -> None:
         self.settings, self.store, self.client, self.clock, self.sleep = settings, store, client, clock, sleep
+        self.allow_dirty = allow_dirty
+        self.told: SpecSource | None = None  # said once, and again when the files differ (--watch)
         self.git = git or GitSource(settings.specs_dir)
         self.commit = self.git.head()
         self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
@@ -114,11 +148,18 @@ class Reconciler:
 
     # --- the specs -----------------------------------------------------------------------------------------
 
-    def load(self, bindings: Mapping[str, Binding] | None = None) -> tuple[list[BackfillSpec], Policy]:
-        """The specs in queue order and the policy; the files of finished specs (`bindings`), unchanged, are
-        only read, not validated again (issue 12: 1,000 finished specs must not slow every pass)."""
+    def load(
+        self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
+    ) -> tuple[list[BackfillSpec], Policy]:
+        """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
+        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (issue 12:
+        1,000 finished specs must not slow every pass)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
-        result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)
+        if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
+            result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)
+        else:
+            specs, policy = self.git.committed(self.settings.specs_dir)
+            result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
         if not result.ok:
             first = result.errors[0]
             raise InvalidSpecs(
@@ -159,20 +200,44 @@ class Reconciler:
 
     # --- one pass -----------------------------------------------------------------------------------------
 
+    def spec_source(self) -> SpecSource:
+        """Reconcile acts on what is committed at HEAD: the files that differ are named, and applied only with
+        --allow-dirty. A folder outside any repository has no commit: it is applied as it is, with a warning."""
+        if not self.git.available:
+            return SpecSource(None, working_tree=True, repository=False)
+        self.commit = self.git.head()  # HEAD may have moved since the last pass (a pull under --watch)
+        differing = tuple(self.git.uncommitted(self.settings.specs_dir))
+        return SpecSource(self.commit, working_tree=self.allow_dirty, differing=differing)
+
+    def _tell(self, source: SpecSource, recorder: Recorder, dry_run: bool) -> None:
+        """Warn of the files that differ from HEAD when they change; audit applying them (--allow-dirty)."""
+        if self.told is not None and (self.told.differing, self.told.repository) == (
+            source.differing,
+            source.repository,
+        ):
+            return
+        for line in source.lines():
+            log.warning("%s", line)
+        if source.working_tree and source.differing and not dry_run:
+            recorder.dirty([f"{path} ({how})" for path, how in source.differing])
+        self.told = source
+
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
         bindings = self.store.bindings()
-        specs, policy = self.load(bindings)
+        source = self.spec_source()
+        specs, policy = self.load(bindings, source)
         self.policy = policy
         recorder = Recorder(
             self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
         )
+        self._tell(source, recorder, dry_run)
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
-            return PassResult(plan, errors=plan_errors(plan), refused=refused)
+            return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source)
         applied = self._apply(plan, specs, world, recorder)
         by_name = {s.name: s for s in specs}
         with self.store.batch("recording observed phases"):
@@ -193,7 +258,7 @@ class Reconciler:
         recorder.findings(after or plan)
         recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
-        return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after)
+        return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after, source)
 
     def _apply(self, plan: Plan, specs: Sequence[BackfillSpec], world: World, recorder: Recorder) -> list[Applied]:
         applier = Applier(self.client, recorder, self.sleep)

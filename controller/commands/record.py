@@ -67,6 +67,11 @@ class Recorder:
         self.written += 1
         return self.store.append(entry, rows) if rows else self.store.append(entry)
 
+    def dirty(self, files: list[str]) -> None:
+        """--allow-dirty applied files no commit holds: said in the log, as the reviewed ones are not these."""
+        message = f"--allow-dirty: applying spec files that differ from HEAD: {', '.join(files)}"
+        self._append(controller_event("reconcile", self.settings.actor, "allow-dirty", message), None)
+
     def refusal(self, message: str) -> None:
         self._append(controller_event("reconcile", self.settings.actor, "refused", message), None)
 

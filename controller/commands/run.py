@@ -35,6 +35,7 @@ class LoopOptions:
     lock_timeout: float | None = None
     # metrics port, health threshold, notification delivery budget (issue 15)
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
+    allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
     evidence: Evidence | None = None  # the merged pull request's reviews: the approval gate at reconcile
 
 
@@ -59,7 +60,11 @@ def reconcile_loop(
     with (
         PassHooks(settings, options.monitor, deliver=not options.dry_run) as hooks,
         open_reconciler(
-            settings, lease=not options.dry_run, wait_lock=options.wait_lock, lock_timeout=options.lock_timeout
+            settings,
+            lease=not options.dry_run,
+            wait_lock=options.wait_lock,
+            lock_timeout=options.lock_timeout,
+            allow_dirty=options.allow_dirty,
         ) as reconciler,
     ):
         hooks.attach(reconciler)

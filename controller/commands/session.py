@@ -36,6 +36,7 @@ def open_reconciler(
     lock_timeout: float | None = None,
     read_only: bool = False,
     no_store: bool = False,
+    allow_dirty: bool = False,
     sleep: Callable[[float], None] = time.sleep,
     notify: Callable[[str], None] = _stderr,
 ) -> Iterator[Reconciler]:
@@ -50,7 +51,7 @@ def open_reconciler(
             if lease:
                 stack.enter_context(hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
             with make_client(settings) as client:
-                yield Reconciler(settings, store, client)
+                yield Reconciler(settings, store, client, allow_dirty=allow_dirty)
     finally:
         store.close()
 

@@ -47,4 +47,5 @@ def report_document(settings: Settings, name: str, now: datetime) -> tuple[dict[
     if spec is None:
         raise UsageError(f"no spec named {name!r} under {settings.specs_dir}", hint="the name is the file name")
     stored, events = audit_cmd.spec_record(settings, name)
-    return status.report_json(spec, stored, events), events
+    retries = [s for s in specs if s.retry_of == name]  # follow-ups over its failed runs (`new --retry-failed-of`)
+    return status.report_json(spec, stored, events, retries), events

@@ -8,8 +8,9 @@ those, then plans again.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -98,6 +99,16 @@ class DagObservation:
     backfills: tuple[Backfill, ...] = ()
     runs: Mapping[int, RunSummary] = field(default_factory=dict)
     error: str | None = None
+    similar: tuple[str, ...] = ()  # a missing DAG: the existing ids closest to its id (a typo's fix)
+
+
+def closest_ids(dag_id: str, known: Iterable[str]) -> tuple[str, ...]:
+    """The existing DAG ids a typo most likely meant: the closest (difflib's ratio, at least 0.6) and any as close."""
+    scored = sorted(
+        ((-difflib.SequenceMatcher(None, dag_id, other).ratio(), other) for other in set(known) - {dag_id}),
+    )
+    best = -scored[0][0] if scored else 0.0
+    return tuple(other for score, other in scored[:3] if -score >= max(0.6, best - 0.02))
 
 
 @dataclass(frozen=True, slots=True)
@@ -638,7 +649,7 @@ class _DagPlanner:
         self, spec: BackfillSpec, progress: Progress, everything: RunSummary, last: Backfill | None
     ) -> Item:
         """The next chunk's create, once the DAG can take it (like a queue head's) and its dry run is known."""
-        blocked = _dag_problem(self.obs.info, self.dag_id)
+        blocked = _dag_problem(self.obs.info, self.dag_id, self.obs.similar)
         if blocked is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], progress=progress)
         if self.occupant is not None:  # another backfill holds the DAG's one active slot
@@ -829,7 +840,7 @@ class _DagPlanner:
 
     def _head(self, spec: BackfillSpec) -> Item:
         info, dry = self.obs.info, self.world.dry_runs.get(spec.name)
-        blocked = _dag_problem(info, self.dag_id)
+        blocked = _dag_problem(info, self.dag_id, self.obs.similar)
         if blocked is not None:
             return _item(spec, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1])
         if dry is None:
@@ -1062,9 +1073,10 @@ def _waiting(progress: Progress | None) -> Progress | None:
     return replace(progress, pending=None)
 
 
-def _dag_problem(info: DagInfo | None, dag_id: str) -> tuple[str, bool] | None:
+def _dag_problem(info: DagInfo | None, dag_id: str, similar: Sequence[str] = ()) -> tuple[str, bool] | None:
     if info is None:
-        return f"DAG {dag_id} does not exist in Airflow", True
+        guess = f"; did you mean {' or '.join(similar)}?" if similar else ""
+        return f"DAG {dag_id} does not exist in Airflow{guess}", True
     if info.is_stale or info.has_import_errors:
         return f"DAG {dag_id} is {'stale' if info.is_stale else 'failing to import'}: its runs cannot start", True
     refusal = unbackfillable(info)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, time
 
 from controller.core.chunks import chunk_text
 from controller.core.escaping import md_code, md_text, plain_lines
+from controller.core.layout import NOTE_INDENT, hang, wrap
 from controller.core.plan import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.spec import format_utc
 from controller.errors import truncate
@@ -32,12 +34,21 @@ def label(item: Item) -> str:
     return LABELS.get(item.kind, item.kind.value)
 
 
-def facts(item: Item) -> str:
+def range_text(first: datetime, last: datetime) -> str:
+    """Dates when both ends are at 00:00 UTC, else the date-times (an hourly range ends at 23:00, not on a date)."""
+    ends = (first.astimezone(UTC), last.astimezone(UTC))
+    if all(e.time() == time(0) for e in ends):
+        return f"{ends[0].date()} → {ends[1].date()}"
+    return f"{format_utc(first)} → {format_utc(last)}"
+
+
+def fact_parts(item: Item) -> list[str]:
+    """The key facts of an action, each a unit that is never broken across lines."""
     spec = item.source
     if spec is None:
-        return item.reason
+        return []
     parts = [
-        f"{format_utc(spec.from_date)[:10]} → {format_utc(spec.to_date)[:10]}",
+        range_text(spec.from_date, spec.to_date),
         f"reprocess {spec.reprocess_behavior.value}",
         f"max_active_runs {spec.max_active_runs}",
         "backwards" if spec.run_backwards else "forward",
@@ -55,7 +66,13 @@ def facts(item: Item) -> str:
     parts += [f"approvers {', '.join(spec.approvers)}", f"ticket {spec.ticket}"]
     if item.backfill_id:
         parts.insert(0, f"backfill #{item.backfill_id}")
-    text = "  ".join(parts)
+    return parts
+
+
+def facts(item: Item) -> str:
+    if item.source is None:
+        return item.reason
+    text = "  ".join(fact_parts(item))
     return f"{text}  — {item.reason}" if item.reason else text
 
 
@@ -75,13 +92,33 @@ def partitions_text(item: Item, sep: str) -> str:
     return f"{sep}partitions {item.partitions[0]} … {item.partitions[1]}"
 
 
+def applied_line(item: Item, outcome: str, after: Item | None) -> str:
+    """`+ create orders-fix: created backfill #14 (chunk 2 of 5)`: what a change did, to which backfill."""
+    now = after or item
+    target = f" backfill #{now.backfill_id}" if now.backfill_id and item.kind is Kind.CREATE else ""
+    chunk = f" ({chunk_text(now.chunk)})" if now.chunk is not None else ""
+    return f"{SYMBOLS[item.kind]} {item.kind.value} {item.spec}: {outcome}{target}{chunk}"
+
+
 def summary_line(plan: Plan) -> str:
-    c = summary_counts(plan)
+    return summary_text(summary_counts(plan))
+
+
+EXTRAS = {
+    "unpause": "to unpause",
+    # nothing is created for these: a backfill already in Airflow is recorded as the spec's (after a lost answer,
+    # a lost store, or in a plan without the store, where every applied spec's backfill reads so)
+    "adopt": "already in Airflow (adopted, nothing created)",
+}
+
+
+def summary_text(c: Mapping[str, int]) -> str:
+    """`Plan: 2 to create, 1 to pause, 0 to cancel, 1 queued, 1 blocked.`, then the counts that are not zero."""
     line = (
         f"Plan: {c['create']} to create, {c['pause']} to pause, {c['cancel']} to cancel, {c['queued']} queued, "
         f"{c['blocked']} blocked."
     )
-    extras = [f"{c[k]} to {k}" for k in ("unpause", "adopt") if c[k]]
+    extras = [f"{c[k]} {words}" for k, words in EXTRAS.items() if c.get(k)]
     return line[:-1] + (", " + ", ".join(extras) + "." if extras else ".")
 
 
@@ -104,17 +141,47 @@ def findings(plan: Plan) -> Iterator[tuple[str, str]]:
             yield INCOMPLETE, f"DAGs {', '.join(f.dag_id for f in group)} were not fully observed: {cause}"
 
 
-def plan_text(plan: Plan) -> str:
-    width = max((len(i.spec) for i in plan.items), default=0)
+def plan_text(plan: Plan, width: int | None = None) -> str:
+    """One line per action, its first columns aligned; a line longer than `width` puts the facts on indented
+    lines below it (a fact is never broken, a name never cut)."""
+    spec_w = max((len(i.spec) for i in plan.items), default=0)
+    dag_w = max((len(i.dag_id) for i in plan.items), default=0)
     lines = []
     for i in plan.items:
-        lines.append(f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{width}}  {i.dag_id}  {facts(i)}  [{i.phase.value}]")
+        head = f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{spec_w}}  {i.dag_id:<{dag_w}}"
+        line = f"{head}  {facts(i)}  [{i.phase.value}]"
+        lines += [line] if width is None or len(line) <= width else _folded(i, f"{head}  [{i.phase.value}]", width)
         flying = in_flight_text(i)
-        lines += [f"    {flying}"] if flying else []
-    lines += [f"! {kind}: {message}" for kind, message in findings(plan)]
-    lines += [f"Load: {b.text()}" for b in plan.budgets]
+        lines += hang(f"    {flying}", width) if flying else []
+    lines += [w for kind, message in findings(plan) for w in hang(f"! {kind}: {message}", width)]
+    lines += [w for b in plan.budgets for w in hang(f"Load: {b.text()}", width)]
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return plain_lines(lines)
+
+
+def _folded(item: Item, aligned: str, width: int) -> list[str]:
+    """The action's first line (aligned if it fits, else its names unpadded, else the DAG and then the phase go
+    below), then
+    the facts packed into indented lines of `width`, then the reason."""
+    start, phase = f"{SYMBOLS[item.kind]} {label(item):<9} {item.spec}", f"[{item.phase.value}]"
+    if len(aligned) <= width:
+        return [aligned, *_below(item, fact_parts(item), width)]
+    if len(f"{start}  {item.dag_id}  {phase}") <= width:
+        return [f"{start}  {item.dag_id}  {phase}", *_below(item, fact_parts(item), width)]
+    if len(f"{start}  {phase}") <= width:
+        return [f"{start}  {phase}", *_below(item, [f"DAG {item.dag_id}", *fact_parts(item)], width)]
+    return [start, *_below(item, [phase, f"DAG {item.dag_id}", *fact_parts(item)], width)]
+
+
+def _below(item: Item, parts: list[str], width: int) -> list[str]:
+    lines: list[str] = []
+    for part in parts:
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += f"  {part}"
+        else:
+            lines.append(f"{NOTE_INDENT}{part}")
+    reason = (f"— {item.reason}" if item.source is not None else item.reason) if item.reason else ""
+    return lines + ([NOTE_INDENT + w for w in wrap(reason, width - len(NOTE_INDENT))] if reason else [])
 
 
 def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 from controller.core.escaping import md_code as code
 from controller.core.escaping import md_text as escape
 from controller.core.plan import PLAN_FORMAT_VERSION
+from controller.core.plan_render import summary_text
 from controller.errors import ConfigError
 
 MARKER = "<!-- backfillctl-plan -->"
@@ -109,7 +110,7 @@ def pr_comment(
         units += ["", "**Findings**", ""]
         units += [f"- **{escape(f['kind'])}** on {code(f['dag_id'])}: {escape(f['message'])}" for f in findings]
     rest_findings = len(plan.get("findings", [])) - len(findings)
-    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{_summary_line(plan['summary'])}**", ""]
+    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{summary_text(plan['summary'])}**", ""]
     return _fit(head, units, tail, limit)
 
 
@@ -203,15 +204,6 @@ def _rest(plan: Mapping[str, Any], changed: set[str], findings: int) -> str:
     if findings:
         line += f"; {findings} other finding{'' if findings == 1 else 's'}"
     return line + ". Run `backfillctl plan` for the full plan."
-
-
-def _summary_line(c: Mapping[str, int]) -> str:
-    line = (
-        f"Plan: {c['create']} to create, {c['pause']} to pause, {c['cancel']} to cancel, {c['queued']} queued, "
-        f"{c['blocked']} blocked."
-    )
-    extras = [f"{c[k]} to {k}" for k in ("unpause", "adopt") if c.get(k)]
-    return line[:-1] + (", " + ", ".join(extras) + "." if extras else ".")
 
 
 def _fit(head: list[str], units: list[str], tail: list[str], limit: int) -> str:

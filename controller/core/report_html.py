@@ -62,13 +62,35 @@ def report_html(report: Mapping[str, Any], heatmap: HeatMap, events: Sequence[Au
             f"in range" + (f", {i['never_started']} never started" if i["never_started"] else ""),
         ),
     ]
+    if report.get("retry_of"):
+        facts.append(("Retries the failed runs of", report["retry_of"]))
+    if report.get("retried_by"):
+        facts.append(("Failed runs retried by", ", ".join(f"{r['spec']} ({r['path']})" for r in report["retried_by"])))
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>Change record: {escape(report['spec'])}</title><style>{STYLE}</style></head><body>\n"
         f"<h1>Change record: {escape(report['spec'])}</h1>\n<dl>{rows}</dl>\n"
-        f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n"
+        f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n{chunks_html(report.get('chunks'))}"
         f"<h2>Audit trail ({len(events)} records)</h2>\n{_audit(events)}\n</body></html>\n"
+    )
+
+
+def chunks_html(chunks: Sequence[Mapping[str, Any]] | None) -> str:
+    """A chunked spec's Airflow backfills, one row each, in the order they ran (nothing for one backfill)."""
+    if not chunks:
+        return ""
+    columns = ("backfill", "from", "to", "runs", "max_active_runs", "succeeded", "failed", "state")
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
+    rows = "".join(
+        f"<tr><td>#{c['backfill_id']}</td><td>{escape(c['from_date'])}</td><td>{escape(c['to_date'])}</td>"
+        f"<td>{c['runs']}</td><td>{c['max_active_runs']}</td><td>{_q(c['succeeded'])}</td>"
+        f"<td>{_q(c['failed'])}</td><td>{'finished' if c['finished'] else 'active'}</td></tr>"
+        for c in chunks
+    )
+    return (
+        f"<h2>Chunks ({len(chunks)} Airflow backfills, one after another)</h2>\n"
+        f'<table class="audit" id="chunks">{head}{rows}</table>\n'
     )
 
 

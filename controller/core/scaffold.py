@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from controller.core.retry import Retry
 from controller.core.spec import ReprocessBehavior
 
 DATE_TO_HELP = "a date is 00:00 UTC of that day: an hourly DAG's last run is then 00:00, not 23:00"
@@ -33,6 +34,7 @@ class NewSpec:
     expected_runs: int | None = None
     reason: str = ""
     counted: DryRunCount | None = None  # Airflow's dry run, when expected_runs was not given
+    retry: Retry | None = None  # --retry-failed-of: the finished spec whose failed runs this one re-runs
 
 
 def _text(value: str) -> str:
@@ -41,6 +43,11 @@ def _text(value: str) -> str:
 
 
 def expected_runs_line(new: NewSpec) -> str:
+    if new.retry is not None and new.expected_runs == new.retry.failed:
+        return (
+            f"expected_runs: {new.expected_runs}             # the failed runs {new.retry.original} ended with (the "
+            "store's final counts): reconcile refuses more"
+        )
     if new.expected_runs is not None:
         return f"expected_runs: {new.expected_runs}             # the reviewed upper bound of runs (--expected-runs)"
     if new.counted is not None:
@@ -55,14 +62,32 @@ def expected_runs_line(new: NewSpec) -> str:
     )
 
 
+def retry_lines(retry: Retry | None) -> str:
+    """The follow-up's link to its original, and what its range is."""
+    if retry is None:
+        return ""
+    span = (
+        "the original's whole range (the store does not list every failed date)"
+        if retry.whole_range
+        else "from the first to the last failed run"
+    )
+    return (
+        f"# Re-runs the failed runs of {retry.original}, {span}; reprocess_behavior failed keeps the successful ones.\n"
+    )
+
+
+def _retry_field(retry: Retry | None) -> str:
+    return "" if retry is None else f"retry_of: {retry.original}             # its change record links to this spec\n"
+
+
 def scaffold(new: NewSpec) -> str:
     approvers = ", ".join(_text(a) for a in new.approvers)
     to_note = "inclusive" if "T" in new.to_date else f"inclusive; {DATE_TO_HELP}"
     return f"""\
 # Backfill spec written by `backfillctl new`: check it with `backfillctl validate`, preview it with `backfillctl plan`.
-version: 1
+{retry_lines(new.retry)}version: 1
 name: {new.name}                 # must equal the file name
-dag_id: {_text(new.dag_id)}
+{_retry_field(new.retry)}dag_id: {_text(new.dag_id)}
 from_date: {_text(new.from_date)}           # inclusive; a date means 00:00 UTC
 to_date: {_text(new.to_date)}             # {to_note}
 reprocess_behavior: {new.reprocess.value}        # none | failed | completed: which existing runs to re-run

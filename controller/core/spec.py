@@ -82,6 +82,7 @@ class BackfillSpec:
     execution: Execution | None = None  # None: not set (a policy default chunk size may still apply)
     promote: bool = False  # lets a chunked spec continue after its canary chunk
     resume: str | None = None  # a new value lets a Halted spec continue
+    retry_of: str | None = None  # the spec whose failed runs this one re-runs (its change record links here)
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -156,6 +157,7 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         execution=_execution(data.get("execution")),
         promote=bool(data.get("promote", False)),
         resume=data.get("resume"),
+        retry_of=data.get("retry_of"),
     )
 
 

@@ -12,8 +12,9 @@ from controller.core.audit_render import record_line
 from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.escaping import md_code, md_fence, md_text, plain_lines
+from controller.core.layout import Column, hang, left_out_line, table
 from controller.core.model import Phase, RunSummary
-from controller.core.plan import AWAITING_DRY_RUN, Item, Plan, running_concurrency
+from controller.core.plan import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
 from controller.core.provenance import approved_by
 from controller.core.spec import BackfillSpec, format_utc
 
@@ -35,6 +36,7 @@ class StatusRow:
     note: str
     chunk: tuple[int, int] | None = None  # a chunked spec: its k-th chunk of about n
     backfills: tuple[int, ...] = ()  # a chunked spec: every chunk's backfill, in order
+    refused: bool = False  # Blocked by a refusal (the dry run over expected_runs or max_runs), not by its DAG
 
     @property
     def progress(self) -> float:
@@ -58,6 +60,7 @@ class StatusRow:
             "note": self.note,
             "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
             "backfills": list(self.backfills),
+            "refused": self.refused,
         }
 
 
@@ -75,7 +78,7 @@ def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> Statu
         return row
     when = f" at {binding.updated_at[:19]}Z" if binding.updated_at else ""
     note = f"{'refused' if binding.refused else 'blocked'} by reconcile{when}: {binding.reason}"
-    return replace(row, phase=Phase.BLOCKED.value, note=note)
+    return replace(row, phase=Phase.BLOCKED.value, note=note, refused=binding.refused)
 
 
 def _row(item: Item, binding: Binding | None) -> StatusRow:
@@ -85,8 +88,7 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
     progress = item.progress or (binding.progress if binding else None)
     uncreated = (progress.uncreated or 0) if progress is not None else 0
     left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
-    mean = runs.mean_duration
-    eta = None if mean is None or not left else math.ceil(left / mar) * mean
+    eta = _eta(item, runs.mean_duration, left, mar)
     return StatusRow(
         item.spec,
         item.dag_id,
@@ -101,7 +103,24 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
         item.chunk,
         progress.ids if progress is not None else (),
+        refused=item.kind is Kind.REFUSE,
     )
+
+
+CHUNK_GAP_SECONDS = 30.0  # a later chunk is created by the pass after its predecessor ends (the default interval)
+
+
+HELD = frozenset({Phase.AWAITING_PROMOTION, Phase.PAUSED, Phase.HALTED, Phase.BLOCKED, Phase.QUEUED})
+
+
+def _eta(item: Item, mean: float | None, left: int, mar: int) -> float | None:
+    """Waves of `mar` runs of the mean duration, plus a pass's wait at each chunk boundary still ahead; none
+    while a human or another spec holds the spec (a canary awaiting promotion, a pause, a halt, a queue)."""
+    if item.phase in HELD or mean is None or not left:
+        return None
+    ahead = item.chunk is not None and not item.phase.terminal
+    boundaries = max(0, item.chunk[1] - item.chunk[0]) if ahead and item.chunk is not None else 0
+    return math.ceil(left / mar) * mean + boundaries * CHUNK_GAP_SECONDS
 
 
 def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> list[StatusRow]:
@@ -125,6 +144,7 @@ def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) 
                 None,
                 f"(stored {binding.updated_at if binding else '-'}) {reason}",
                 backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
+                refused=binding is not None and binding.phase is Phase.BLOCKED and binding.refused,
             )
         )
     return rows
@@ -137,22 +157,73 @@ def eta_text(seconds: float | None) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def status_text(rows: Sequence[StatusRow]) -> str:
-    header = (
-        f"{'SPEC':<28} {'DAG':<22} {'PHASE':<22} {'BACKFILL':>8} {'OK':>4} {'FAIL':>4} {'RUN':>4} {'QUE':>4} "
-        f"{'TOTAL':>5} {'DONE':>6} {'ETA':>7}  NOTE"
-    )
-    lines = [header]
-    for r in rows:
-        lines.append(
-            f"{r.spec:<28} {r.dag_id:<22} {r.phase:<22} {r.backfill_id or '-':>8} {r.success:>4} "
-            f"{r.failed:>4} {r.running:>4} {r.queued:>4} {r.total:>5} {r.progress:>5.0f}% "
-            f"{eta_text(r.eta_seconds):>7}  {r.note}"
-        )
-    return plain_lines(lines)
+STATUS_COLUMNS = (  # `keep`: the order in which a short width leaves columns out, RUN and QUE first
+    Column("SPEC"),
+    Column("DAG", keep=3),
+    Column("PHASE"),
+    Column("BACKFILL", right=True, keep=8),
+    Column("OK", right=True, keep=6),
+    Column("FAIL", right=True, keep=4),
+    Column("RUN", right=True, keep=9),
+    Column("QUE", right=True, keep=10),
+    Column("TOTAL", right=True, keep=7),
+    Column("DONE", right=True, keep=2),
+    Column("ETA", right=True, keep=5),
+)
 
 
-def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[AuditRecord]) -> dict[str, Any]:
+def cells(r: StatusRow) -> list[str]:
+    counts = (r.success, r.failed, r.running, r.queued, r.total)
+    return [
+        r.spec,
+        r.dag_id,
+        r.phase,
+        str(r.backfill_id or "-"),
+        *map(str, counts),
+        f"{r.progress:.0f}%",
+        eta_text(r.eta_seconds),
+    ]
+
+
+def status_text(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """One row a spec, columns sized to their content; within `width`, the note wraps below and the least
+    needed counts are left out (said in a last line), never a name."""
+    lines, left_out = table(STATUS_COLUMNS, [cells(r) for r in rows], [r.note for r in rows], "NOTE", width)
+    return plain_lines(lines + left_out_line(left_out, width))
+
+
+def phase_counts(rows: Sequence[StatusRow]) -> dict[str, int]:
+    """Specs per phase, in the phases' order (the ones with none left out)."""
+    counts = {phase.value: sum(1 for r in rows if r.phase == phase.value) for phase in Phase}
+    return {phase: n for phase, n in counts.items() if n}
+
+
+def phase_line(rows: Sequence[StatusRow]) -> str:
+    """`3 specs: 1 Running, 2 Blocked (degraded: 2 blocked or refused)`: what a glance must tell."""
+    counts = ", ".join(f"{n} {phase}" for phase, n in phase_counts(rows).items())
+    held = len(spec_findings(rows))
+    health = f" (degraded: {held} blocked or refused)" if held else ""
+    return f"{len(rows)} spec{'' if len(rows) == 1 else 's'}" + (f": {counts}" if counts else "") + health
+
+
+def spec_findings(rows: Sequence[StatusRow]) -> list[tuple[str, str]]:
+    """Every Blocked spec as a finding (kind `refused` or `blocked`): it waits for a human, like Argo CD's
+    Degraded, while the reconciler itself stays healthy."""
+    return [("refused" if r.refused else "blocked", f"{r.spec}: {r.note}") for r in rows if r.phase == "Blocked"]
+
+
+def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """`status` as text: the counts per phase first, the table, then every blocked or refused spec."""
+    found = [w for kind, message in spec_findings(rows) for w in hang(f"! {kind}: {message}", width)]
+    return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
+
+
+def report_json(
+    spec: BackfillSpec,
+    binding: Binding | None,
+    events: Sequence[AuditRecord],
+    retries: Sequence[BackfillSpec] = (),
+) -> dict[str, Any]:
     runs = (binding.runs if binding else None) or RunSummary({})
     created_facts = (binding.created if binding else None) or CreateFacts()
     created = next(
@@ -202,6 +273,8 @@ def report_json(spec: BackfillSpec, binding: Binding | None, events: Sequence[Au
         },
         "partitions": _partitions(created_facts),
         "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
+        "retry_of": spec.retry_of,
+        "retried_by": [{"spec": r.name, "path": r.path} for r in retries],
         "audit": [e.as_json() for e in events],
     }
 
@@ -245,6 +318,16 @@ def _chunk_lines(chunks: Sequence[Mapping[str, Any]] | None) -> list[str]:
     return lines
 
 
+def _retry_lines(report: Mapping[str, Any]) -> list[str]:
+    """Links between a spec and the follow-ups that re-run its failed runs."""
+    lines = [f"- **Retries the failed runs of**: {md_code(report['retry_of'])}"] if report.get("retry_of") else []
+    retries = report.get("retried_by") or []
+    if retries:
+        shown = ", ".join(f"{md_code(r['spec'])} ({md_code(r['path'])})" for r in retries)
+        lines.append(f"- **Failed runs retried by**: {shown}")
+    return lines
+
+
 def _or_unknown(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -273,6 +356,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
         + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
         *_chunk_lines(report.get("chunks")),
+        *_retry_lines(report),
         "",
         "## Audit trail",
         "",

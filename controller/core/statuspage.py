@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 
-from controller.core.status import StatusRow, eta_text
+from controller.core.status import StatusRow, eta_text, phase_line, spec_findings
 
 PHASE_COLOURS = {
     "Succeeded": "#1a7f37",
@@ -45,10 +45,13 @@ def status_page(
     refresh_seconds: int = 15,
     health: str = "ok",
 ) -> str:
-    """The whole page; `now` and the health line are given (no clock here)."""
+    """The whole page; `now` and the health line are given (no clock here). `health` is the reconciler's (the
+    process, as /healthz); the specs' own health leads the page: counts per phase, and each blocked or refused
+    spec a finding."""
     body = "\n".join(_row(r) for r in rows) or '<tr><td colspan="9">No specs.</td></tr>'
     found = "\n".join(
-        f'<li><span class="kind">{escape(kind)}</span> {escape(message)}</li>' for kind, message in findings
+        f'<li><span class="kind">{escape(kind)}</span> {escape(message)}</li>'
+        for kind, message in [*spec_findings(rows), *findings]
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -59,6 +62,7 @@ def status_page(
 <h1>backfillctl status</h1>
 <div class="meta">updated {escape(now.strftime("%Y-%m-%d %H:%M:%S UTC"))} · refreshes every {int(refresh_seconds)}s ·
 reconciler: <span id="health">{escape(health)}</span></div>
+<p class="summary" id="summary">{escape(phase_line(rows))}</p>
 <table id="specs"><thead><tr><th>spec</th><th>DAG</th><th>phase</th><th>backfill</th><th>progress</th>
 <th>runs ok / failed / running / queued of total</th><th>ETA</th><th>note</th></tr></thead>
 <tbody>

@@ -177,6 +177,7 @@ def test_status_row_from_the_plan_item_and_progress() -> None:
         "note": "in sync",
         "chunk": None,
         "backfills": [],
+        "refused": False,
     }
     third = StatusRow("s", "d", "Running", 4, 1, 0, 0, 2, 3, None, "")
     assert third.as_json()["progress"] == 33.3
@@ -222,19 +223,42 @@ def test_eta_text(seconds: float | None, text: str) -> None:
 
 
 def test_status_text_columns() -> None:
+    """Columns are as wide as their content (a pipe gets one line a row, the note last)."""
     rows = [
         StatusRow("orders-fix", "orders_daily", "Running", 12, 3, 1, 1, 3, 8, 240.0, "in sync"),
         StatusRow("queued-one", "orders_daily", "Queued", None, 0, 0, 0, 0, 0, None, "queued behind orders-fix"),
     ]
     assert status_text(rows).splitlines() == [
-        "SPEC                         DAG                    PHASE                  BACKFILL   OK FAIL  RUN  QUE "
-        "TOTAL   DONE     ETA  NOTE",
-        "orders-fix                   orders_daily           Running                      12    3    1    1    3 "
-        "    8    50%   4m00s  in sync",
-        "queued-one                   orders_daily           Queued                        -    0    0    0    0 "
-        "    0     0%       -  queued behind orders-fix",
+        "SPEC        DAG           PHASE    BACKFILL  OK  FAIL  RUN  QUE  TOTAL  DONE    ETA  NOTE",
+        "orders-fix  orders_daily  Running        12   3     1    1    3      8   50%  4m00s  in sync",
+        "queued-one  orders_daily  Queued          -   0     0    0    0      0    0%      -  queued behind orders-fix",
     ]
     assert status_text([]) == status_text([]).splitlines()[0] + "\n"
+
+
+LONG = "orders-2025q1-rounding-fix-for-the-finance-warehouse-reload"  # 59 characters: no table column cuts it
+
+
+def test_status_fits_80_columns_without_cutting_a_name() -> None:
+    rows = [
+        StatusRow(LONG, "orders_daily", "Running", 12, 3, 1, 1, 3, 8, 240.0, "in sync; chunk 2 of 4 with a note"),
+        StatusRow("queued-one", "orders_daily", "Queued", None, 0, 0, 0, 0, 0, None, f"queued behind {LONG}"),
+    ]
+    assert status_text(rows, 80).splitlines() == [
+        "SPEC                                                         PHASE    DONE",
+        f"{LONG}  Running   50%",
+        "    in sync; chunk 2 of 4 with a note",
+        "queued-one                                                   Queued     0%",
+        f"    queued behind {LONG}",
+        "(DAG, BACKFILL, OK, FAIL, RUN, QUE, TOTAL, ETA left out to fit 80 columns;",
+        "--format json has every field)",
+    ]
+    wide = status_text(rows, 200).splitlines()
+    assert wide[1] == (
+        f"{LONG}  orders_daily  Running        12   3     1    1    3      8   50%  4m00s  "
+        "in sync; chunk 2 of 4 with a note"
+    )
+    assert max(len(line) for line in wide) <= 200
 
 
 def events() -> list[Any]:
@@ -306,6 +330,8 @@ def test_report_json() -> None:
         },
         "partitions": None,
         "chunks": None,
+        "retry_of": None,
+        "retried_by": [],
     }
     assert report["audit"] == [e.as_json() for e in trail]
 

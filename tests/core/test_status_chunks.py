@@ -57,8 +57,10 @@ def test_a_running_chunk_row() -> None:
     runs = summary(success=5, failed=1, running=1, queued=1)
     (row,) = status_rows(Plan((item(runs=runs),)), {})
     # left: 2 of this chunk and the 12 runs no chunk created yet, 3 at a time (chunk 2's concurrency, not the spec's 1);
-    # the total counts those 12 too, so progress is over the whole spec (6 of 20 done)
-    assert row == StatusRow("s", "d", "Running", 2, 5, 1, 1, 1, 20, 5 * 60.0, "chunk 2 of 5; in sync", (2, 5), (1, 2))
+    # the total counts those 12 too, so progress is over the whole spec (6 of 20 done); 3 chunk boundaries ahead
+    # wait for a pass each (~30 s)
+    eta = 5 * 60.0 + 3 * 30.0
+    assert row == StatusRow("s", "d", "Running", 2, 5, 1, 1, 1, 20, eta, "chunk 2 of 5; in sync", (2, 5), (1, 2))
     assert row.progress == 30.0
     assert row.as_json()["chunk"] == {"index": 2, "count": 5}
     assert row.as_json()["backfills"] == [1, 2]
@@ -85,7 +87,13 @@ def test_the_eta_counts_later_chunks_only_while_the_spec_goes_on(
 def test_a_finished_chunk_is_counted_with_the_specs_concurrency() -> None:
     done = Progress(20, (chunk(1, 0, 3, 2, summary(success=4)), chunk(2, 4, 7, 3, summary(success=4))))
     (row,) = status_rows(Plan((item(runs=summary(success=8), progress=done, mar=4),)), {})
-    assert row.eta_seconds == 3 * 60.0  # 12 runs not created, 4 at a time
+    assert row.eta_seconds == 3 * 60.0 + 3 * 30.0  # 12 runs not created, 4 at a time; 3 chunks still to create
+
+
+@pytest.mark.parametrize("phase", [Phase.AWAITING_PROMOTION, Phase.PAUSED, Phase.HALTED, Phase.QUEUED])
+def test_a_spec_held_by_a_human_or_a_queue_has_no_eta(phase: Phase) -> None:
+    (row,) = status_rows(Plan((item(phase, summary(success=4, queued=2)),)), {})
+    assert (row.phase, row.eta_seconds) == (phase.value, None)
 
 
 def test_the_row_falls_back_to_the_stored_progress() -> None:

@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
+from controller.commands import session
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import AuditRecord
 from controller.core.capabilities import newest
+from controller.core.retrying import Backoff
 from controller.core.secret import Secret
 from tests.fakes.airflow import FakeAirflow
 
@@ -36,6 +39,8 @@ reason: A test backfill for reconcile.
 requested_by: alice
 approvers: [bob]
 """
+# reconcile's first line on a bench's folder: it is no git repository, so nothing is committed to apply instead
+NOT_GIT = "not in a git repository: the spec files are applied as they are on disk, unreviewed\n"
 
 
 class Bench:
@@ -171,3 +176,27 @@ def count_calls(requests: list[tuple[str, str]]) -> Counter[str]:
 
 def iter_runs(fake: FakeAirflow, dag: str) -> Iterator[dict[str, Any]]:
     return (r for (d, _), r in sorted(fake.runs.items(), key=lambda kv: kv[0][1]) if d == dag)
+
+
+def in_process(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`controller.cli.main` on this bench: its environment, and clients on its fake Airflow (no retry waits)."""
+    transport = bench.fake.transport() if bench.fake else None
+
+    def client(_settings: object, *, preflight: bool = True) -> AirflowClient:
+        backoff = Backoff(base=0.0, cap=0.0, jitter=0.0, attempts=2)
+        made = AirflowClient(
+            bench.url,
+            username="admin",
+            password=Secret("admin"),
+            transport=transport,
+            backoff=backoff,
+            sleep=lambda _s: None,
+        )
+        if preflight:
+            made.preflight()
+        return made
+
+    monkeypatch.setattr(session, "make_client", client)
+    for name, value in bench.cli_env().items():
+        if name.startswith("BACKFILLCTL_"):
+            monkeypatch.setenv(name, value)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reconcile.harness import Bench
+from tests.reconcile.harness import NOT_GIT, Bench
 
 pytestmark = pytest.mark.airflow
 REFUSAL = "the dry run counts 10 runs; expected_runs is 5"
@@ -36,9 +36,9 @@ def test_plan_exits_5_when_reconcile_would_refuse_a_create(bench: Bench) -> None
     bench.spec("creates", dag="demo_tz", start="2022-11-01", end="2022-11-02")  # a change: it alone would exit 4
     detailed = bench.cli("plan", "--no-store", "--detailed-exitcode")  # 5 wins over 4
     assert (detailed.returncode, detailed.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
-    assert "\n+ create    creates    demo_tz  2022-11-01 → 2022-11-02" in detailed.stdout
+    assert "\n+ create    creates    demo_tz      2022-11-01 → 2022-11-02" in detailed.stdout  # DAGs aligned
     dry = bench.cli("reconcile", "--dry-run")
-    assert (dry.returncode, dry.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
+    assert (dry.returncode, dry.stderr) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
 
 
 def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Bench) -> None:
@@ -72,11 +72,11 @@ def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Benc
 def test_status_shows_what_reconcile_last_refused(bench: Bench) -> None:
     too_big(bench)
     refused = bench.cli("reconcile", "--once")
-    assert (refused.returncode, refused.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
+    assert (refused.returncode, refused.stderr) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
 
     status = bench.cli("status", "a-too-big")
     assert status.returncode == 0, status.stderr
-    row = status.stdout.splitlines()[1]
+    row = status.stdout.splitlines()[2]  # after the counts per phase and the header
     assert row.split()[:3] == ["a-too-big", "demo_params", "Blocked"]
     assert re.search(rf"  refused by reconcile at \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ: {REFUSAL}$", row), row
 
@@ -87,6 +87,7 @@ def test_until_complete_settles_when_the_queue_waits_on_a_refusal(bench: Bench) 
     settled = bench.cli("reconcile", "--until-complete", "--interval", "1", "--timeout", "20")
     assert settled.returncode == 5
     assert settled.stderr == (
-        f"refused: a-too-big: {REFUSAL}\nstuck: b-next is queued behind a-too-big, which is Blocked: {REFUSAL}\n"
+        f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n"
+        f"stuck: b-next is queued behind a-too-big, which is Blocked: {REFUSAL}\n"
     )
     assert [(e.entry.action, e.entry.outcome) for e in bench.events("a-too-big")] == [("observe", "Blocked")]

@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from controller.adapters.files import display
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import Reconciler
@@ -492,19 +493,87 @@ def test_first_merged_first_follows_git_history_not_names(bench: Bench) -> None:
     git_commit(bench.root, "add zz-early", "2026-11-01T10:00:00+00:00")
     bench.spec("aa-late", start="2025-02-01", end="2025-02-03", mar=1)
     git_commit(bench.root, "add aa-late", "2026-11-02T10:00:00+00:00")
-    bench.spec("mm-uncommitted", start="2025-03-01", end="2025-03-03", mar=1)  # not merged yet: last
     fake(bench).scheduler_running = False
     first = bench.run()
     assert [(i.spec, i.kind.value, i.reason) for i in first.plan.items] == [
         ("zz-early", "create", ""),
         ("aa-late", "wait", "queued behind zz-early"),
-        ("mm-uncommitted", "wait", "queued behind zz-early"),
     ]
     fake(bench).scheduler_running = True
     done = bench.until_terminal()
-    assert bench.phases(done) == {"zz-early": "Succeeded", "aa-late": "Succeeded", "mm-uncommitted": "Succeeded"}
+    assert bench.phases(done) == {"zz-early": "Succeeded", "aa-late": "Succeeded"}
     created = [e.entry.spec_name for e in bench.events() if e.entry.action == "create" and e.entry.phase == "outcome"]
-    assert created == ["zz-early", "aa-late", "mm-uncommitted"]
+    assert created == ["zz-early", "aa-late"]
+
+
+def committed_bench(bench: Bench) -> str:
+    """`reviewed` committed at HEAD; then an untracked spec and an uncommitted edit of the reviewed one."""
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=bench.root, check=True, capture_output=True)
+    (bench.root / ".gitignore").write_text("state.db*\n")
+    bench.spec("reviewed", start="2025-01-01", end="2025-01-03", mar=1)
+    git_commit(bench.root, "add reviewed", "2026-11-01T10:00:00+00:00")
+    bench.spec("reviewed", start="2025-01-01", end="2025-01-05", mar=2)  # edited after the commit
+    bench.spec("local-try", start="2025-02-01", end="2025-02-03", mar=1)  # never committed
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=bench.root, check=True, capture_output=True, text=True)
+    return head.stdout.strip()
+
+
+def shown(bench: Bench) -> str:
+    return display(bench.specs)
+
+
+def test_reconcile_applies_what_is_committed_and_names_the_rest(bench: Bench) -> None:
+    head = committed_bench(bench)
+    result = bench.run()
+    assert [(i.spec, o) for i, o in result.applied] == [("reviewed", "created")]
+    (backfill,) = fake(bench).backfills.values()
+    assert (backfill["to_date"][:10], backfill["max_active_runs"]) == ("2025-01-03", 1)  # the committed version
+    specs = shown(bench)
+    assert result.source is not None
+    tail = (
+        f"; reconcile applies what is committed at HEAD {head[:12]}: commit it, or pass --allow-dirty for a local "
+        "experiment"
+    )
+    assert result.source.lines() == [
+        f"not applied: {specs}/local-try.yaml (untracked){tail}",
+        f"not applied: {specs}/reviewed.yaml (modified, not committed){tail}",
+    ]
+    (intent, _outcome) = bench.events("reviewed")
+    assert (intent.entry.git_commit, intent.entry.spec_commit) == (head, head)
+    assert [e.entry.spec_name for e in bench.events() if e.entry.spec_name] == ["reviewed", "reviewed"]
+
+
+def test_allow_dirty_applies_the_working_tree_loudly_and_audited(bench: Bench) -> None:
+    head = committed_bench(bench)
+    reconciler = Reconciler(bench.settings(), bench.store, bench.client(), allow_dirty=True)
+    first, second = reconciler.run_once(), reconciler.run_once()
+    assert [(i.spec, i.kind.value) for i in first.plan.items] == [("reviewed", "create"), ("local-try", "wait")]
+    (backfill,) = fake(bench).backfills.values()
+    assert (backfill["to_date"][:10], backfill["max_active_runs"]) == ("2025-01-05", 2)  # the edited file
+    assert first.source is not None
+    assert first.source.lines() == [
+        f"--allow-dirty: applying {shown(bench)}/local-try.yaml (untracked), which HEAD {head[:12]} does not hold",
+        f"--allow-dirty: applying {shown(bench)}/reviewed.yaml (modified, not committed), which HEAD {head[:12]} "
+        "does not hold",
+    ]
+    dirty = [e.entry for e in bench.store.events() if e.entry.outcome == "allow-dirty"]
+    assert len(dirty) == 1  # once for the set of files, not once per pass
+    assert second.source == first.source
+    assert dirty[0].git_commit is None
+    assert dirty[0].message == (
+        f"--allow-dirty: applying spec files that differ from HEAD: {shown(bench)}/local-try.yaml (untracked), "
+        f"{shown(bench)}/reviewed.yaml (modified, not committed)"
+    )
+
+
+def test_a_folder_outside_git_is_applied_as_it_is_with_a_warning(bench: Bench) -> None:
+    bench.spec("plain")
+    result = bench.run()
+    assert [(i.spec, o) for i, o in result.applied] == [("plain", "created")]
+    assert result.source is not None
+    assert result.source.lines() == [
+        "not in a git repository: the spec files are applied as they are on disk, unreviewed"
+    ]
 
 
 def test_specs_queue_behind_a_refused_head(bench: Bench) -> None:

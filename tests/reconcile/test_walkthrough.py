@@ -219,8 +219,9 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         "ticket CHG-4242  [Pending]",
         "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
         f"Checksum: {checksum}",
-        "+ create walk-demo: created",
+        f"+ create walk-demo: created backfill #{lines[3].rsplit('#', 1)[-1]}",
     ]
+    assert lines[3].rsplit("#", 1)[-1].isdigit()
     finish = subprocess.run(
         [sys.executable, "-m", "controller", "reconcile", "--until-complete", "--interval", "3"],
         cwd=walk.work,
@@ -233,10 +234,10 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     assert finish.returncode == 0, finish.stderr
     assert walk.step(RECONCILE, "status").returncode == 0
     summary = (tmp_path / "summary.md").read_text().splitlines()
-    assert summary[:3] == ["### backfillctl status", "```", summary[2]]
-    assert summary[2].split()[:4] == ["SPEC", "DAG", "PHASE", "BACKFILL"]
-    assert summary[4:] == ["```"]
-    row = summary[3].split()
+    assert summary[:3] == ["### backfillctl status", "```", "1 spec: 1 Succeeded"]  # the counts per phase first
+    assert summary[3].split()[:4] == ["SPEC", "DAG", "PHASE", "BACKFILL"]
+    assert summary[5:] == ["```"]
+    row = summary[4].split()
     backfill_id = int(row[3])
     assert row == [
         "walk-demo",
