@@ -72,6 +72,14 @@ def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(f"BACKFILLCTL_AIRFLOW_{name}", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _no_width_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers run with COLUMNS=80 and LINES=24, and output fits COLUMNS: a test that is about
+    the width sets it itself, the others see the width of a pipe (none), as with a serial run."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
 @pytest.fixture(scope="session")
 def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Apache Airflow (AIRFLOW_VERSION): BACKFILLCTL_TEST_AIRFLOW_URL if set (it must run that

@@ -255,8 +255,6 @@ class Store:
         self._refuse_newer(current)
         if current == SCHEMA_HEAD:
             return current, SCHEMA_HEAD
-        if current is None and self._has_tables():
-            raise self._unversioned()  # migrating from scratch would fail on the tables that exist
         hint = (
             "the database is reachable but the schema upgrade failed with the error above; fix that cause "
             "(e.g. the store's user needs CREATE rights), then run `backfillctl store migrate`"
@@ -266,6 +264,10 @@ class Store:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
             current = _revision(conn)  # again, under the lock: another process may have migrated meanwhile
             self._refuse_newer(current)
+            # tables without a version, judged under the lock: a concurrent first start's half-done migration
+            # is invisible here, so what remains is a store whose version table is gone (scratch would fail)
+            if current is None and conn.dialect.has_table(conn, audit_events.name):
+                raise self._unversioned()
             if current != SCHEMA_HEAD:
                 _alembic(conn, "upgrade", SCHEMA_HEAD)
         return current, SCHEMA_HEAD
