@@ -35,6 +35,7 @@ from controller.core.plan_render import plan_text
 from controller.core.secret import Secret
 from controller.errors import AirflowVersionError
 from tests.fakes.airflow import FakeAirflow
+from tests.fakes.http import write_json
 from tests.reconcile.harness import Bench
 from tests.test_cli_safety import run as run_cli
 
@@ -321,12 +322,7 @@ class VersionOnly(BaseHTTPRequestHandler):
     version = "3.0.6"
 
     def do_GET(self) -> None:
-        body = json.dumps({"version": self.server.version} if self.path == "/api/v2/version" else {}).encode()  # type: ignore[attr-defined]
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        write_json(self, 200, {"version": self.server.version} if self.path == "/api/v2/version" else {})  # type: ignore[attr-defined]
 
     def log_message(self, *_args: object) -> None:
         pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -11,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from tests.fakes.http import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 CANARY = "CANARY-tok-5b1e77"
@@ -41,12 +42,7 @@ class EchoHeaders(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         version = self.path.startswith("/api/v2/version")
         answer = {"version": "3.3.2"} if version else {"detail": f"forbidden; you sent {dict(self.headers)}"}
-        body = json.dumps(answer).encode()
-        self.send_response(200 if version else 403)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        write_json(self, 200 if version else 403, answer)
 
     def log_message(self, *_args: object) -> None:
         pass
