@@ -2,6 +2,9 @@
 
 50 specs over 10 DAGs (one active backfill per DAG, 40 queued), against the in-process fake Airflow
 (whose own handler time is measured and subtracted), SQLite store in a temp folder.
+Then the cost of a spec's own runs (issue 24), 10 DAGs each with one finished backfill and one running over an
+overlapping range (its dates are part of its range): calls per pass while they run, in the pass they finish (their
+runs are read once) and after. The same script runs on an older checkout (copy it into its bench/).
 Run: .venv/bin/python bench/reconcile_pass.py [--passes 20]
 """
 
@@ -65,6 +68,47 @@ def main() -> None:
         "0 for finished specs)"
     )
     print(f"  controller CPU per pass: median {statistics.median(cpu) * 1000:.0f} ms, max {max(cpu) * 1000:.0f} ms")
+    overlapping(args.passes, "daily")
+    overlapping(args.passes, "hourly")
+
+
+def drain(fake: FakeAirflow) -> None:
+    """Airflow runs every run to its end and marks the backfills complete."""
+    for backfill_id in list(fake.backfills):
+        while fake.start_runs(backfill_id) or fake.finish_run(backfill_id, "success"):
+            pass
+    fake.mark_complete()
+
+
+def overlapping(passes: int, schedule: str) -> None:
+    """Per DAG: `a` (days 1-20) finished, then `b` (none, days 11-25) runs days 21-25 only (hourly: 120 runs,
+    more than a page)."""
+    fake = TimedFake(dags=[Dag(f"dag_{d}", schedule=schedule) for d in range(10)])
+    fake.scheduler_running = False
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp), fake=fake)
+        for d in range(10):
+            bench.spec(f"a{d}", dag=f"dag_{d}", start="2024-01-01", end="2024-01-20", mar=20)
+            bench.spec(f"b{d}", dag=f"dag_{d}", start="2024-01-11", end="2024-01-25", mar=5)
+        bench.run()  # creates the a's
+        drain(fake)
+        bench.run()  # the a's finish, the b's are created
+        reconciler = bench.reconciler()
+
+        def one_pass() -> int:
+            start = len(fake.requests)
+            reconciler.run_once()
+            return sum(1 for m, _ in fake.requests[start:] if m == "GET")
+
+        running = [one_pass() for _ in range(passes)]
+        drain(fake)
+        finishing, after = one_pass(), one_pass()
+        bench.close()
+    print(f"10 {schedule} DAGs, each: a finished backfill and a running one over an overlapping range (5 of 15 days):")
+    print(
+        f"  GET calls per pass while running: {statistics.median(running):.0f}; in the pass they finish: "
+        f"{finishing}; after: {after}"
+    )
 
 
 if __name__ == "__main__":

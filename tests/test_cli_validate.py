@@ -289,8 +289,14 @@ def write_good(tree: Path, extra: str) -> None:
             "halts: more than every finished run can never fail\n"
             "  hint: set a share below 1 (e.g. 0.2), or remove halt_on_failure_ratio\n",
         ),
+        (
+            "execution: {chunk_runs: 4, halt_min_finished: 2}\n",
+            "specs/good.yaml:12:47: $.execution.halt_min_finished: warning: halt_min_finished has no effect: the "
+            "spec sets no execution.halt_on_failure_ratio, so it never halts\n"
+            "  hint: add `halt_on_failure_ratio: 0.2` beside it, or remove halt_min_finished\n",
+        ),
     ],
-    ids=["promote", "promote-chunked-no-canary", "resume", "resume-no-halt", "both", "halt-ratio-1"],
+    ids=["promote", "promote-chunked-no-canary", "resume", "resume-no-halt", "both", "halt-ratio-1", "min-no-halt"],
 )
 def test_execution_fields_without_effect_warn_and_pass(
     tree: Path, capsys: pytest.CaptureFixture[str], extra: str, expected: str
@@ -304,7 +310,10 @@ def test_execution_fields_without_effect_warn_and_pass(
 def test_promote_and_resume_with_their_execution_fields_pass_quietly(
     tree: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_good(tree, 'execution: {canary_runs: 2, halt_on_failure_ratio: 0.5}\npromote: false\nresume: "x"\n')
+    write_good(
+        tree,
+        'execution: {canary_runs: 2, halt_on_failure_ratio: 0.5, halt_min_finished: 1}\npromote: false\nresume: "x"\n',
+    )
     assert main(["validate", "specs/good.yaml"]) == 0
     assert capsys.readouterr().out == "OK: 1 spec valid (1 file, 0 warnings).\n"
 

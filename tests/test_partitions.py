@@ -364,6 +364,7 @@ def test_report_shows_partitions_and_failed_keys() -> None:
         "never_started": 0,
         "skipped": 2,
         "in_range": 4,
+        "reruns": [],
     }
     text = report_markdown(document, [])
     assert (

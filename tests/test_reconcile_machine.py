@@ -65,7 +65,7 @@ WINDOWS = (("2025-01-01", "2025-01-03"), ("2025-02-01", "2025-02-02"), ("2025-03
 OVERLAPPING = ("2025-01-03", "2025-01-05")  # shares 01-03 with the first window: see the overlap bug test
 SPECS = st.tuples(
     st.sampled_from(DAGS),
-    st.sampled_from(WINDOWS if AVOID_KNOWN_BUGS else (*WINDOWS, OVERLAPPING)),
+    st.sampled_from((*WINDOWS, OVERLAPPING)),
     st.sampled_from(("none", "failed", "completed")),
     st.integers(1, 2),
     st.sampled_from(("active", "active", "paused", "cancelled")),
@@ -230,9 +230,6 @@ class ReconcileMachine(RuleBasedStateMachine):
         """Delete a spec file, or bring a deleted one back (`git revert` of the deletion)."""
         self.clean = False
         spec = self.world.specs[sorted(self.world.specs)[index % len(self.world.specs)]]
-        if not spec.present and AVOID_KNOWN_BUGS and self.rerun_by_a_later_backfill(spec.name):
-            event("avoided known bug: restoring a spec after a later backfill re-ran its dates")
-            return
         spec.present = not spec.present
         self.world.write_spec(spec)
         event("restore_spec" if spec.present else "delete_spec")
@@ -341,12 +338,10 @@ class ReconcileMachine(RuleBasedStateMachine):
         self.clean = False
         if isinstance(trouble, tuple):
             self.world.crash = trouble[1:]
-        elif (
-            trouble == "lose-store"
-            and AVOID_KNOWN_BUGS
-            and any(b["_frozen"] for b in self.world.fake.backfills.values())
-        ):
-            event("avoided known bug: losing the store after a later backfill re-ran an earlier one's dates")
+        elif trouble == "lose-store" and AVOID_KNOWN_BUGS and self.rerun_by_a_later_backfill():
+            # not a bug, a limit: what a run did before a later backfill re-ran it is then gone from Airflow, so
+            # the re-adopted spec says "outcome unknown" (CompletedWithFailures), which no ground truth can check
+            event("avoided: losing the store after a later backfill re-ran an earlier one's dates")
         elif trouble == "lose-store":
             self.world.lose_store()
             event("store lost")
@@ -653,11 +648,6 @@ def test_bug_a_spec_cancelled_while_runs_are_running_is_recorded_cancelled_and_n
     assert phases(cancelling)["s0"][0] not in ("Succeeded", "CompletedWithFailures", "Cancelled")
 
 
-@pytest.mark.xfail(
-    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
-    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
-    strict=True,
-)
 def test_bug_runs_of_an_earlier_backfill_in_an_overlapping_range_decide_the_later_specs_outcome(
     tmp_path: Path,
 ) -> None:
@@ -687,11 +677,6 @@ def test_bug_runs_of_an_earlier_backfill_in_an_overlapping_range_decide_the_late
     assert phases(final)["s1"] == ("Succeeded", "2 run(s) succeeded")
 
 
-@pytest.mark.xfail(
-    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
-    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
-    strict=True,
-)
 def test_bug_after_a_lost_store_a_cancelled_spec_is_readopted_as_succeeded_from_a_later_backfills_runs(
     tmp_path: Path,
 ) -> None:
@@ -722,11 +707,6 @@ def test_bug_after_a_lost_store_a_cancelled_spec_is_readopted_as_succeeded_from_
     assert phases(final)["s0"][0] != "Succeeded"
 
 
-@pytest.mark.xfail(
-    reason="known, open: a logical-date DAG run carries no backfill id, so an outcome is counted over the spec's "
-    "date range and can include runs another backfill made or re-ran (README: Known limitations)",
-    strict=True,
-)
 def test_bug_a_restored_spec_takes_its_outcome_from_a_later_backfills_queued_runs(tmp_path: Path) -> None:
     """Found by the machine (minimal: s0 and s1 on one DAG and range, s1 reprocess completed · reconcile ·
     s0's runs end failed, success · delete s0 · reconcile (s1 re-runs the dates) · restore s0 · reconcile).

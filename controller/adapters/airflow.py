@@ -479,7 +479,9 @@ class AirflowClient:
         rest = self._paginate(path, "dag_runs", params, offset=len(first)) if total > PAGE else ()
         return first + [dag_run_from_json(item) for item in rest]
 
-    def run_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> RunSummary:
+    def run_summary(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, page: tuple[list[DagRun], int] | None = None
+    ) -> RunSummary:
         """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
 
         Up to one page of runs: that page (1 call). More: the queued and running counts from `total_entries`
@@ -489,7 +491,7 @@ class AirflowClient:
         dates shown are then the first hundred).
         """
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
-        first, total = self._runs_page(path, {**params, "offset": 0})
+        first, total = page or self._runs_page(path, {**params, "offset": 0})  # `page`: the first one, already read
         if total <= len(first):
             return summarise(first)
         # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first);
@@ -509,6 +511,13 @@ class AirflowClient:
         # a run that changed state between these calls is counted once, never below zero
         counts |= {"failed": failures, "success": max(0, total - sum(counts.values()) - failures)}
         return summary_from_counts(counts, failed, recent, never_started=never_started)
+
+    def runs_or_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun] | RunSummary:
+        """The backfill runs in the range when one page holds them (1 call: a running backfill's own runs are
+        then told apart), else their counts by state as `run_summary` makes them (no call more than it)."""
+        path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
+        page = self._runs_page(path, {**params, "offset": 0})
+        return page[0] if page[1] <= len(page[0]) else self.run_summary(dag_id, from_date, to_date, page=page)
 
     def _failures(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int, int | None]:
         """The failed runs to show (at most a page of them), how many failed, and how many of those never

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
@@ -20,6 +21,7 @@ from controller.core.audit import AuditPhase
 from controller.core.binding import CreateFacts
 from controller.core.chunks import Chunk, Progress, chunk_text
 from controller.core.model import Backfill, BackfillRequest, Phase
+from controller.core.ownership import ranges_json
 from controller.core.plan import Item, Kind, World, matches_request
 from controller.core.provenance import approved_by
 from controller.core.retrying import Backoff
@@ -52,11 +54,28 @@ class Applier:
         return self._steer(item, spec)
 
     def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
-        self.recorder.audit(
-            "adopt", AuditPhase.OBSERVATION, spec, outcome="adopted", backfill_id=item.backfill_id, message=item.reason
+        for backfill_id, message in self._adoptions(item, spec):
+            self.recorder.audit(
+                "adopt", AuditPhase.OBSERVATION, spec, outcome="adopted", backfill_id=backfill_id, message=message
+            )
+        # the dates its runs' queue times show it made or re-ran: what its outcome counts from now on
+        created = None if item.dates is None else CreateFacts(dates=item.dates, whole=item.whole)
+        self.recorder.bind(
+            spec, item.backfill_id, item.phase, item.reason, item.runs, created=created, progress=item.progress
         )
-        self.recorder.bind(spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress)
         return Applied(item, "adopted")
+
+    def _adoptions(self, item: Item, spec: BackfillSpec) -> list[tuple[int | None, str]]:
+        """One audited adoption per backfill: a chunked spec's chunks found after a lost store each get theirs."""
+        before = self.recorder.bindings.get(spec.name)
+        owned = before.backfills if before is not None else ()
+        chunks = [c for c in (item.progress.chunks if item.progress else ()) if c.backfill_id not in owned]
+        if len(chunks) <= 1:
+            return [(item.backfill_id, item.reason)]
+        return [
+            (c.backfill_id, f"chunk {k}: {format_utc(c.first)} → {format_utc(c.last)}; {item.reason}")
+            for k, c in enumerate(chunks, 1)
+        ]
 
     def _steer(self, item: Item, spec: BackfillSpec) -> Applied:
         backfill_id = item.backfill_id
@@ -133,6 +152,7 @@ class Applier:
                 **request,
                 "airflow": self.client.capabilities.version,  # the release the runs ran on (for the ticket)
                 **({} if approval is None else {"approval": approval.as_json()}),
+                **_dates_json(item),
             },
             message=_chunk_text(item, self._previous_concurrency(spec))
             + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
@@ -266,10 +286,7 @@ class Applier:
         progress = self._progress(spec)
         if progress is None or progress.pending is None:
             return progress
-        pending = progress.pending
-        return progress.with_chunk(
-            Chunk(backfill_id, pending.first, pending.last, pending.runs, pending.max_active_runs)
-        )
+        return progress.with_chunk(progress.pending.chunk(backfill_id))
 
     def _unasked(self, spec: BackfillSpec) -> Progress | None:
         """The progress without its pending chunk: the create was refused, nothing exists to adopt."""
@@ -307,4 +324,11 @@ def _chunk_text(item: Item, previous: int | None) -> str:
 
 def _create_facts(item: Item) -> CreateFacts:
     first, last = item.partitions or (None, None)
-    return CreateFacts(item.runs_to_create, item.runs_in_range, item.first_date, item.last_date, first, last)
+    return CreateFacts(
+        item.runs_to_create, item.runs_in_range, item.first_date, item.last_date, first, last, dates=item.dates
+    )
+
+
+def _dates_json(item: Item) -> dict[str, Any]:
+    """The dates the dry run listed, as ranges (first, last, count), beside the body in the create intent."""
+    return {} if item.dates is None else {"dates": ranges_json(item.dates)}

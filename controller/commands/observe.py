@@ -14,14 +14,16 @@ from datetime import datetime
 from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.binding import Binding
+from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, next_size, remaining, take
 from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
+from controller.core.ownership import Owned, own_runs
 from controller.core.partitions import partition_range, runs_of, runs_within
 from controller.core.plan import (
     DagObservation,
     DryRun,
     World,
+    chunk_of,
     closest_ids,
     dry_runs_needed,
     matches,
@@ -137,8 +139,12 @@ class Observer:
                 return self._dag(dag_id, specs, bindings)
             if created and all(b is not None for b in created):
                 new = tuple(b for b in created if b is not None)
-                runs = {b.id: self._summary(b, partitioned=prior.info.partitioned) for b in new}
-                return DagObservation(dag_id, prior.info, prior.backfills + new, {**prior.runs, **runs})
+                listed = prior.backfills + new
+                owners = owners_of(bindings, specs, listed)
+                runs, owned = self._summaries(dag_id, new, listed, bindings, owners, partitioned=prior.info.partitioned)
+                return DagObservation(
+                    dag_id, prior.info, listed, {**prior.runs, **runs}, owned={**prior.owned, **owned}
+                )
             return self._dag(dag_id, specs, bindings, prior.info)
 
         observations = {**before.observations, **concurrently(sorted(changed), again)}
@@ -172,12 +178,76 @@ class Observer:
                 except AirflowNotFound:
                     info = None
             wanted = _runs_wanted(dag_id, backfills, specs, bindings)
-            runs = self._summaries(dag_id, wanted, partitioned=info is not None and info.partitioned)
+            partitioned = info is not None and info.partitioned
+            owners = owners_of(bindings, specs, backfills)
+            runs, owned = self._summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
-        return DagObservation(dag_id, info, backfills, runs)
+        return DagObservation(dag_id, info, backfills, runs, owned=owned)
 
-    def _summaries(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> dict[int, RunSummary]:
+    def _summaries(
+        self,
+        dag_id: str,
+        wanted: Sequence[Backfill],
+        listed: Sequence[Backfill],
+        bindings: Mapping[str, Binding],
+        owners: Mapping[int, str],
+        *,
+        partitioned: bool,
+    ) -> tuple[dict[int, RunSummary], dict[int, Owned]]:
+        """Each backfill's own runs by state. A running backfill whose dates are its whole range is counted by
+        state (a few calls, whatever its size); the others' runs are read and told apart by date and queue
+        time: a finished backfill once (its outcome is then stored), one still running while a page holds its
+        range, an unbound one once (its dates are recovered for its adoption)."""
+        recorded = recorded_dates(bindings)
+        counted = [b for b in wanted if _counted(b, recorded, partitioned=partitioned)]
+        runs = self._counts(dag_id, counted, partitioned=partitioned)
+        read = [b for b in wanted if b not in counted]
+        owned: dict[int, Owned] = {}
+        shared = self._batch(dag_id, read, partitioned=partitioned)
+        for backfill in read:
+            facts = recorded.get(backfill.id)
+            if shared is not None:
+                found: Owned | RunSummary = own_runs(backfill, _dates(facts), shared, listed, owners)
+            else:
+                found = self._own(backfill, facts, listed, owners, partitioned=partitioned)
+            if isinstance(found, Owned):
+                owned[backfill.id], runs[backfill.id] = found, found.summary
+            else:
+                runs[backfill.id] = found
+        return runs, owned
+
+    def _batch(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> list[DagRun] | None:
+        """Many backfills' runs (specs adopted after a lost store) as one read of their whole range, when that
+        takes fewer pages than one read each (None: read each on its own)."""
+        if len(backfills) <= BATCH_FROM:
+            return None
+        low, high = min(b.from_date for b in backfills), max(b.to_date for b in backfills)
+        return self.client.dag_runs_if_within(dag_id, low, high, partitioned=partitioned, pages=len(backfills))
+
+    def _own(
+        self,
+        backfill: Backfill,
+        facts: CreateFacts | None,
+        listed: Sequence[Backfill],
+        owners: Mapping[int, str],
+        *,
+        partitioned: bool,
+    ) -> Owned | RunSummary:
+        """The backfill's own runs; a running one whose range holds more than a page of runs is counted over the
+        range of its dates instead (its progress only: its outcome is read run by run once it finished)."""
+        dates = _dates(facts)
+        low, high = (min(dates), max(dates)) if dates else (backfill.from_date, backfill.to_date)
+        client = self.client
+        if backfill.active and not partitioned:
+            runs = client.runs_or_summary(backfill.dag_id, low, high)
+            if isinstance(runs, RunSummary):
+                return runs
+        else:
+            runs = client.dag_runs(backfill.dag_id, low, high, partitioned=partitioned)
+        return own_runs(backfill, dates, runs, listed, owners)
+
+    def _counts(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> dict[int, RunSummary]:
         """Each backfill's runs by state. Several backfills on a DAG (specs adopted after a lost store) are
         read as one range when that takes fewer pages than one read each, and told apart in memory."""
         if len(backfills) > BATCH_FROM:
@@ -206,9 +276,10 @@ class Observer:
         kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
         try:
             request = BackfillRequest.from_spec(spec)
-            planned = self.client.planned_runs(request) if partitioned else self.client.planned_runs_in_parts(request)
+            planned = self.client.planned_runs_in_parts(request)  # a partitioned DAG's too: by partition date
             if partitioned and not completed:
-                in_range = len(self.client.planned_runs(BackfillRequest.from_spec(spec, reprocess="completed")))
+                everything = BackfillRequest.from_spec(spec, reprocess="completed")
+                in_range = len(self.client.planned_runs_in_parts(everything))
             else:
                 in_range = len(planned)
             read = self._range(spec, kept, partitioned=partitioned)
@@ -253,6 +324,44 @@ class Observer:
             return None
 
 
+def recorded_dates(bindings: Mapping[str, Binding]) -> dict[int, CreateFacts | None]:
+    """Backfill id → the dates its spec recorded for it (None: bound, none recorded): a chunk's own dates, or
+    a spec's create facts."""
+    found: dict[int, CreateFacts | None] = {}
+    for binding in bindings.values():
+        if binding.progress is not None:
+            chunks = binding.progress.chunks
+            found |= {c.backfill_id: None if c.dates is None else CreateFacts(dates=c.dates) for c in chunks}
+        elif binding.backfill_id is not None:
+            created = binding.created
+            found[binding.backfill_id] = created if created is not None and created.dates is not None else None
+    return found
+
+
+def _dates(facts: CreateFacts | None) -> list[datetime] | None:
+    return None if facts is None else facts.own_dates
+
+
+def owners_of(
+    bindings: Mapping[str, Binding], specs: Sequence[BackfillSpec], listed: Sequence[Backfill]
+) -> dict[int, str]:
+    """Backfill id → the spec that owns it (every backfill a spec owned, chunks included), or that matches it
+    and is not bound yet (after a lost store it is adopted in the same pass)."""
+    owners = {b.id: s.name for s in specs if s.name not in bindings for b in listed if matches(s, b)}
+    owners |= {i: name for name, b in bindings.items() for i in b.backfills}
+    owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
+    return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}
+
+
+def _counted(backfill: Backfill, recorded: Mapping[int, CreateFacts | None], *, partitioned: bool) -> bool:
+    """Counted by state over its range (no run read): a running logical-date backfill whose recorded dates are
+    its whole range, or bound without recorded dates (a binding older than them)."""
+    if partitioned or not backfill.active or backfill.id not in recorded:
+        return False
+    facts = recorded[backfill.id]
+    return facts is None or facts.whole_range
+
+
 def _partitioned(observation: DagObservation | None) -> bool:
     return observation is not None and observation.info is not None and observation.info.partitioned
 
@@ -290,6 +399,6 @@ def _runs_wanted(
         for b in backfills
         if b.active
         or b.id in bound
-        or any(matches(s, b) for s in unbound)
+        or any(matches(s, b) or chunk_of(s, b) for s in unbound)  # a chunked spec's chunks too (a lost store)
         or any(matches_request(r, b) for r in pending)
     ]

@@ -238,8 +238,10 @@ class Reconciler:
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source)
-        applied = self._apply(plan, specs, world, recorder)
         by_name = {s.name: s for s in specs}
+        with self.store.batch("recording outcomes"):
+            recorder.outcomes(plan, by_name)
+        applied = self._apply(plan, specs, world, recorder)
         with self.store.batch("recording observed phases"):
             recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None

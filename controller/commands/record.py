@@ -7,6 +7,7 @@ together, so later steps of the same pass (re-observation, phase records) never 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,7 +19,7 @@ from controller.core.binding import Approval, Binding, CreateFacts
 from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
 from controller.core.notify import outbox_rows
-from controller.core.plan import UNOBSERVED, Kind, Plan
+from controller.core.plan import UNOBSERVED, Item, Kind, Plan
 from controller.core.policy import DEFAULT_POLICY, Policy
 from controller.core.spec import BackfillSpec, DesiredState
 
@@ -82,12 +83,8 @@ class Recorder:
             if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
                 self.written += 1
                 self.store.append(
-                    AuditEntry(
-                        action="finding",
-                        phase=AuditPhase.OBSERVATION,
-                        actor=self.settings.actor,
-                        controller_version=__version__,
-                        git_commit=self.commit,
+                    self._observed(
+                        "finding",
                         spec_name=finding.spec,
                         dag_id=finding.dag_id,
                         backfill_id=finding.backfill_id,
@@ -95,6 +92,17 @@ class Recorder:
                         message=finding.message,
                     )
                 )
+
+    def _observed(self, action: str, **fields: Any) -> AuditEntry:
+        """An observation of this pass not made from a spec file (a finding, a deleted spec's outcome)."""
+        return AuditEntry(
+            action=action,
+            phase=AuditPhase.OBSERVATION,
+            actor=self.settings.actor,
+            controller_version=__version__,
+            git_commit=self.commit,
+            **fields,
+        )
 
     def pass_done(self, plan: Plan, changed: int, now: datetime) -> None:
         """A pass that changed or found something is recorded; an idle one only as liveness, at most hourly."""
@@ -140,7 +148,7 @@ class Recorder:
             reason=reason,
             runs=runs if runs is not None else (before.runs if before else None),
             created=created or (before.created if before else None),
-            backfills=before.owning(backfill_id) if before else (() if backfill_id is None else (backfill_id,)),
+            backfills=_owned(before, backfill_id, progress),
             git_commit=self.commit,
             airflow_url=self.airflow_url,
             guard=guard if guard is not None else (before.guard if before else ""),
@@ -151,6 +159,30 @@ class Recorder:
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding
         return binding
+
+    def outcomes(self, plan: Plan, specs: Mapping[str, BackfillSpec]) -> None:
+        """The outcomes the plan observed, before its changes are applied: a backfill's final runs are stored
+        before a create of this pass can re-run its dates (a crash in between must not lose them)."""
+        finished = replace(plan, items=tuple(i for i in plan.items if i.phase.terminal))
+        self.phases(finished, specs, skip={i.spec for i in plan.items if i.kind.change})
+        for item in plan.settled:
+            self._settle(item)
+
+    def _settle(self, item: Item) -> None:
+        """A deleted spec's finished backfill: its outcome in its binding (shown again if the spec comes back)."""
+        before = self.bindings[item.spec]
+        entry = self._observed(
+            "observe",
+            spec_name=item.spec,
+            dag_id=item.dag_id,
+            backfill_id=item.backfill_id,
+            outcome=item.phase.value,
+            message=f"{item.reason} (the spec file is deleted)",
+        )
+        self._append(entry, None)
+        binding = replace(before, phase=item.phase, reason=item.reason, runs=item.runs, git_commit=self.commit)
+        self.store.save_binding(binding)
+        self.bindings[item.spec] = binding
 
     def phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], skip: set[str]) -> None:
         """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
@@ -180,3 +212,9 @@ class Recorder:
                 self.bind(
                     spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress, refused=refused
                 )
+
+
+def _owned(before: Binding | None, backfill_id: int | None, progress: Progress | None) -> tuple[int, ...]:
+    """Every backfill the spec has owned, in order: a chunked spec's adopted chunks too."""
+    owned = before.owning(backfill_id) if before else (() if backfill_id is None else (backfill_id,))
+    return tuple(dict.fromkeys((*(progress.ids if progress is not None else ()), *owned)))

@@ -7,16 +7,19 @@ interval or partition gets its cell; without it, only what the store recorded is
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from controller.commands import audit as audit_cmd
 from controller.commands.reconcile import make_client
 from controller.commands.settings import Settings
 from controller.commands.status import report_document
 from controller.core import heatmap
 from controller.core.audit import AuditRecord
-from controller.core.escaping import md_fence
+from controller.core.escaping import md_fence, md_text
+from controller.core.model import Rerun
+from controller.core.ownership import expand, own_runs, ranges_from_json
 from controller.core.report_html import report_html
 from controller.core.spec import parse_date
 from controller.core.status import report_markdown
@@ -53,9 +56,37 @@ def html_report(settings: Settings, name: str, now: datetime) -> str:
 
 
 def markdown_report(settings: Settings, name: str, now: datetime) -> str:
-    """The markdown change record with a compact text calendar before the audit trail."""
+    """The markdown change record with a compact text calendar before the audit trail, and the dates re-run
+    since its outcome was recorded (with Airflow configured)."""
     document, events = report_document(settings, name, now)
-    return with_calendar(report_markdown(document, events), heat_map(settings, document), events)
+    text = with_calendar(report_markdown(document, events), heat_map(settings, document), events)
+    return with_reruns(text, reruns_since(settings, document))
+
+
+def reruns_since(settings: Settings, document: Mapping[str, Any]) -> list[Rerun]:
+    """The spec's own dates queued again after its backfill's creation window (a later spec's reprocess, a
+    clear by hand), with who did it and their state now; its own outcome stays what its runs did."""
+    dates = expand(ranges_from_json(document.get("own_dates")) or ())
+    if settings.airflow_url is None or document.get("backfill_id") is None or not dates:
+        return []
+    owners = {i: n for n, b in audit_cmd.stored_bindings(settings).items() for i in (*b.backfills, b.backfill_id) if i}
+    with make_client(settings) as client:
+        try:
+            listed = client.list_backfills(document["dag_id"])
+            runs = client.dag_runs(document["dag_id"], min(dates), max(dates), partitioned=bool(document["partitions"]))
+        except AirflowError as exc:
+            log.warning("the re-runs since are not shown: %s", exc.message)
+            return []
+    mine = next((b for b in listed if b.id == document["backfill_id"]), None)
+    return [] if mine is None else list(own_runs(mine, dates, runs, listed, owners).summary.reruns)
+
+
+def with_reruns(markdown: str, reruns: Sequence[Rerun]) -> str:
+    if not reruns:
+        return markdown
+    lines = "\n".join(f"- {md_text(r.text())}" for r in reruns)
+    section = f"\n## Re-run since\n\nIts own outcome stays what its runs did.\n\n{lines}\n\n## Calendar\n"
+    return markdown.replace("\n## Calendar\n", section, 1)
 
 
 def with_calendar(markdown: str, themap: heatmap.HeatMap, _events: list[AuditRecord]) -> str:

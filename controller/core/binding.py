@@ -13,6 +13,7 @@ from typing import Any
 
 from controller.core.chunks import Progress
 from controller.core.model import Phase, RunSummary
+from controller.core.ownership import DateRange, expand, ranges_from_json, ranges_json
 from controller.core.spec import DesiredState
 
 
@@ -26,9 +27,23 @@ class CreateFacts:
     last_date: datetime | None = None
     first_partition: str | None = None
     last_partition: str | None = None
+    dates: tuple[DateRange, ...] | None = None  # the dates the backfill made or re-ran (None: not known)
+    whole: bool | None = None  # an adopted backfill's runs were all the backfill runs of its range
+
+    @property
+    def own_dates(self) -> list[datetime] | None:
+        return None if self.dates is None else expand(self.dates)
+
+    @property
+    def whole_range(self) -> bool:
+        """The recorded dates are every backfill run of the range: the range's state counts are the spec's own."""
+        if self.dates is None:
+            return False
+        return bool(self.whole) or (self.runs_to_create is not None and self.runs_to_create == self.runs_in_range)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        own = {} if self.dates is None else {"dates": ranges_json(self.dates), "dates_whole": self.whole}
+        return own | {
             "runs_to_create": self.runs_to_create,
             "runs_in_range": self.runs_in_range,
             "first_date": None if self.first_date is None else self.first_date.isoformat(),
@@ -39,7 +54,7 @@ class CreateFacts:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CreateFacts | None:
-        if data.get("runs_to_create") is None and data.get("runs_in_range") is None:
+        if data.get("runs_to_create") is None and data.get("runs_in_range") is None and data.get("dates") is None:
             return None
         return cls(
             data.get("runs_to_create"),
@@ -48,6 +63,8 @@ class CreateFacts:
             _time(data.get("last_date")),
             data.get("first_partition"),
             data.get("last_partition"),
+            ranges_from_json(data.get("dates")),
+            data.get("dates_whole"),
         )
 
 

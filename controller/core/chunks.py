@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.core.model import BackfillRequest, RunSummary, summary_from_json
+from controller.core.ownership import DateRange, compact, ranges_from_json, ranges_json
 from controller.core.policy import Policy
 from controller.core.spec import BackfillSpec
 
@@ -36,6 +37,7 @@ class Chunk:
     runs: int  # the runs its dry run listed
     max_active_runs: int
     summary: RunSummary | None = None  # its runs once its backfill finished (final: never read again)
+    dates: tuple[DateRange, ...] | None = None  # the dates its dry run listed (None: not known)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -45,6 +47,7 @@ class Chunk:
             "runs": self.runs,
             "max_active_runs": self.max_active_runs,
             "summary": None if self.summary is None else self.summary.as_json(),
+            "dates": None if self.dates is None else ranges_json(self.dates),
         }
 
     @classmethod
@@ -57,6 +60,7 @@ class Chunk:
             int(data["runs"]),
             int(data["max_active_runs"]),
             None if summary is None else summary_from_json(summary),
+            ranges_from_json(data.get("dates")),
         )
 
 
@@ -68,6 +72,7 @@ class Slice:
     last: datetime
     runs: int
     max_active_runs: int
+    dates: tuple[DateRange, ...] | None = None  # the dates its dry run listed
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -75,7 +80,12 @@ class Slice:
             "to_date": self.last.isoformat(),
             "runs": self.runs,
             "max_active_runs": self.max_active_runs,
+            "dates": None if self.dates is None else ranges_json(self.dates),
         }
+
+    def chunk(self, backfill_id: int) -> Chunk:
+        """The chunk its create made."""
+        return Chunk(backfill_id, self.first, self.last, self.runs, self.max_active_runs, dates=self.dates)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Slice:
@@ -84,6 +94,7 @@ class Slice:
             datetime.fromisoformat(data["to_date"]),
             int(data["runs"]),
             int(data["max_active_runs"]),
+            ranges_from_json(data.get("dates")),
         )
 
 
@@ -205,7 +216,7 @@ def take(dates: Sequence[datetime], size: int | None, *, backwards: bool) -> Seq
 
 
 def slice_of(dates: Sequence[datetime], max_active_runs: int) -> Slice:
-    return Slice(min(dates), max(dates), len(dates), max_active_runs)
+    return Slice(min(dates), max(dates), len(dates), max_active_runs, compact(dates))
 
 
 def request_for(spec: BackfillSpec, chunk: Slice) -> BackfillRequest:
@@ -284,14 +295,18 @@ def finished_and_failed(runs: RunSummary) -> tuple[int, int]:
     return runs.count("success") + failed, failed
 
 
-def halt_reason(spec: BackfillSpec, progress: Progress, runs: RunSummary) -> str | None:
-    """`halted: 3 of 8 finished runs failed (38 % > 20 %)…` when the spec's failure ratio is over its limit."""
-    ratio = spec.execution.halt_on_failure_ratio if spec.execution is not None else None
-    if ratio is None:
+def halt_reason(spec: BackfillSpec, progress: Progress, runs: RunSummary, *, boundary: bool = False) -> str | None:
+    """`halted: 3 of 8 finished runs failed (38 % > 20 %)…` when the spec's failure ratio is over its limit:
+    while a chunk runs once `halt_min_finished` runs finished; at a chunk boundary whatever finished (a chunk
+    smaller than the minimum is judged too: no next chunk starts while the ratio is over the limit)."""
+    execution = spec.execution
+    ratio = execution.halt_on_failure_ratio if execution is not None else None
+    if execution is None or ratio is None:
         return None
     finished, failed = finished_and_failed(runs)
     finished, failed = finished - progress.base_finished, failed - progress.base_failed
-    if finished < HALT_MIN_FINISHED or failed <= ratio * finished:
+    least = 1 if boundary else (execution.halt_min_finished or HALT_MIN_FINISHED)
+    if finished < least or failed <= ratio * finished:
         return None
     since = f" since resume {progress.resumed!r}" if progress.resumed else ""
     return (
@@ -300,15 +315,16 @@ def halt_reason(spec: BackfillSpec, progress: Progress, runs: RunSummary) -> str
     )
 
 
-def halt(spec: BackfillSpec, progress: Progress, runs: RunSummary) -> Progress:
+def halt(spec: BackfillSpec, progress: Progress, runs: RunSummary, *, boundary: bool = False) -> Progress:
     """The progress after this observation: a halt begins (remembering the `resume` value of that moment),
-    holds, or ends because the spec now carries a new `resume` value (failures count again from there)."""
+    holds, or ends because the spec now carries a new `resume` value (failures count again from there).
+    `boundary`: the spec's chunks have all finished (see `halt_reason`)."""
     if progress.halted is not None:
         if spec.resume is None or spec.resume == progress.resumed:
             return progress
         finished, failed = finished_and_failed(runs)
         return replace(progress, halted=None, resumed=spec.resume, base_finished=finished, base_failed=failed)
-    why = halt_reason(spec, progress, runs)
+    why = halt_reason(spec, progress, runs, boundary=boundary)
     return progress if why is None else replace(progress, halted=why, resumed=spec.resume)
 
 

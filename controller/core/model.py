@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from enum import StrEnum
 from typing import Any
 
@@ -173,6 +173,28 @@ class Phase(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class Rerun:
+    """A date of a backfill's own that was queued again after its creation window."""
+
+    date: datetime
+    by: str  # `spec NAME (#ID)`, `backfill #ID (unmanaged)`, or `hand`
+    state: str  # the date's state now
+    own: str | None = None  # what the backfill's own run did (None: not known, the re-run replaced it)
+
+    def text(self) -> str:
+        """`2025-01-03 re-run by spec orders-fix (#42), now success` (`re-run by hand, …`; hours when not midnight)."""
+        when = self.date.strftime("%Y-%m-%d" if self.date.time() == time(0) else "%Y-%m-%d %H:%M")
+        return f"{when} re-run by {self.by}, now {self.state}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"date": self.date.isoformat(), "by": self.by, "state": self.state, "own": self.own}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rerun:
+        return cls(datetime.fromisoformat(data["date"]), str(data["by"]), str(data["state"]), data.get("own"))
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """DAG runs of one backfill, by state, with what status and reports need."""
 
@@ -182,6 +204,12 @@ class RunSummary:
     mean_duration: float | None = None  # seconds, over finished runs
     failed_partitions: tuple[str, ...] = ()  # partition keys of failed runs (partitioned DAGs)
     superseded: int = 0  # older runs of a partition that a later run replaced (not counted)
+    reruns: tuple[Rerun, ...] = ()  # own dates queued again after the creation window (not counted)
+
+    @property
+    def unknown(self) -> int:
+        """Own dates re-run before their outcome was recorded: what the backfill's run did there is lost."""
+        return sum(1 for r in self.reruns if r.own is None)
 
     @property
     def total(self) -> int:
@@ -209,6 +237,7 @@ class RunSummary:
             "mean_duration": self.mean_duration,
             "failed_partitions": list(self.failed_partitions),
             "superseded": self.superseded,
+            "reruns": [r.as_json() for r in self.reruns],
         }
 
 
@@ -221,6 +250,7 @@ def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
         data.get("mean_duration"),
         tuple(data.get("failed_partitions") or ()),
         int(data.get("superseded") or 0),
+        tuple(Rerun.from_json(r) for r in data.get("reruns") or ()),
     )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -45,6 +46,7 @@ from controller.core.guards import (
     scheduler_problem,
 )
 from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, Phase, RunSummary
+from controller.core.ownership import DateRange, Owned, compact
 from controller.core.partitions import FUTURE_HINT, failed_partitions_text, future_partitions, unbackfillable
 from controller.core.policy import DriftMode, Policy
 from controller.core.spec import BackfillSpec, DesiredState, canonical_json, format_utc
@@ -100,6 +102,7 @@ class DagObservation:
     runs: Mapping[int, RunSummary] = field(default_factory=dict)
     error: str | None = None
     similar: tuple[str, ...] = ()  # a missing DAG: the existing ids closest to its id (a typo's fix)
+    owned: Mapping[int, Owned] = field(default_factory=dict)  # backfills whose own runs were read one by one
 
 
 def closest_ids(dag_id: str, known: Iterable[str]) -> tuple[str, ...]:
@@ -159,6 +162,9 @@ class Item:
     promoting: bool = False  # this create is the first chunk after the canary: `promote: true` was merged
     behind: str | None = None  # queued behind this spec of ours: it moves when that one does
     code: str | None = None  # a create: the Airflow release and the DAG code its runs will use
+    dates: tuple[DateRange, ...] | None = field(default=None, repr=False)  # the dates a create (re)runs, or
+    # an adopted backfill's own dates recovered from its runs
+    whole: bool | None = None  # an adopted backfill's own dates are every backfill run of its range
 
     @property
     def held_by_guard(self) -> bool:
@@ -241,6 +247,7 @@ class Plan:
     findings: tuple[Finding, ...] = ()
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
     budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
+    settled: tuple[Item, ...] = ()  # deleted specs whose backfill finished: their outcome, to record (not shown)
 
     def checksum(self) -> str:
         """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
@@ -321,6 +328,39 @@ def pending_request(spec: BackfillSpec, binding: Binding | None) -> BackfillRequ
     return request_for(spec, binding.progress.pending)
 
 
+LARGE = 10**9  # a run count above any policy's threshold: would the spec be chunked at all
+
+
+def chunk_of(spec: BackfillSpec, backfill: Backfill) -> bool:
+    """A backfill the chunked spec may have created as one of its chunks: its parameters (any concurrency: it
+    may change between chunks), dates inside its range."""
+    request = replace(
+        BackfillRequest.from_spec(spec),
+        from_date=backfill.from_date,
+        to_date=backfill.to_date,
+        max_active_runs=backfill.max_active_runs,
+    )
+    return (
+        matches_request(request, backfill) and spec.from_date <= backfill.from_date <= spec.to_date >= backfill.to_date
+    )
+
+
+def adoptable_chunks(spec: BackfillSpec, backfills: Sequence[Backfill], taken: set[int]) -> tuple[Backfill, ...]:
+    """A chunked spec's chunks, oldest first: contiguous slices one after another in its direction; nothing
+    when the candidates overlap or go the other way (they are not one spec's chunks)."""
+    found = sorted(
+        (b for b in backfills if b.id not in taken and chunk_of(spec, b)), key=lambda b: (b.created_at, b.id)
+    )
+    for before, after in itertools.pairwise(found):
+        if (after.to_date >= before.from_date) if spec.run_backwards else (after.from_date <= before.to_date):
+            return ()
+    return tuple(found)
+
+
+def _creation(backfill: Backfill) -> tuple[datetime, int]:
+    return backfill.created_at, backfill.id
+
+
 def adoptable(
     spec: BackfillSpec, backfills: Sequence[Backfill], taken: set[int], intent: datetime | None
 ) -> Backfill | None:
@@ -360,7 +400,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         items += dag_items
         findings += dag_findings
         needed += dag_needs
-    orphan_items, orphan_findings = _orphans({s.name for s in specs}, world)
+    orphan_items, orphan_findings, settled = _orphans({s.name for s in specs}, world)
     findings += orphan_findings
     findings += [
         Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
@@ -371,7 +411,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
     items = [_code(_load(i, world), world) for i in _admit(items, specs, policy)]
     findings += _scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
-    return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy))
+    return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy), tuple(settled))
 
 
 def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
@@ -456,6 +496,7 @@ class _DagPlanner:
         self.occupant: tuple[str, int] | None = None  # (who, backfill id) holding the DAG's one active slot
         self.waiting_on: str | None = None  # first spec in the queue that is not finished yet
         self.adoptions: dict[str, Backfill] = {}
+        self.chunk_adoptions: dict[str, tuple[Backfill, ...]] = {}  # a chunked spec's chunks, after a lost store
         self.dry_runs_needed: list[str] = []
 
     def run(self) -> tuple[list[Item], list[Finding], list[str]]:
@@ -474,9 +515,15 @@ class _DagPlanner:
             if found is not None:
                 self.adoptions[spec.name] = found
                 self.taken.add(found.id)
+            elif chunking(spec, self.policy, LARGE) is not None:
+                chunks = adoptable_chunks(spec, self.obs.backfills, self.taken)
+                if chunks:
+                    self.chunk_adoptions[spec.name] = chunks
+                    self.taken |= {b.id for b in chunks}
         active = [b for b in self.obs.backfills if b.active]
         owners = {b.backfill_id: b.spec_name for b in self.world.bindings.values() if b.backfill_id}
         owners.update({b.id: name for name, b in self.adoptions.items()})
+        owners.update({b.id: name for name, found in self.chunk_adoptions.items() for b in found})
         if active:
             self.occupant = (owners.get(active[0].id, f"unmanaged backfill #{active[0].id}"), active[0].id)
 
@@ -490,6 +537,8 @@ class _DagPlanner:
             item = self._bound(spec, binding)
         elif spec.name in self.adoptions:
             item = self._adopt(spec, self.adoptions[spec.name])
+        elif spec.name in self.chunk_adoptions:
+            item = self._adopt_chunks(spec, self.chunk_adoptions[spec.name])
         else:
             item = self._unbound(spec)
         if not item.phase.terminal and self.waiting_on is None:
@@ -574,7 +623,7 @@ class _DagPlanner:
             return None
         backfill = max(found, key=lambda b: b.id)
         self.taken.add(backfill.id)
-        chunk = Chunk(backfill.id, pending.first, pending.last, pending.runs, pending.max_active_runs)
+        chunk = pending.chunk(backfill.id)
         item = self._adopt(spec, backfill)
         return replace(
             item,
@@ -612,7 +661,7 @@ class _DagPlanner:
             left = "the rest" if progress.uncreated is None else f"{progress.uncreated:,} run(s)"
             why = f"cancelled after {done} chunk(s); {left} not created"
             return _item(spec, Kind.NOOP, Phase.CANCELLED, why, progress=progress)
-        after = halt(spec, progress, everything)
+        after = halt(spec, progress, everything, boundary=True)  # the finished chunk is judged, whatever its size
         if remaining(spec, after) is None:  # otherwise the next chunk's dry run says whether anything is left
             return self._chunks_done(spec, last, everything, binding.applied_state, after)
         return self._held(spec, after, everything) or self._next_chunk(spec, after, everything, last)
@@ -693,7 +742,7 @@ class _DagPlanner:
             return self._cancel_finishing(spec, backfill, runs)
         if runs.unfinished:
             return self._completed_early(spec, backfill, runs)
-        if not runs.total and self._expected_runs(spec):
+        if not runs.total and not runs.reruns and self._expected_runs(spec):
             return self._empty(spec, backfill)
         phase = terminal_phase(backfill, runs, applied)
         reason = _outcome_reason(phase, runs)
@@ -809,13 +858,48 @@ class _DagPlanner:
         else:
             phase = terminal_phase(backfill, runs, "")
         why = "intent without outcome" if spec.name in self.world.intents else "matches the spec, not bound"
+        owned = self.obs.owned.get(backfill.id)
+        outcome = f"; {_outcome_reason(phase, runs)}" if phase.terminal else ""  # the change record keeps it
         return _item(
             spec,
             Kind.ADOPT,
             phase,
-            f"adopt backfill #{backfill.id} ({why})",
+            f"adopt backfill #{backfill.id} ({why}){outcome}",
             backfill.id,
             runs=runs,
+            dates=None if owned is None else owned.dates,
+            whole=None if owned is None else owned.whole,
+        )
+
+    def _adopt_chunks(self, spec: BackfillSpec, found: Sequence[Backfill]) -> Item:
+        """A chunked spec's chunks found in Airflow (its store was lost): its progress rebuilt from them, in
+        order, each finished one with its final runs; the next pass goes on from there (halt, next chunk)."""
+        chunks = []
+        for backfill in found:
+            runs = self.obs.runs.get(backfill.id, RunSummary({}))
+            owned = self.obs.owned.get(backfill.id)
+            done = not backfill.active and not runs.unfinished
+            count = runs.total if owned is None else sum(r.count for r in owned.dates)
+            dates = None if owned is None else owned.dates
+            chunks.append(
+                Chunk(backfill.id, backfill.from_date, backfill.to_date, count, backfill.max_active_runs, None, dates)
+            )
+            if done:
+                chunks[-1] = replace(chunks[-1], summary=runs)
+        progress = Progress(None, tuple(chunks), promoted=len(chunks) > 1)
+        last = found[-1]
+        phase = Phase.PAUSED if last.active and last.is_paused else Phase.RUNNING
+        ids = ", ".join(f"#{b.id}" for b in found)
+        observed = {last.id: self.obs.runs[last.id]} if last.id in self.obs.runs else {}
+        return _item(
+            spec,
+            Kind.ADOPT,
+            phase,
+            f"adopt chunk backfill(s) {ids} (the spec's chunks, not bound)",
+            last.id,
+            runs=all_runs(progress, observed),
+            progress=progress,
+            chunk=(len(chunks), 0),
         )
 
     def _unbound(self, spec: BackfillSpec) -> Item:
@@ -857,6 +941,7 @@ class _DagPlanner:
             "runs_in_range": dry.in_range,
             "first_date": min(dry.dates, default=None),
             "last_date": max(dry.dates, default=None),
+            "dates": compact(dry.dates),
         }
         if dry.partitions is not None:
             dates["partitions"] = dry.partitions
@@ -877,13 +962,8 @@ class _DagPlanner:
         return _item(spec, Kind.CREATE, Phase.PENDING, "", request=BackfillRequest.from_spec(spec), **dates)
 
     def _first_chunk(self, spec: BackfillSpec, dry: DryRun, plan: Chunking, dates: dict[str, Any]) -> Item:
-        """A chunked spec's first backfill: the canary, or the first `chunk_runs` runs in its direction."""
-        if dry.partitions is not None:
-            why = (
-                "chunked execution is not supported for partitioned DAGs yet: "
-                "remove `execution` (or the policy's chunk_runs for this DAG)"
-            )
-            return _item(spec, Kind.BLOCKED, Phase.BLOCKED, why, error=True, **dates)
+        """A chunked spec's first backfill: the canary, or the first `chunk_runs` runs in its direction (a
+        partitioned DAG's: partitions, by partition date)."""
         chunk = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), spec.max_active_runs)
         total = len(dry.dates)
         return _chunk_create(spec, chunk, Progress(total), chunk=(1, plan.count(total)), chunking=plan, **dates)
@@ -1052,6 +1132,7 @@ def _chunk_create(spec: BackfillSpec, piece: Slice, progress: Progress, **facts:
     """The create of the spec's next chunk; it stays pending in the progress until Airflow answers."""
     why = f"chunk {len(progress.chunks) + 1}: {piece.runs:,} run(s)"
     pending = replace(progress, pending=piece)
+    facts["dates"] = piece.dates  # the chunk's own dates, not the whole spec's
     return _item(spec, Kind.CREATE, Phase.PENDING, why, request=request_for(spec, piece), progress=pending, **facts)
 
 
@@ -1097,12 +1178,29 @@ def _limit(spec: BackfillSpec, policy: Policy, count: int) -> str | None:
 
 
 def terminal_phase(backfill: Backfill, runs: RunSummary, applied: str) -> Phase:
+    """Cancelled, else CompletedWithFailures when a run of its own failed or its outcome is not known for some
+    dates (re-run by others before it was recorded: never reported as success), else Succeeded."""
     if applied == DesiredState.CANCELLED.value or (backfill.is_paused and runs.never_started):
         return Phase.CANCELLED
-    return Phase.COMPLETED_WITH_FAILURES if runs.count("failed") else Phase.SUCCEEDED
+    return Phase.COMPLETED_WITH_FAILURES if runs.count("failed") or runs.unknown else Phase.SUCCEEDED
 
 
 def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
+    return _own_outcome(phase, runs) + unknown_text(runs)
+
+
+def unknown_text(runs: RunSummary) -> str:
+    """`; outcome unknown for 3 date(s) re-run before backfillctl recorded them: 2025-01-01 re-run by …`."""
+    lost = [r for r in runs.reruns if r.own is None]
+    if not lost:
+        return ""
+    more = f" and {len(lost) - 1} more" if len(lost) > 1 else ""
+    return f"; outcome unknown for {len(lost)} date(s) re-run before backfillctl recorded them: {lost[0].text()}{more}"
+
+
+def _own_outcome(phase: Phase, runs: RunSummary) -> str:
+    if phase is Phase.COMPLETED_WITH_FAILURES and not runs.count("failed"):
+        return f"{runs.count('success')} run(s) succeeded"
     if phase is Phase.COMPLETED_WITH_FAILURES and runs.failed_partitions:
         return failed_partitions_text(runs.failed_partitions)
     if phase is Phase.COMPLETED_WITH_FAILURES:
@@ -1116,13 +1214,18 @@ def _outcome_reason(phase: Phase, runs: RunSummary) -> str:
     return f"{runs.count('success')} run(s) succeeded"
 
 
-def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Finding]]:
-    items, findings = [], []
+def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Finding], list[Item]]:
+    """Deleted specs: an orphaned backfill (a finding), or a finished one whose outcome is to be recorded."""
+    items, findings, settled = [], [], []
     for name, binding in sorted(world.bindings.items()):
         if name in spec_names or binding.phase.terminal:
             continue
         obs = world.observations.get(binding.dag_id)
         backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
+        outcome = None if obs is None or backfill is None else _settled(name, binding, backfill, obs)
+        if outcome is not None:
+            settled.append(outcome)
+            continue
         if backfill is not None and backfill.active:
             message = f"spec {name} was deleted; backfill #{backfill.id} keeps running (a deleted spec cancels nothing)"
         elif binding.progress is not None and binding.progress.uncreated != 0:
@@ -1135,7 +1238,16 @@ def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Findi
             continue
         findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, binding.backfill_id))
         items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, binding.backfill_id))
-    return items, findings
+    return items, findings, settled
+
+
+def _settled(name: str, binding: Binding, backfill: Backfill, obs: DagObservation) -> Item | None:
+    """A deleted spec's finished backfill: its outcome now, before a later backfill can re-run its dates."""
+    runs = obs.runs.get(backfill.id)
+    if binding.progress is not None or backfill.active or runs is None or runs.unfinished:
+        return None
+    phase = terminal_phase(backfill, runs, binding.applied_state)
+    return Item(name, binding.dag_id, Kind.NOOP, phase, _outcome_reason(phase, runs), backfill.id, runs=runs)
 
 
 def stuck(plan: Plan) -> dict[str, Item]:

@@ -52,6 +52,7 @@ class Execution:
     chunk_runs: int | None = None  # None: one backfill, unless the policy sets a default chunk size
     canary_runs: int | None = None
     halt_on_failure_ratio: float | None = None
+    halt_min_finished: int | None = None  # None: the default (chunks.HALT_MIN_FINISHED)
 
 
 NO_EXECUTION = Execution()
@@ -164,7 +165,9 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
 def _execution(raw: dict[str, Any] | None) -> Execution | None:
     if raw is None:
         return None
-    return Execution(raw.get("chunk_runs"), raw.get("canary_runs"), raw.get("halt_on_failure_ratio"))
+    return Execution(
+        raw.get("chunk_runs"), raw.get("canary_runs"), raw.get("halt_on_failure_ratio"), raw.get("halt_min_finished")
+    )
 
 
 def _same(value: Any) -> Any:

@@ -13,7 +13,8 @@ from controller.core.binding import Binding, CreateFacts
 from controller.core.chunks import Progress, chunk_text
 from controller.core.escaping import md_code, md_fence, md_text, plain_lines
 from controller.core.layout import Column, hang, left_out_line, table
-from controller.core.model import Phase, RunSummary
+from controller.core.model import Phase, Rerun, RunSummary
+from controller.core.ownership import ranges_json
 from controller.core.plan import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
 from controller.core.provenance import approved_by
 from controller.core.spec import BackfillSpec, format_utc
@@ -270,7 +271,9 @@ def report_json(
             "never_started": runs.never_started,
             "skipped": None if in_range is None or to_create is None else in_range - to_create,
             "in_range": in_range,
+            "reruns": [r.as_json() for r in runs.reruns],  # own dates re-run by others before the outcome was read
         },
+        "own_dates": None if created_facts.dates is None else ranges_json(created_facts.dates),
         "partitions": _partitions(created_facts),
         "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
         "retry_of": spec.retry_of,
@@ -328,6 +331,12 @@ def _retry_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def rerun_text(rerun: Mapping[str, Any]) -> str:
+    """A re-run as the change record says it, its own run's outcome too when known."""
+    own = f" (its own run: {rerun['own']})" if rerun.get("own") else " (what its own run did is not known)"
+    return Rerun.from_json(rerun).text() + own
+
+
 def _or_unknown(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -355,6 +364,7 @@ def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) ->
         f"- **Intervals**: {i['complete']} complete, {i['failed']} failed ({failed}), "
         f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
         + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
+        *[f"- **Re-run before its outcome was read**: {md_text(rerun_text(r))}" for r in i.get("reruns") or ()],
         *_chunk_lines(report.get("chunks")),
         *_retry_lines(report),
         "",

@@ -378,6 +378,13 @@ def _promote_resume(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterato
             "promote lets a spec continue after its canary chunk; add `execution: {canary_runs: N}` or remove it",
             Severity.WARNING,
         )
+    if ex.halt_min_finished is not None and ex.halt_on_failure_ratio is None:
+        yield Diagnostic(
+            item.at("execution", "halt_min_finished"),
+            "halt_min_finished has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts",
+            "add `halt_on_failure_ratio: 0.2` beside it, or remove halt_min_finished",
+            Severity.WARNING,
+        )
     if spec.resume is not None and ex.halt_on_failure_ratio is None:
         yield Diagnostic(
             item.at("resume"),

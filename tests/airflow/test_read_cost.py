@@ -63,6 +63,26 @@ def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_w
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
 
 
+def test_a_running_backfills_own_runs_cost_one_call_in_a_page_and_no_more_than_counting_beyond() -> None:
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 7, tzinfo=UTC)  # 145 hourly runs
+    with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
+        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
+        fake.start_runs(backfill.id)
+        fake.finish_run(backfill.id, "failed")
+        before = len(c.calls)
+        page = c.runs_or_summary("demo_hourly", start, start + timedelta(hours=99))
+        one = len(c.calls) - before
+        beyond = c.runs_or_summary("demo_hourly", start, end)
+        calls = c.calls[before + one :]
+        counted = c.run_summary("demo_hourly", start, end)
+    assert isinstance(page, list)
+    assert (len(page), one, sorted({r.state for r in page})) == (100, 1, ["failed", "queued", "running"])
+    assert beyond == counted
+    assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5  # what counting costs, not one more
+
+
 def test_beyond_a_hundred_failures_the_first_hundred_dates_are_shown_and_the_rest_counted() -> None:
     fake = FakeAirflow()
     fake.scheduler_running = False

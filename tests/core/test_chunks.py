@@ -36,6 +36,7 @@ from controller.core.chunks import (
     take,
 )
 from controller.core.model import BackfillRequest, RunSummary
+from controller.core.ownership import DateRange
 from controller.core.policy import Policy, Rule
 from controller.core.spec import BackfillSpec, Execution, ReprocessBehavior
 
@@ -95,7 +96,7 @@ def test_constants() -> None:
 
 def test_chunk_json_round_trip_with_and_without_summary() -> None:
     summary = RunSummary({"success": 3, "failed": 1}, (JAN1,), 0, 12.5, (), 2)
-    done = Chunk(7, JAN1, JAN1 + 3 * DAY, 4, 3, summary)
+    done = Chunk(7, JAN1, JAN1 + 3 * DAY, 4, 3, summary, (DateRange(JAN1, JAN1 + 3 * DAY, 4),))
     assert done.as_json() == {
         "backfill_id": 7,
         "from_date": "2025-01-01T00:00:00+00:00",
@@ -103,23 +104,28 @@ def test_chunk_json_round_trip_with_and_without_summary() -> None:
         "runs": 4,
         "max_active_runs": 3,
         "summary": summary.as_json(),
+        "dates": [["2025-01-01T00:00:00+00:00", "2025-01-04T00:00:00+00:00", 4]],
     }
     assert Chunk.from_json(done.as_json()) == done
     running = Chunk(8, JAN1, JAN1, 1, 1)
-    assert running.as_json()["summary"] is None
+    assert (running.as_json()["summary"], running.as_json()["dates"]) == (None, None)
     assert Chunk.from_json(running.as_json()) == running
-    assert Chunk.from_json({k: v for k, v in running.as_json().items() if k != "summary"}) == running
+    assert Chunk.from_json({k: v for k, v in running.as_json().items() if k not in ("summary", "dates")}) == running
 
 
 def test_slice_json_round_trip() -> None:
-    piece = Slice(JAN1, JAN1 + 2 * HOUR, 3, 4)
+    piece = slice_of([JAN1 + 2 * HOUR, JAN1, JAN1 + HOUR], 4)
     assert piece.as_json() == {
         "from_date": "2025-01-01T00:00:00+00:00",
         "to_date": "2025-01-01T02:00:00+00:00",
         "runs": 3,
         "max_active_runs": 4,
+        "dates": [["2025-01-01T00:00:00+00:00", "2025-01-01T02:00:00+00:00", 3]],
     }
     assert Slice.from_json(piece.as_json()) == piece
+    assert piece.chunk(9) == Chunk(9, JAN1, JAN1 + 2 * HOUR, 3, 4, dates=piece.dates)
+    bare = Slice(JAN1, JAN1, 1, 1)
+    assert Slice.from_json({k: v for k, v in bare.as_json().items() if k != "dates"}) == bare
 
 
 def test_progress_json_round_trip_every_field() -> None:
@@ -304,7 +310,7 @@ def test_take_all_is_the_dates_themselves() -> None:
 
 def test_slice_of_and_request_for() -> None:
     piece = slice_of([JAN1 + 3 * DAY, JAN1 + DAY, JAN1 + 2 * DAY], 5)
-    assert piece == Slice(JAN1 + DAY, JAN1 + 3 * DAY, 3, 5)
+    assert piece == Slice(JAN1 + DAY, JAN1 + 3 * DAY, 3, 5, (DateRange(JAN1 + DAY, JAN1 + 3 * DAY, 3),))
     s = spec(run_backwards=True, dag_run_conf={"k": 1})
     assert request_for(s, piece) == BackfillRequest(
         dag_id="d",
@@ -484,6 +490,29 @@ def reason(failed: int, finished: int, pct: int, since: str = "", limit: int = 2
 )
 def test_halt_reason(s: BackfillSpec, progress: Progress, summary: RunSummary, why: str | None) -> None:
     assert halt_reason(s, progress, summary) == why
+
+
+def test_the_halt_minimum_is_a_field_and_a_chunk_boundary_judges_whatever_finished() -> None:
+    """A chunk of 4 ended with 2 failed (50 % over 30 %): mid-chunk 4 < 5 finished says too little; at the
+    boundary it halts, so no second chunk starts."""
+    thirty = spec(execution=Execution(chunk_runs=4, halt_on_failure_ratio=0.3))
+    half = runs(success=2, failed=2)
+    assert halt_reason(thirty, Progress(8), half) is None
+    assert halt_reason(thirty, Progress(8), half, boundary=True) == reason(2, 4, 50, limit=30)
+    assert halt(thirty, Progress(8), half, boundary=True).halted == reason(2, 4, 50, limit=30)
+    assert halt(thirty, Progress(8), half).halted is None
+    assert halt_reason(thirty, Progress(8), runs(success=1), boundary=True) is None
+    assert halt_reason(thirty, Progress(8), runs(), boundary=True) is None  # nothing finished: nothing to judge
+    assert halt_reason(thirty, Progress(8), runs(failed=1, never=1), boundary=True) is None  # cancelled, not run
+    assert halt_reason(thirty, Progress(8), runs(failed=1), boundary=True) == reason(1, 1, 100, limit=30)
+    three = spec(execution=Execution(chunk_runs=4, halt_on_failure_ratio=0.3, halt_min_finished=3))
+    assert halt_reason(three, Progress(8), runs(success=1, failed=1)) is None  # 2 < 3
+    assert halt_reason(three, Progress(8), runs(success=1, failed=2)) == reason(2, 3, 67, limit=30)
+    one_ = spec(execution=Execution(halt_on_failure_ratio=0.3, halt_min_finished=1))
+    assert halt_reason(one_, Progress(8), runs(failed=1)) == reason(1, 1, 100, limit=30)
+    # the resume baseline counts at the boundary too
+    since = Progress(8, resumed="r", base_finished=4, base_failed=2)
+    assert halt_reason(thirty, since, half, boundary=True) is None
 
 
 def test_halt_begins_holds_and_ends() -> None:

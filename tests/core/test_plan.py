@@ -379,7 +379,13 @@ def test_adopting_a_finished_backfill_takes_its_outcome_from_the_runs() -> None:
     runs = {5: RunSummary({"success": 5, "failed": 2}, failed_dates=(JAN1, JAN1 + timedelta(days=3)))}
     plan = make_plan([s], Policy(), world(backfill(5, s, active=False), runs=runs))
     assert decided(plan) == [
-        ("s", "adopt", "CompletedWithFailures", "adopt backfill #5 (matches the spec, not bound)", 5)
+        (
+            "s",
+            "adopt",
+            "CompletedWithFailures",
+            "adopt backfill #5 (matches the spec, not bound); failed: 2025-01-01, 2025-01-04",
+            5,
+        )
     ]
     assert plan.items[0].facts["runs"]["counts"] == {"failed": 2, "success": 5}
 

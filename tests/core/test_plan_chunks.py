@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controller.core.binding import CreateFacts
-from controller.core.chunks import Chunk, Chunking, Progress, Slice
+from controller.core.chunks import Chunk, Chunking, Progress, Slice, slice_of
 from controller.core.guards import Budget, Freeze, SchedulerGuard
 from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary
 from controller.core.plan import (
@@ -23,6 +23,8 @@ from controller.core.plan import (
     Kind,
     Plan,
     World,
+    adoptable_chunks,
+    chunk_of,
     make_plan,
     matches_request,
     pending_request,
@@ -48,6 +50,11 @@ def day(i: int) -> datetime:
     return JAN1 + i * DAY
 
 
+def sliced(first: int, last: int, max_active_runs: int) -> Slice:
+    """The chunk of days `first` to `last`, as the plan slices it (with its dates)."""
+    return slice_of([day(i) for i in range(first, last + 1)], max_active_runs)
+
+
 def days(first: int, last: int) -> DryRun:
     return DryRun(tuple(day(i) for i in range(first, last + 1)), last - first + 1)
 
@@ -58,7 +65,7 @@ def runs(success: int = 0, failed: int = 0, **more: int) -> RunSummary:
 
 
 def chunk(id_: int, first: int, last: int, summary: RunSummary | None = None, mar: int = 2) -> Chunk:
-    return Chunk(id_, day(first), day(last), last - first + 1, mar, summary)
+    return replace(sliced(first, last, mar).chunk(id_), summary=summary)
 
 
 def airflow(
@@ -113,9 +120,9 @@ def row(item: Item) -> tuple[str, str, str, int | None]:
     return (item.kind.value, item.phase.value, item.reason, item.backfill_id)
 
 
-def halted(failed: int, finished: int, pct: int, since: str = "") -> str:
+def halted(failed: int, finished: int, pct: int, since: str = "", limit: int = 20) -> str:
     return (
-        f"halted: {failed} of {finished} finished runs failed{since} ({pct}% > 20%); "
+        f"halted: {failed} of {finished} finished runs failed{since} ({pct}% > {limit}%); "
         "fix the cause, then set a new `resume` value"
     )
 
@@ -129,7 +136,7 @@ def test_the_first_chunk_is_created_from_the_whole_dry_run() -> None:
     assert row(item) == ("create", "Pending", "chunk 1: 4 run(s)", None)
     assert (item.runs_to_create, item.runs_in_range, item.first_date, item.last_date) == (10, 10, day(0), day(9))
     assert item.request == BackfillRequest("d", day(0), day(3), "none", 2)
-    assert item.progress == Progress(10, pending=Slice(day(0), day(3), 4, 2))
+    assert item.progress == Progress(10, pending=sliced(0, 3, 2))
     assert (item.chunk, item.chunking) == ((1, 3), Chunking(4))
     assert (item.facts["chunk"], item.facts["chunking"], item.facts["backfills"]) == (
         {"index": 1, "count": 3},
@@ -142,13 +149,13 @@ def test_the_first_chunk_is_created_from_the_whole_dry_run() -> None:
 def test_the_first_chunk_of_a_backwards_spec_takes_the_last_dates() -> None:
     item = one(make_plan([ten(run_backwards=True)], Policy(), world(dry=days(0, 9))))
     assert item.request == BackfillRequest("d", day(6), day(9), "none", 2, True)
-    assert item.progress == Progress(10, pending=Slice(day(6), day(9), 4, 2))
+    assert item.progress == Progress(10, pending=sliced(6, 9, 2))
 
 
 def test_the_first_chunk_of_a_canary_spec_is_the_canary() -> None:
     item = one(make_plan([ten(execution=CANARY)], Policy(), world(dry=days(0, 9))))
     assert row(item) == ("create", "Pending", "chunk 1: 2 run(s)", None)
-    assert item.progress == Progress(10, pending=Slice(day(0), day(1), 2, 2))
+    assert item.progress == Progress(10, pending=sliced(0, 1, 2))
     assert (item.chunk, item.chunking) == ((1, 3), Chunking(4, 2))  # 2, then 4, 4
 
 
@@ -182,23 +189,16 @@ def test_limits_at_the_count_create_the_first_chunk() -> None:
     assert row(item) == ("create", "Pending", "chunk 1: 4 run(s)", None)
 
 
-def test_a_partitioned_dag_cannot_be_chunked() -> None:
+def test_a_partitioned_dag_is_chunked_by_its_partitions() -> None:
+    """Before: refused at plan time. Now: the first chunk is the first partitions the dry run lists."""
     dry = replace(days(0, 9), partitions=("2025-01-01", "2025-01-10"))
     item = one(make_plan([ten()], Policy(), world(dry=dry)))
-    assert row(item) == (
-        "blocked",
-        "Blocked",
-        "chunked execution is not supported for partitioned DAGs yet: "
-        "remove `execution` (or the policy's chunk_runs for this DAG)",
-        None,
-    )
-    assert item.error
-    assert (item.partitions, item.runs_to_create, item.progress, item.request) == (
-        ("2025-01-01", "2025-01-10"),
-        10,
-        None,
-        None,
-    )
+    assert row(item) == ("create", "Pending", "chunk 1: 4 run(s)", None)
+    assert not item.error
+    assert (item.partitions, item.runs_to_create, item.chunk) == (("2025-01-01", "2025-01-10"), 10, (1, 3))
+    assert item.progress == Progress(10, pending=sliced(0, 3, 2))
+    assert item.request is not None
+    assert (item.request.from_date, item.request.to_date) == (day(0), day(3))
 
 
 @pytest.mark.parametrize(
@@ -380,7 +380,7 @@ def test_the_next_chunk_is_created_with_the_specs_current_concurrency() -> None:
     assert row(item) == ("create", "Pending", "chunk 2: 4 run(s)", None)
     assert item.request == BackfillRequest("d", day(4), day(7), "none", 3)
     assert (item.runs_to_create, item.first_date, item.last_date) == (4, day(4), day(7))
-    assert item.progress == replace(DONE_FIRST, pending=Slice(day(4), day(7), 4, 3))
+    assert item.progress == replace(DONE_FIRST, pending=sliced(4, 7, 3))
     assert (item.chunk, item.runs, item.promoting) == ((2, 3), runs(success=4), False)
     assert plan.dry_runs_needed == ()
 
@@ -535,6 +535,25 @@ def test_a_halt_between_chunks_creates_nothing() -> None:
     assert row(resumed) == ("create", "Pending", "chunk 2: 5 run(s)", None)
     assert resumed.progress is not None
     assert (resumed.progress.resumed, resumed.progress.base_finished, resumed.progress.base_failed) == ("go", 5, 2)
+
+
+def test_a_small_finished_chunk_over_the_ratio_halts_and_no_chunk_follows() -> None:
+    """chunk_runs 4, ratio 0.3: chunk 1 ended with 2 of 4 failed. Before: 4 < 5 finished, chunk 2 was created
+    anyway. Now: Halted at the boundary, nothing created, no dry run asked for."""
+    progress = Progress(10, (chunk(1, 0, 3),))
+    execution = Execution(chunk_runs=4, halt_on_failure_ratio=0.3)
+    w = world(airflow(1, 0, 3, active=False), progress=progress, backfill_id=1, runs_of={1: runs(success=2, failed=2)})
+    plan = make_plan([ten(execution=execution)], Policy(), replace(w, dry_runs={"s": days(4, 9)}))
+    item = one(plan)
+    assert row(item) == ("noop", "Halted", halted(2, 4, 50, limit=30), None)
+    assert (plan.changes, plan.dry_runs_needed) == ((), ())
+    still = one(make_plan([ten(execution=execution)], Policy(), w))
+    assert (still.kind, still.phase) == (Kind.NOOP, Phase.HALTED)
+    mid = world(airflow(1, 0, 3), progress=progress, backfill_id=1, runs_of={1: runs(success=2, failed=2)})
+    running = one(make_plan([ten(execution=execution)], Policy(), mid))  # mid-chunk: 4 < 5 finished
+    assert (running.kind, running.phase) == (Kind.NOOP, Phase.RUNNING)
+    lower = one(make_plan([ten(execution=replace(execution, halt_min_finished=4))], Policy(), mid))
+    assert (lower.kind, lower.phase, lower.reason) == (Kind.PAUSE, Phase.HALTED, halted(2, 4, 50, limit=30))
 
 
 def test_paused_between_chunks() -> None:
@@ -787,14 +806,14 @@ def test_a_resume_between_chunks_keeps_the_resumed_progress_under_guards() -> No
     assert (item.kind, item.reason, item.progress) == (
         Kind.CREATE,
         "chunk 2: 5 run(s)",
-        replace(RESUMED, pending=Slice(day(5), day(9), 5, 2)),
+        replace(RESUMED, pending=sliced(5, 9, 2)),
     )
 
 
 # --- a pending chunk ----------------------------------------------------------------------------------------
 
 
-PENDING = replace(DONE_FIRST, pending=Slice(day(4), day(7), 4, 2))
+PENDING = replace(DONE_FIRST, pending=sliced(4, 7, 2))
 
 
 @pytest.mark.parametrize(
@@ -884,7 +903,7 @@ def test_a_backfill_bound_to_another_spec_is_not_the_pending_chunk() -> None:
 
 
 def test_a_lost_first_chunk_is_planned_again() -> None:
-    progress = Progress(10, pending=Slice(day(0), day(3), 4, 2))
+    progress = Progress(10, pending=sliced(0, 3, 2))
     plan = make_plan([ten()], Policy(), world(progress=progress, intent=T0))
     item = one(plan)
     assert row(item) == ("wait", "Pending", "awaiting dry run", None)
@@ -898,13 +917,13 @@ def test_a_lost_first_chunk_is_planned_again() -> None:
 
 
 def test_a_lost_first_chunk_with_nothing_left_to_run() -> None:
-    progress = Progress(10, pending=Slice(day(0), day(3), 4, 2))
+    progress = Progress(10, pending=sliced(0, 3, 2))
     item = one(make_plan([ten()], Policy(), world(progress=progress, dry=DryRun())))
     assert row(item) == ("noop", "Succeeded", "nothing to reprocess", None)
 
 
 def test_a_lost_canary_is_planned_again_with_the_same_chunk_count() -> None:
-    progress = Progress(10, pending=Slice(day(0), day(1), 2, 2))
+    progress = Progress(10, pending=sliced(0, 1, 2))
     item = one(make_plan([ten(execution=CANARY)], Policy(), world(progress=progress, dry=days(0, 9))))
     assert row(item) == ("create", "Pending", "chunk 1: 2 run(s)", None)
     assert item.chunk == (1, 3)
@@ -1009,7 +1028,7 @@ def budgeted(w: World) -> tuple[Item, Item]:
     return a, item
 
 
-LOST_FIRST = Progress(10, pending=Slice(day(0), day(3), 4, 2))
+LOST_FIRST = Progress(10, pending=sliced(0, 3, 2))
 
 
 @pytest.mark.parametrize(
@@ -1043,7 +1062,7 @@ def test_a_chunk_within_its_budget_is_created_with_its_pending_chunk() -> None:
     item, a = plan.items
     assert (a.spec, a.kind) == ("a", Kind.CREATE)
     assert row(item) == ("create", "Pending", "chunk 1: 4 run(s)", None)
-    assert item.progress == Progress(10, pending=Slice(day(0), day(3), 4, 2))
+    assert item.progress == Progress(10, pending=sliced(0, 3, 2))
 
 
 # --- what the head of a queue checks, between chunks ----------------------------------------------------------
@@ -1260,3 +1279,58 @@ def test_an_earlier_chunk_is_never_adopted_by_another_spec() -> None:
         ("noop", "Running", "in sync", 2),
         ("wait", "Queued", "queued behind s (backfill #2)", None),
     ]
+
+
+# --- a lost store: the chunks found again --------------------------------------------------------------
+
+
+def test_a_chunked_specs_chunks_are_adopted_in_order_after_a_lost_store() -> None:
+    """Unbound, two chunks in Airflow (the first finished, the second running at another concurrency)."""
+    done = airflow(1, 0, 3, active=False)
+    running = replace(airflow(2, 4, 7), max_active_runs=3)
+    w = world(done, running, runs_of={1: runs(success=3, failed=1), 2: runs(success=1, running=3)})
+    item = one(make_plan([ten(execution=CHUNKED)], Policy(), w))
+    assert row(item) == ("adopt", "Running", "adopt chunk backfill(s) #1, #2 (the spec's chunks, not bound)", 2)
+    assert item.progress == Progress(
+        None,
+        (
+            Chunk(1, day(0), day(3), 4, 2, runs(success=3, failed=1)),
+            Chunk(2, day(4), day(7), 4, 3),
+        ),
+        promoted=True,
+    )
+    assert item.runs == runs(success=4, failed=1, running=3)
+    assert item.chunk == (2, 0)
+    paused = one(
+        make_plan(
+            [ten(execution=CHUNKED)],
+            Policy(),
+            replace(
+                w,
+                observations={
+                    "d": DagObservation("d", OK, (done, replace(running, is_paused=True)), w.observations["d"].runs)
+                },
+            ),
+        )
+    )
+    assert (paused.kind, paused.phase) == (Kind.ADOPT, Phase.PAUSED)
+
+
+def test_chunks_are_adopted_only_for_a_chunked_spec_with_its_parameters_in_order() -> None:
+    s = ten(execution=CHUNKED)
+    inside, other = airflow(1, 0, 3), replace(airflow(2, 4, 7), reprocess_behavior="failed")
+    assert (chunk_of(s, inside), chunk_of(s, other)) == (True, False)
+    assert chunk_of(s, replace(inside, max_active_runs=9)) is True  # concurrency may change between chunks
+    assert chunk_of(s, replace(inside, from_date=day(-1))) is False
+    assert chunk_of(s, replace(inside, to_date=day(10))) is False
+    assert chunk_of(s, replace(inside, dag_run_conf={"x": 1})) is False
+    first, second = airflow(1, 0, 3, active=False), airflow(2, 4, 7)
+    assert adoptable_chunks(s, [second, first], set()) == (first, second)
+    assert adoptable_chunks(s, [first, second], {1}) == (second,)
+    assert adoptable_chunks(s, [first, airflow(2, 3, 7)], set()) == ()  # overlapping: not one spec's chunks
+    backwards = ten(execution=CHUNKED, run_backwards=True)
+    assert adoptable_chunks(backwards, [first, second], set()) == ()  # the wrong direction
+    newest_first = [airflow(1, 4, 7, active=False), airflow(2, 0, 3)]
+    assert adoptable_chunks(backwards, newest_first, set()) == tuple(newest_first)
+    unchunked = one(make_plan([ten(execution=None)], Policy(), world(airflow(1, 0, 3))))
+    assert unchunked.kind is not Kind.ADOPT  # a spec without chunks adopts only its whole-range backfill

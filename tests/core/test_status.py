@@ -11,7 +11,17 @@ import pytest
 
 from controller.core.audit import AuditEntry, seal
 from controller.core.binding import Binding, CreateFacts
-from controller.core.model import Backfill, BackfillRequest, DagRun, Phase, RunSummary, summarise, summary_from_json
+from controller.core.model import (
+    Backfill,
+    BackfillRequest,
+    DagRun,
+    Phase,
+    Rerun,
+    RunSummary,
+    summarise,
+    summary_from_json,
+)
+from controller.core.ownership import compact
 from controller.core.plan import Item, Kind, Plan
 from controller.core.spec import DesiredState, ReprocessBehavior
 from controller.core.status import (
@@ -19,6 +29,7 @@ from controller.core.status import (
     eta_text,
     report_json,
     report_markdown,
+    rerun_text,
     status_rows,
     status_text,
     stored_rows,
@@ -58,8 +69,25 @@ def test_summarise_counts_states_failed_dates_never_started_and_mean_duration() 
         "never_started": 2,
         "superseded": 0,
         "mean_duration": 20.0,
+        "reruns": [],
     }
     assert list(summary.as_json()["counts"]) == ["failed", "queued", "running", "success"]
+
+
+def test_a_summarys_reruns_round_trip_and_count_the_unknown_outcomes() -> None:
+    lost = Rerun(JAN1, "spec fix (#4)", "success")
+    beside = Rerun(JAN1 + timedelta(days=1), "hand", "failed", "success")
+    summary = RunSummary({"success": 1}, reruns=(lost, beside))
+    assert summary.as_json()["reruns"] == [
+        {"date": "2025-01-01T00:00:00+00:00", "by": "spec fix (#4)", "state": "success", "own": None},
+        {"date": "2025-01-02T00:00:00+00:00", "by": "hand", "state": "failed", "own": "success"},
+    ]
+    assert summary_from_json(summary.as_json()) == summary
+    assert (summary.unknown, summary.total, RunSummary({}).unknown) == (1, 1, 0)
+    assert [lost.text(), beside.text()] == [
+        "2025-01-01 re-run by spec fix (#4), now success",
+        "2025-01-02 re-run by hand, now failed",
+    ]
 
 
 def test_summarise_nothing() -> None:
@@ -291,8 +319,9 @@ def test_report_json() -> None:
             "counts": {"success": 5, "failed": 2},
             "failed_dates": ["2025-01-02T00:00:00+00:00"],
             "never_started": 1,
+            "reruns": [{"date": "2025-01-05T00:00:00+00:00", "by": "spec x (#9)", "state": "success", "own": None}],
         },
-        created=CreateFacts(runs_to_create=6, runs_in_range=7),
+        created=CreateFacts(runs_to_create=6, runs_in_range=7, dates=compact([JAN1, JAN1 + timedelta(days=4)])),
     )
     trail = events()
     report = report_json(s, recorded, trail)
@@ -327,13 +356,22 @@ def test_report_json() -> None:
             "never_started": 1,
             "skipped": 1,
             "in_range": 7,
+            "reruns": [{"date": "2025-01-05T00:00:00+00:00", "by": "spec x (#9)", "state": "success", "own": None}],
         },
+        "own_dates": [["2025-01-01T00:00:00+00:00", "2025-01-05T00:00:00+00:00", 2]],
         "partitions": None,
         "chunks": None,
         "retry_of": None,
         "retried_by": [],
     }
     assert report["audit"] == [e.as_json() for e in trail]
+    lines = report_markdown(report, []).splitlines()
+    assert (
+        "- **Re-run before its outcome was read**: 2025-01-05 re-run by spec x \\(\\#9\\), now success "
+        "\\(what its own run did is not known\\)"
+    ) in lines
+    known = {"date": "2025-01-05T00:00:00+00:00", "by": "hand", "state": "failed", "own": "success"}
+    assert rerun_text(known) == "2025-01-05 re-run by hand, now failed (its own run: success)"
 
 
 def test_report_json_before_anything_happened() -> None:
@@ -353,7 +391,9 @@ def test_report_json_before_anything_happened() -> None:
         "never_started": 0,
         "skipped": None,
         "in_range": None,
+        "reruns": [],
     }
+    assert report["own_dates"] is None
     only_range = report_json(spec("r"), stored("r", created=CreateFacts(runs_in_range=7)), [])
     assert only_range["intervals"]["skipped"] is None
     only_create = report_json(spec("r"), stored("r", created=CreateFacts(runs_to_create=7)), [])

@@ -304,6 +304,7 @@ class FakeAirflow:
                 "dag_id": dag.dag_id,
                 "logical_date": iso(date),
                 "state": "queued",
+                "queued_at": iso(self.now()),  # set inside the create request, by the clock of created_at
                 "start_date": None,
                 "end_date": None,
                 "run_type": "backfill",

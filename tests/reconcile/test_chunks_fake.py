@@ -393,23 +393,39 @@ def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(
     assert bench.phases(bench.until_terminal()) == {"a-hold": "Succeeded", "b-ch": "Succeeded"}
 
 
-def test_after_a_lost_store_a_chunked_spec_waits_for_its_old_chunk_then_runs_no_date_twice(
-    bench: Bench, tmp_path: Path
+@pytest.mark.parametrize("reprocess", ["none", "completed"])
+def test_after_a_lost_store_a_chunked_spec_adopts_its_chunks_once_and_runs_no_date_twice(
+    bench: Bench, tmp_path: Path, reprocess: str
 ) -> None:
-    """The chunks' boundaries were in the store: the active chunk is reported unmanaged and blocks the DAG (never
-    a second backfill beside it); with reprocess none the spec then runs only the dates no chunk ran."""
-    bench.spec("gone", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
-    fake(bench).scheduler_running = False
+    """The chunks' boundaries were in the store. Before: the active chunk was reported unmanaged and blocked the
+    DAG, and with `completed` the finished chunk's dates ran again. Now: both chunks are adopted in order (one
+    audited adoption each, once), and the spec goes on after them."""
+    bench.spec("gone", reprocess=reprocess, mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
     assert [o for _, o in bench.run().applied] == ["created"]
+    drain(bench)
+    fake(bench).scheduler_running = False
+    assert [o for _, o in bench.run().applied] == ["created"]  # chunk 2, left running
     bench.store.close()
     (tmp_path / "state.db").unlink()
     bench.store = type(bench.store)(bench.store_url)
-    blocked = bench.run()
-    assert blocked.applied == []
-    assert [(i.kind.value, i.reason) for i in blocked.current.items] == [
-        ("wait", "queued behind unmanaged backfill #1 (backfill #1)")
+    adopting = bench.run()
+    assert [(i.kind.value, o) for i, o in adopting.applied] == [("adopt", "adopted")]
+    (item,) = adopting.plan.items
+    assert (item.phase.value, item.reason) == (
+        "Running",
+        "adopt chunk backfill(s) #1, #2 (the spec's chunks, not bound)",
+    )
+    assert [f.kind.value for f in adopting.current.findings] == []
+    adoptions = [(e.entry.backfill_id, e.entry.message) for e in bench.events("gone") if e.entry.action == "adopt"]
+    assert adoptions == [
+        (1, "chunk 1: 2025-01-01T00:00:00Z → 2025-01-01T11:00:00Z; " + item.reason),
+        (2, "chunk 2: 2025-01-01T12:00:00Z → 2025-01-01T23:00:00Z; " + item.reason),
     ]
-    assert [f.kind.value for f in blocked.current.findings] == ["unmanaged"]
+    binding = bench.store.binding("gone")
+    assert binding is not None
+    assert binding.progress is not None
+    assert (binding.backfills, binding.backfill_id) == ((1, 2), 2)
+    assert [c.summary is not None for c in binding.progress.chunks] == [True, False]  # chunk 1's final runs kept
     fake(bench).scheduler_running = True
     drain(bench)
     assert bench.phases(bench.until_terminal()) == {"gone": "Succeeded"}
@@ -420,6 +436,7 @@ def test_after_a_lost_store_a_chunked_spec_waits_for_its_old_chunk_then_runs_no_
         ("2025-01-02T12:00:00Z", "2025-01-02T23:00:00Z"),
     ]
     assert len(fake(bench).runs) == 48  # one run per date: none ran twice
+    assert [e.entry.backfill_id for e in bench.events("gone") if e.entry.action == "adopt"] == [1, 2]  # once
 
 
 def test_the_next_chunk_waits_behind_a_backfill_started_by_hand_between_chunks(bench: Bench) -> None:

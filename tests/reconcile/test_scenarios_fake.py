@@ -55,6 +55,7 @@ def test_create_runs_to_succeeded(bench: Bench) -> None:
             "run_on_latest_version": True,  # explicit: the default differs per Airflow line
         },
         "airflow": "3.3.2",
+        "dates": [["2025-01-01T00:00:00+00:00", "2025-01-07T00:00:00+00:00", 7]],  # what the dry run listed
     }
     assert bench.store.verify().ok
 

@@ -18,8 +18,10 @@ from sqlalchemy import event, text
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
-from controller.core.binding import Approval, ApprovedReview, Binding
-from controller.core.model import Phase, RunSummary
+from controller.core.binding import Approval, ApprovedReview, Binding, CreateFacts
+from controller.core.chunks import Chunk, Progress
+from controller.core.model import Phase, Rerun, RunSummary
+from controller.core.ownership import compact
 from controller.errors import LockHeld, StoreError
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -329,3 +331,36 @@ def test_a_batch_is_one_transaction_all_or_nothing(tmp_path: Path) -> None:
     assert [e.entry.spec_name for e in store.events()] == ["s0", "s1", "s2"]
     assert (store.verify().ok, store.verify().count) == (True, 3)
     store.close()
+
+
+def test_a_specs_own_dates_and_reruns_round_trip_without_a_migration(
+    make: Callable[..., Store], store_url: str
+) -> None:
+    """The recorded date ranges live in the binding's JSON detail (create facts, chunks), re-runs in its run
+    counts: the same on SQLite and PostgreSQL, schema unchanged."""
+    store = make(store_url)
+    jan1 = datetime(2025, 1, 1, tzinfo=UTC)
+    dates = compact([jan1 + timedelta(days=d) for d in (0, 2, 4, 5)])
+    runs = RunSummary({"success": 3}, reruns=(Rerun(jan1, "spec b (#7)", "failed"),))
+    chunk = Chunk(7, jan1, jan1 + timedelta(days=5), 4, 2, runs, dates)
+    binding = Binding(
+        "s",
+        "d",
+        7,
+        Phase.COMPLETED_WITH_FAILURES,
+        runs=runs,
+        created=CreateFacts(4, 6, dates=dates, whole=False),
+        backfills=(7,),
+        progress=Progress(4, (chunk,)),
+    )
+    store.save_binding(binding)
+    kept = store.bindings()["s"]
+    assert (kept.created, kept.runs, kept.progress) == (binding.created, runs, binding.progress)
+    assert kept.created is not None
+    assert kept.created.own_dates == [
+        jan1,
+        jan1 + timedelta(days=2),
+        jan1 + timedelta(days=4),
+        jan1 + timedelta(days=5),
+    ]
+    assert store.revision() == SCHEMA_HEAD
