@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from controller.core.binding import Binding
+    from controller.core.model.binding import Binding
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -267,9 +267,9 @@ def backfillctl() -> str:
 
 def finished_binding(name: str, dag: str, n: int, raw: bytes, airflow_url: str = "") -> Binding:
     """The binding of spec file `raw`, succeeded as the n-th seeded backfill (900000 + n)."""
-    from controller.core.binding import Binding  # noqa: PLC0415 - benches import the controller only when seeding
-    from controller.core.model import Phase, RunSummary  # noqa: PLC0415
-    from controller.core.spec import digest  # noqa: PLC0415
+    from controller.core.model.airflow import RunSummary  # noqa: PLC0415
+    from controller.core.model.binding import Binding, Phase  # noqa: PLC0415 - benches import the controller only when seeding
+    from controller.core.model.spec import digest  # noqa: PLC0415
 
     return Binding(
         name,

@@ -46,7 +46,7 @@ def fill(url: str, count: int, key: bytes | None) -> None:
 
     from controller.adapters.store import Store, _row, stamp  # noqa: PLC0415
     from controller.adapters.store.tables import audit_events  # noqa: PLC0415
-    from controller.core.audit import GENESIS, AuditEntry, seal  # noqa: PLC0415
+    from controller.core.audit.chain import GENESIS, AuditEntry, seal  # noqa: PLC0415
 
     store = Store(url)
     prev, rows, now = GENESIS, [], stamp(datetime.now(UTC))

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from controller.cli import main as cli
-from controller.core.yamlsafe import load_document
+from controller.core.documents.yamlsafe import load_document
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "examples"
 HOSTILE = (

@@ -24,11 +24,11 @@ import typer
 
 from controller import __version__
 from controller.commands.settings import Settings
-from controller.core.audit import ACTIONS
-from controller.core.escaping import plain, plain_lines
-from controller.core.scaffold import DATE_TO_HELP
-from controller.core.spec import ReprocessBehavior, parse_date
-from controller.core.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
+from controller.core.audit.chain import ACTIONS
+from controller.core.documents.escaping import plain, plain_lines
+from controller.core.documents.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
+from controller.core.model.spec import ReprocessBehavior, parse_date
+from controller.core.render.scaffold import DATE_TO_HELP
 from controller.errors import ControllerError, ExitCode, UsageError
 
 if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load only in the commands that use them
@@ -36,9 +36,9 @@ if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load
     from rich.table import Table
 
     from controller.commands.reconcile import PassResult
-    from controller.core.plan import Plan
-    from controller.core.provenance import Evidence
-    from controller.core.status import StatusRow
+    from controller.core.plan.planner import Plan
+    from controller.core.plan.provenance import Evidence
+    from controller.core.render.status import StatusRow
 
 app = typer.Typer(
     name="backfillctl",
@@ -151,7 +151,7 @@ def validate(
     partitioned DAG's range does not reach past now.
     """
     from controller.commands import validate as validate_cmd
-    from controller.core import render
+    from controller.core.render import validation as render
 
     settings = _settings()
     checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
@@ -260,8 +260,8 @@ def new(
     and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
     """
     from controller.commands.new import new_spec, retry_spec
-    from controller.core import render
-    from controller.core.scaffold import NewSpec
+    from controller.core.render import validation as render
+    from controller.core.render.scaffold import NewSpec
 
     settings = _settings()
     given = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
@@ -338,7 +338,7 @@ def init(
 ) -> int:
     """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
     from controller.commands.init import init_repository
-    from controller.core.starter import StarterOptions
+    from controller.core.documents.starter import StarterOptions
 
     options = StarterOptions(workflows_repo, ref, environment)
     for item in init_repository(directory, options, force=force):
@@ -384,8 +384,8 @@ def plan(
     """
     from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.session import open_reconciler
-    from controller.core import plan_render
-    from controller.core.plan import refusals
+    from controller.core.plan.planner import refusals
+    from controller.core.render import plan as plan_render
 
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
@@ -485,7 +485,7 @@ def reconcile(
 
     from controller.commands.passhooks import MonitorOptions
     from controller.commands.run import LoopOptions, Repeat, reconcile_loop
-    from controller.core import status
+    from controller.core.render import status
 
     if once and (watch or until_complete):
         raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
@@ -541,7 +541,8 @@ class PassView:
         self.dry_run, self.mode, self.watch, self.shown, self.said = dry_run, mode, watch, "", ""
 
     def show(self, result: "PassResult") -> None:
-        from controller.core import plan_render, status
+        from controller.core.render import plan as plan_render
+        from controller.core.render import status
 
         if self.dry_run or self.mode == "once":
             _out(plan_render.plan_text(result.plan, _width()))
@@ -567,7 +568,7 @@ def _iso_now() -> str:
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
-    from controller.core.model import Phase
+    from controller.core.model.binding import Phase
 
     if result.refused:
         return ExitCode.REFUSED
@@ -582,7 +583,7 @@ def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
 
 
 def _timed_out(result: "PassResult", timeout: float) -> int:
-    from controller.core.model import Phase
+    from controller.core.model.binding import Phase
 
     waiting = [i.spec for i in result.current.items if i.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)]
     sys.stderr.write(
@@ -609,8 +610,8 @@ _COLOURS = {
 
 def _status_view(rows: "list[StatusRow]", width: int) -> "RenderableType":
     """A table when every name fits whole beside a note of some width, else a small block of lines per spec."""
-    from controller.core.layout import NOTE_MIN
-    from controller.core.status import STATUS_COLUMNS, cells
+    from controller.core.render.layout import NOTE_MIN
+    from controller.core.render.status import STATUS_COLUMNS, cells
 
     sizes = [max([len(c.header), *(len(cells(r)[n]) for r in rows)]) for n, c in enumerate(STATUS_COLUMNS)]
     fits = sum(sizes) + 3 * (len(sizes) + 1) + 1 + NOTE_MIN <= width  # a box rule and two spaces of padding each
@@ -621,7 +622,7 @@ def _status_blocks(rows: "list[StatusRow]") -> "Group":
     from rich.console import Group
     from rich.text import Text
 
-    from controller.core.status import eta_text
+    from controller.core.render.status import eta_text
 
     lines: list[RenderableType] = [Text(f"backfillctl status {_now().strftime('%H:%M:%S')}", style="bold")]
     for r in rows:
@@ -639,7 +640,7 @@ def _status_table(rows: "list[StatusRow]") -> "Table":
     from rich.markup import escape
     from rich.table import Table
 
-    from controller.core.status import eta_text
+    from controller.core.render.status import eta_text
 
     table = Table(title=f"backfillctl status {_now().strftime('%H:%M:%S')}")
     for column in ("spec", "DAG", "phase", "backfill", "ok", "failed", "running", "queued", "total", "done", "ETA"):
@@ -681,7 +682,7 @@ def status_command(
     from rich.console import Console
 
     from controller.commands.status import status_view
-    from controller.core import status
+    from controller.core.render import status
 
     settings = _settings()
     if settings.airflow_url is None:
@@ -831,7 +832,7 @@ def audit_show(
     """Print audit events, oldest first."""
     from controller.adapters.store import EventFilter
     from controller.commands import audit as audit_cmd
-    from controller.core import audit_render
+    from controller.core.render import audit as audit_render
 
     if limit is not None and tail is not None:
         raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
@@ -858,7 +859,7 @@ def audit_verify(
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
     from controller.commands import audit as audit_cmd
-    from controller.core import audit_render
+    from controller.core.render import audit as audit_render
 
     result = audit_cmd.verify(_settings(), expect_head)
     _out(audit_render.verify_text(result))
@@ -880,7 +881,7 @@ def audit_export(
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store import EventFilter
     from controller.commands import audit as audit_cmd
-    from controller.core import audit_render
+    from controller.core.render import audit as audit_render
 
     skipped = audit_cmd.print_events(_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
     return ExitCode.ERROR if skipped else ExitCode.OK

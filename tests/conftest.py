@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from controller.core.capabilities import Capabilities, judge
+from controller.core.model.capabilities import Capabilities, judge
 
 REPO = Path(__file__).resolve().parents[1]
 # The Airflow release the session's `airflow_url` runs (the harness starts it): 3.3.2, or another supported

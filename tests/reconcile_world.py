@@ -34,11 +34,10 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry, AuditRecord
-from controller.core.binding import Binding
-from controller.core.capabilities import newest
-from controller.core.model import Phase
-from controller.core.secret import Secret
+from controller.core.audit.chain import AuditEntry, AuditRecord
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.capabilities import newest
+from controller.core.model.secret import Secret
 from controller.errors import AirflowError
 from tests.fakes.airflow import Dag, FakeAirflow
 

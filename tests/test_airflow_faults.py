@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient, BackfillRequest, translate_any
-from controller.core.capabilities import newest
-from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
-from controller.core.secret import Secret
+from controller.core.model.capabilities import newest
+from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
 from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
 from tests.airflow.test_contract import day
 

@@ -20,7 +20,8 @@ from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient, dag_info_from_json
 from controller.commands.reconcile import Reconciler
-from controller.core.capabilities import (
+from controller.core.model.airflow import BackfillRequest, periodic_from_summary
+from controller.core.model.capabilities import (
     RUN_FILTERS,
     Capabilities,
     Support,
@@ -29,10 +30,9 @@ from controller.core.capabilities import (
     newest,
     rerun_code,
 )
-from controller.core.model import BackfillRequest, periodic_from_summary
-from controller.core.partitions import unbackfillable
-from controller.core.plan_render import plan_text
-from controller.core.secret import Secret
+from controller.core.model.secret import Secret
+from controller.core.render.plan import plan_text
+from controller.core.rules.schedules import unbackfillable
 from controller.errors import AirflowVersionError
 from tests.fakes.airflow import FakeAirflow
 from tests.fakes.http import write_json

@@ -1,4 +1,4 @@
-"""Outside text is escaped for wherever it is shown: one escaper per medium (controller/core/escaping.py), used by
+"""Outside text is escaped for wherever it is shown: one escaper per medium (core/documents/escaping.py), used by
 every renderer. A hostile corpus goes through each renderer, and a fake Airflow that answers with GitHub workflow
 commands, ANSI escapes and bidi overrides must leave no such line on the CLI's stdout or stderr.
 
@@ -27,21 +27,21 @@ from controller.adapters.store.outbox import OutboxRow
 from controller.cli import _report_error, main
 from controller.commands.notify import NotifyStatus, status_render
 from controller.commands.report import with_calendar
-from controller.core import heatmap, plan_render
-from controller.core.audit import AuditEntry, AuditRecord, seal
-from controller.core.audit_render import record_line
-from controller.core.binding import Binding
-from controller.core.diagnostics import Diagnostic, Location
-from controller.core.escaping import json_text, md_code, md_fence, md_text, plain, slack_pre, slack_text
-from controller.core.model import Phase
-from controller.core.notify import Delivery, enrich, payload
-from controller.core.plan import Finding, FindingKind, Item, Kind, Plan
-from controller.core.policy import Policy
-from controller.core.pr_comment import SpecNote, pr_comment
-from controller.core.render import validation_github, validation_text
-from controller.core.spec import BackfillSpec
-from controller.core.status import StatusRow, report_json, report_markdown, status_text, stored_rows
-from controller.core.validation import ValidationResult
+from controller.core.audit.chain import AuditEntry, AuditRecord, seal
+from controller.core.audit.notify import Delivery, enrich, payload
+from controller.core.checks.validation import ValidationResult
+from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.documents.escaping import json_text, md_code, md_fence, md_text, plain, slack_pre, slack_text
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec
+from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.render import heatmap
+from controller.core.render import plan as plan_render
+from controller.core.render.audit import record_line
+from controller.core.render.pr_comment import SpecNote, pr_comment
+from controller.core.render.status import StatusRow, report_json, report_markdown, status_text, stored_rows
+from controller.core.render.validation import validation_github, validation_text
 from controller.errors import ControllerError
 from tests.core.test_plan import spec
 from tests.fakes.airflow import FakeAirflow

@@ -21,12 +21,12 @@ from rich.console import Console
 from controller.adapters.airflow import AirflowClient, backfill_from_json
 from controller.cli import _status_view
 from controller.commands.settings import Settings
-from controller.core import plan_render
-from controller.core.audit import ACTIONS
-from controller.core.capabilities import newest
-from controller.core.model import BackfillRequest
-from controller.core.retrying import RULES, Failure, Outcome, Request
-from controller.core.status import StatusRow
+from controller.core.audit.chain import ACTIONS
+from controller.core.model.airflow import BackfillRequest
+from controller.core.model.capabilities import newest
+from controller.core.render import plan as plan_render
+from controller.core.render.status import StatusRow
+from controller.core.rules.retrying import RULES, Failure, Outcome, Request
 from controller.errors import AirflowAmbiguous, AirflowError, ConfigError, StalePlan
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, mutating

@@ -12,7 +12,7 @@ import pytest
 
 from controller.adapters.gitsource import GitSource
 from controller.commands.pr_comment import read_changed
-from controller.core.pr_comment import pr_comment
+from controller.core.render.pr_comment import pr_comment
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench
 

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import httpx
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.guards import SchedulerHealth
-from controller.core.retrying import Backoff
-from controller.core.secret import Secret
+from controller.core.model.guards import SchedulerHealth
+from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff
 
 JAN1, JAN7 = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 7, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import yaml
 
 from controller import __version__
 from controller.cli import main
-from controller.core.starter import EXAMPLE_SPEC, PLACEHOLDER_REPO
+from controller.core.documents.starter import EXAMPLE_SPEC, PLACEHOLDER_REPO
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = [

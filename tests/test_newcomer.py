@@ -22,13 +22,13 @@ from controller.adapters.logsetup import TextFormatter
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import PassResult
-from controller.core.binding import Binding
-from controller.core.model import Phase, RunSummary
-from controller.core.plan import Plan
-from controller.core.report_html import chunks_html
-from controller.core.retry import retry_of
-from controller.core.status import status_rows
-from controller.core.statuspage import status_page
+from controller.core.model.airflow import RunSummary
+from controller.core.model.binding import Binding, Phase
+from controller.core.plan.planner import Plan
+from controller.core.render.report_html import chunks_html
+from controller.core.render.status import status_rows
+from controller.core.render.status_page import status_page
+from controller.core.rules.follow_up import retry_of
 from tests.core.test_plan import JAN1, spec
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import SPEC, Bench, in_process

@@ -12,21 +12,21 @@ import pytest
 
 from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
-from controller.core.binding import CreateFacts
-from controller.core.capabilities import newest
-from controller.core.model import Backfill, DagInfo, DagRun, Phase, PlannedRun, Schedule, summarise
-from controller.core.partitions import (
+from controller.core.model.airflow import Backfill, DagInfo, DagRun, PlannedRun, Schedule, summarise
+from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.capabilities import newest
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.plan.planner import Binding, DagObservation, DryRun, Kind, World, make_plan
+from controller.core.render.plan import plan_markdown, plan_text
+from controller.core.render.status import report_json, report_markdown
+from controller.core.rules.schedules import (
     failed_partitions_text,
     future_partitions,
     partition_range,
     runs_of,
     unbackfillable,
 )
-from controller.core.plan import Binding, DagObservation, DryRun, Kind, World, make_plan
-from controller.core.plan_render import plan_markdown, plan_text
-from controller.core.policy import Policy
-from controller.core.spec import BackfillSpec, ReprocessBehavior
-from controller.core.status import report_json, report_markdown
 from controller.errors import AirflowNotFound, AirflowUnavailable
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from controller.core.model import Backfill, DagInfo, Phase, RunSummary
-from controller.core.plan import Binding, DagObservation, DryRun, Kind, Plan, World, make_plan
-from controller.core.policy import DriftMode, Policy, Rule
-from controller.core.spec import BackfillSpec, DesiredState, ReprocessBehavior
+from controller.core.model.airflow import Backfill, DagInfo, RunSummary
+from controller.core.model.binding import Phase
+from controller.core.model.policy import DriftMode, Policy, Rule
+from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
+from controller.core.plan.planner import Binding, DagObservation, DryRun, Kind, Plan, World, make_plan
 
 DAGS = ("d1", "d2", "d3")
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controller.cli import main
-from controller.core.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
+from controller.core.render.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
 from controller.errors import ConfigError
 
 FACTS = {

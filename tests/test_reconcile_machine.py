@@ -51,7 +51,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from controller.commands import validate
-from controller.core.model import Phase
+from controller.core.model.binding import Phase
 from tests.fakes.airflow import Reply
 from tests.reconcile_world import CREATE, DAGS, Crash, Fault, PassRecord, SpecModel, World
 

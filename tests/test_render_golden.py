@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.core import plan_render
-from controller.core.audit import AuditEntry, seal
-from controller.core.binding import Binding, CreateFacts
-from controller.core.model import BackfillRequest, Phase, RunSummary
-from controller.core.plan import Finding, FindingKind, Item, Kind, Plan
-from controller.core.spec import DesiredState
-from controller.core.status import report_json, report_markdown, status_rows, status_text
+from controller.core.audit.chain import AuditEntry, seal
+from controller.core.model.airflow import BackfillRequest, RunSummary
+from controller.core.model.binding import Binding, CreateFacts, Phase
+from controller.core.model.spec import DesiredState
+from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.render import plan as plan_render
+from controller.core.render.status import report_json, report_markdown, status_rows, status_text
 from tests.core.test_plan import JAN1, spec
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 
-from controller.core.schema import missing_format_checkers
+from controller.core.documents.schema import missing_format_checkers
 
 SCHEMAS = sorted((Path(__file__).resolve().parents[1] / "schemas").glob("*.schema.json"))
 

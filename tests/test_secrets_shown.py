@@ -24,8 +24,8 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.logsetup import Redactor
 from controller.commands.notify import deliver
 from controller.commands.reconcile import Reconciler
-from controller.core.retrying import Backoff
-from controller.core.secret import Secret
+from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAuthError, AirflowError
 from tests.fakes.airflow import FakeAirflow, Reply
 from tests.reconcile.harness import Bench

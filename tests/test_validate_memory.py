@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from controller.commands.validate import build_validator, validate_paths
-from controller.core.spec import BackfillSpec, SourceFile, parse_spec
-from controller.core.validation import ValidationResult
-from controller.core.yamlsafe import load_document
+from controller.core.checks.validation import ValidationResult
+from controller.core.documents.yamlsafe import load_document
+from controller.core.model.spec import BackfillSpec, SourceFile, parse_spec
 from tests.core.specs import text
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

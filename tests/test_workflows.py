@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from controller.commands.pr_comment import read_changed
-from controller.core.approval import latest_decisions, parse_reviews
-from controller.core.pr_comment import MARKER
+from controller.core.checks.approval import latest_decisions, parse_reviews
+from controller.core.render.pr_comment import MARKER
 
 REPO = Path(__file__).resolve().parents[1]
 GITHUB = REPO / ".github"

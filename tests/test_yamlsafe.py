@@ -9,9 +9,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.core import yamlsafe
-from controller.core.diagnostics import Diagnostic
-from controller.core.yamlsafe import load_document
+from controller.core.documents import yamlsafe
+from controller.core.documents.diagnostics import Diagnostic
+from controller.core.documents.yamlsafe import load_document
 
 
 def load(text: str) -> tuple[object, list[Diagnostic]]:

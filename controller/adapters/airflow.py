@@ -24,22 +24,8 @@ from typing import Any
 
 import httpx
 
-from controller.core.capabilities import (
-    ALLOW_UNTESTED,
-    NEWEST_KNOWN,
-    RUN_FILTERS,
-    SUPPORTED,
-    Capabilities,
-    Support,
-    has_filter,
-    judge,
-    run_on_latest,
-    unsupported_request,
-)
-from controller.core.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
-from controller.core.escaping import plain
-from controller.core.guards import SchedulerHealth
-from controller.core.model import (
+from controller.core.documents.escaping import plain
+from controller.core.model.airflow import (
     Backfill,
     BackfillRequest,
     DagInfo,
@@ -51,9 +37,23 @@ from controller.core.model import (
     summarise,
     summary_from_counts,
 )
-from controller.core.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
-from controller.core.secret import Secret, header_problem, redact_url
-from controller.core.spec import format_utc
+from controller.core.model.capabilities import (
+    ALLOW_UNTESTED,
+    NEWEST_KNOWN,
+    RUN_FILTERS,
+    SUPPORTED,
+    Capabilities,
+    Support,
+    has_filter,
+    judge,
+    run_on_latest,
+    unsupported_request,
+)
+from controller.core.model.guards import SchedulerHealth
+from controller.core.model.secret import Secret, header_problem, redact_url
+from controller.core.model.spec import format_utc
+from controller.core.rules.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
+from controller.core.rules.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
 from controller.errors import (
     AirflowAmbiguous,
     AirflowAuthError,

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.core.diagnostics import Diagnostic, Location
-from controller.core.spec import SourceFile
-from controller.core.yamlsafe import MAX_BYTES
+from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.documents.yamlsafe import MAX_BYTES
+from controller.core.model.spec import SourceFile
 from controller.errors import ConfigError
 
 SPEC_SUFFIXES = (".yaml", ".yml")

@@ -16,7 +16,7 @@ from pathlib import Path
 import git
 
 from controller.adapters.files import SPEC_SUFFIXES, display
-from controller.core.spec import SourceFile
+from controller.core.model.spec import SourceFile
 from controller.errors import GitError
 
 _SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from controller.core.escaping import json_text, plain
-from controller.core.secret import redact_urls
+from controller.core.documents.escaping import json_text, plain
+from controller.core.model.secret import redact_urls
 
 PASS_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("backfillctl_pass_id", default=None)
 FIELDS = ("spec", "dag", "backfill")

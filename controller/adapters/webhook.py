@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from controller.core.escaping import plain
-from controller.core.notify import IDEMPOTENCY_HEADER
+from controller.core.audit.notify import IDEMPOTENCY_HEADER
+from controller.core.documents.escaping import plain
 from controller.errors import ControllerError, truncate
 
 

@@ -17,15 +17,16 @@ from typing import Any
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
-from controller.core.audit import AuditPhase
-from controller.core.binding import CreateFacts
-from controller.core.chunks import Chunk, Progress, chunk_text
-from controller.core.model import Backfill, BackfillRequest, Phase
-from controller.core.ownership import ranges_json
-from controller.core.plan import Item, Kind, World, matches_request
-from controller.core.provenance import approved_by
-from controller.core.retrying import Backoff
-from controller.core.spec import BackfillSpec, DesiredState, format_utc
+from controller.core.audit.chain import AuditPhase
+from controller.core.model.airflow import Backfill, BackfillRequest
+from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.chunks import Chunk, Progress
+from controller.core.model.ranges import ranges_json
+from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
+from controller.core.plan.planner import Item, Kind, World, matches_request
+from controller.core.plan.provenance import approved_by
+from controller.core.rules.chunks import chunk_text
+from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
 
 log = logging.getLogger(__name__)

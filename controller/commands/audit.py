@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 
 from controller.adapters.store import EventFilter, Lease, Store
 from controller.commands.settings import Settings
-from controller.core.audit import AuditRecord, Unreadable, VerifyResult, controller_event
-from controller.core.binding import Binding
+from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, controller_event
+from controller.core.model.binding import Binding
 from controller.errors import StoreError
 
 

@@ -1,4 +1,4 @@
-"""`backfillctl init DIR`: write a new specs repository from the starter templates (core/starter.py)."""
+"""`backfillctl init DIR`: write a new specs repository from the starter templates (core/documents/starter.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.adapters import files
-from controller.core.starter import StarterOptions, starter_files
+from controller.core.documents.starter import StarterOptions, starter_files
 from controller.errors import UsageError
 
 

@@ -13,11 +13,11 @@ from controller.commands.observe import Observer
 from controller.commands.reconcile import make_client
 from controller.commands.settings import Settings
 from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
-from controller.core.plan import DagObservation
-from controller.core.retry import retry_of
-from controller.core.scaffold import DryRunCount, NewSpec
-from controller.core.spec import ReprocessBehavior
-from controller.core.validation import ValidationResult
+from controller.core.checks.validation import ValidationResult
+from controller.core.model.spec import ReprocessBehavior
+from controller.core.plan.planner import DagObservation
+from controller.core.render.scaffold import DryRunCount, NewSpec
+from controller.core.rules.follow_up import retry_of
 from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs, UsageError
 
 FALLBACK = "or pass --expected-runs N (the reviewed upper bound) to write the spec without a dry run"

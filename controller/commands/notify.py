@@ -21,12 +21,13 @@ from controller.adapters.store import outbox as outbox_store
 from controller.adapters.webhook import WebhookClient, WebhookError
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
-from controller.core import notify, status
-from controller.core.escaping import plain_lines
-from controller.core.policy import Policy
-from controller.core.retrying import Backoff
-from controller.core.secret import url_problem
-from controller.core.spec import BackfillSpec
+from controller.core.audit import notify
+from controller.core.documents.escaping import plain_lines
+from controller.core.model.policy import Policy
+from controller.core.model.secret import url_problem
+from controller.core.model.spec import BackfillSpec
+from controller.core.render import status
+from controller.core.rules.retrying import Backoff
 
 log = logging.getLogger(__name__)
 NOTIFY_BACKOFF = Backoff(base=5.0, cap=300.0, jitter=0.25, attempts=1_000_000)  # retried for as long as it takes

@@ -14,12 +14,13 @@ from datetime import datetime
 from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.binding import Binding, CreateFacts
-from controller.core.chunks import Progress, next_size, remaining, take
-from controller.core.model import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
-from controller.core.ownership import Owned, own_runs
-from controller.core.partitions import partition_range, runs_of, runs_within
-from controller.core.plan import (
+from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
+from controller.core.model.binding import Binding, CreateFacts
+from controller.core.model.chunks import Progress
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.plan.ownership import Owned, own_runs
+from controller.core.plan.planner import (
     DagObservation,
     DryRun,
     World,
@@ -31,8 +32,8 @@ from controller.core.plan import (
     pending_request,
     run_label,
 )
-from controller.core.policy import Policy
-from controller.core.spec import BackfillSpec, ReprocessBehavior
+from controller.core.rules.chunks import next_size, remaining, take
+from controller.core.rules.schedules import partition_range, runs_of, runs_within
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)

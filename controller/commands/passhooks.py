@@ -26,12 +26,13 @@ from controller.commands import notify as notify_cmd
 from controller.commands.observe import POOL
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
-from controller.core import status, statuspage, stuck
-from controller.core.audit import AuditEntry
-from controller.core.model import Phase
-from controller.core.notify import outbox_rows
-from controller.core.plan import Item
-from controller.core.plan_render import findings
+from controller.core.audit.chain import AuditEntry
+from controller.core.audit.notify import outbox_rows
+from controller.core.model.binding import Phase
+from controller.core.plan import stuck
+from controller.core.plan.planner import Item
+from controller.core.render import status, status_page
+from controller.core.render.plan import findings
 from controller.errors import ControllerError
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class PassHooks:
         self.metrics.set_lease(lease.holder if lease is not None and store.lease_ok() else None)
         if self.server is not None:
             _ok, health = self.health.state()
-            page = statuspage.status_page(
+            page = status_page.status_page(
                 rows,
                 list(findings(result.current)),
                 self.clock(),

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from controller.adapters import files
-from controller.core.plan import Plan
-from controller.core.pr_comment import SpecNote, changed_specs, pr_comment
-from controller.core.spec import BackfillSpec
+from controller.core.model.spec import BackfillSpec
+from controller.core.plan.planner import Plan
+from controller.core.render.pr_comment import SpecNote, changed_specs, pr_comment
 from controller.errors import ConfigError
 
 __all__ = ["changed_specs", "read_changed", "render"]

@@ -1,7 +1,7 @@
 """One reconcile pass, in four steps with typed hand-offs: observe → plan → apply → record.
 
 `Reconciler.run_once` loads the specs (git order, provenance), observes Airflow into a `World`
-(`commands/observe.py`), plans once (`core/plan.py`), applies the changes with intent/outcome audit and
+(`commands/observe.py`), plans once (`core/plan/planner.py`), applies the changes with intent/outcome audit and
 crash recovery (`commands/apply.py`), and records phases, findings and the pass (`commands/record.py`).
 """
 
@@ -24,9 +24,13 @@ from controller.commands.observe import Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import build_validator, validate_paths
-from controller.core.binding import Binding
-from controller.core.model import Backfill
-from controller.core.plan import (
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.model.airflow import Backfill
+from controller.core.model.binding import Binding
+from controller.core.model.policy import DEFAULT_POLICY, Policy
+from controller.core.model.secret import redact_url
+from controller.core.model.spec import BackfillSpec
+from controller.core.plan.planner import (
     INCOMPLETE,
     UNOBSERVED,
     Item,
@@ -38,12 +42,8 @@ from controller.core.plan import (
     refusals,
     stuck,
 )
-from controller.core.plan_render import findings
-from controller.core.policy import DEFAULT_POLICY, Policy
-from controller.core.provenance import Evidence, Gate, gate_plan
-from controller.core.secret import redact_url
-from controller.core.spec import BackfillSpec
-from controller.core.validation import LoadedSpec
+from controller.core.plan.provenance import Evidence, Gate, gate_plan
+from controller.core.render.plan import findings
 from controller.errors import InvalidSpecs, StalePlan
 
 log = logging.getLogger(__name__)

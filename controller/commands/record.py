@@ -14,14 +14,14 @@ from typing import Any
 from controller import __version__
 from controller.adapters.store import Store
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry, AuditPhase, AuditRecord, controller_event
-from controller.core.binding import Approval, Binding, CreateFacts
-from controller.core.chunks import Progress
-from controller.core.model import Phase, RunSummary
-from controller.core.notify import outbox_rows
-from controller.core.plan import UNOBSERVED, Item, Kind, Plan
-from controller.core.policy import DEFAULT_POLICY, Policy
-from controller.core.spec import BackfillSpec, DesiredState
+from controller.core.audit.chain import AuditEntry, AuditPhase, AuditRecord, controller_event
+from controller.core.audit.notify import outbox_rows
+from controller.core.model.airflow import RunSummary
+from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
+from controller.core.model.chunks import Progress
+from controller.core.model.policy import DEFAULT_POLICY, Policy
+from controller.core.model.spec import BackfillSpec, DesiredState
+from controller.core.plan.planner import UNOBSERVED, Item, Kind, Plan
 
 LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
 

@@ -15,14 +15,15 @@ from controller.commands import audit as audit_cmd
 from controller.commands.reconcile import make_client
 from controller.commands.settings import Settings
 from controller.commands.status import report_document
-from controller.core import heatmap
-from controller.core.audit import AuditRecord
-from controller.core.escaping import md_fence, md_text
-from controller.core.model import Rerun
-from controller.core.ownership import expand, own_runs, ranges_from_json
-from controller.core.report_html import report_html
-from controller.core.spec import parse_date
-from controller.core.status import report_markdown
+from controller.core.audit.chain import AuditRecord
+from controller.core.documents.escaping import md_fence, md_text
+from controller.core.model.airflow import Rerun
+from controller.core.model.ranges import expand, ranges_from_json
+from controller.core.model.spec import parse_date
+from controller.core.plan.ownership import own_runs
+from controller.core.render import heatmap
+from controller.core.render.report_html import report_html
+from controller.core.render.status import report_markdown
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.commands.reconcile import PassResult
 from controller.commands.session import Stop, open_reconciler
 from controller.commands.settings import Settings
-from controller.core.provenance import Evidence
+from controller.core.plan.provenance import Evidence
 
 
 class Repeat(StrEnum):

@@ -13,8 +13,8 @@ from types import FrameType
 from controller.adapters.store import Lease, NoStore, Store
 from controller.commands.reconcile import Reconciler, make_client
 from controller.commands.settings import Settings
-from controller.core.audit import controller_event
-from controller.core.escaping import plain
+from controller.core.audit.chain import controller_event
+from controller.core.documents.escaping import plain
 from controller.errors import LockHeld
 
 LEASE_TTL = 20.0  # a killed holder's lease lapses this long after its last renewal (takeover within 30 s)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from controller.core.audit import key_bytes
-from controller.core.secret import Secret, header_problem, redact_url, text_problem, url_problem
+from controller.core.audit.chain import key_bytes
+from controller.core.model.secret import Secret, header_problem, redact_url, text_problem, url_problem
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"

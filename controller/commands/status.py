@@ -10,8 +10,8 @@ from controller.commands import audit as audit_cmd
 from controller.commands.session import open_reconciler
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
-from controller.core import status
-from controller.core.audit import AuditRecord
+from controller.core.audit.chain import AuditRecord
+from controller.core.render import status
 from controller.errors import UsageError
 
 

@@ -11,25 +11,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.adapters import files
-from controller.core.diagnostics import Diagnostic, Location
-from controller.core.policy import DEFAULT_POLICY, Policy
-from controller.core.spec import BackfillSpec, SourceFile, parse_date
-from controller.core.validation import (
-    LoadedSpec,
-    SpecValidator,
-    ValidationResult,
-    check_names_in_tree,
-    check_spec,
-)
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.validation import SpecValidator, ValidationResult, check_names_in_tree, check_spec
+from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.model.policy import DEFAULT_POLICY, Policy
+from controller.core.model.spec import BackfillSpec, SourceFile, parse_date
 from controller.errors import AirflowError, AirflowNotFound, ConfigError, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.gitsource import GitSource
     from controller.commands.settings import Settings
-    from controller.core.model import DagInfo
-    from controller.core.partitions import Unknown
-    from controller.core.provenance import Evidence
-    from controller.core.scaffold import NewSpec
+    from controller.core.checks.dags import Unknown
+    from controller.core.model.airflow import DagInfo
+    from controller.core.plan.provenance import Evidence
+    from controller.core.render.scaffold import NewSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +89,7 @@ def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: dat
 def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> ValidationResult:
     """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
     details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow."""
-    from controller.core.partitions import Unknown, check_against_dag, superseded_warnings  # noqa: PLC0415
+    from controller.core.checks.dags import Unknown, check_against_dag, superseded_warnings  # noqa: PLC0415
 
     infos: dict[str, DagInfo | Unknown | None] = {}
     for item in result.loaded:
@@ -122,7 +117,7 @@ def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult
 def _git_checks(
     result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks, now: datetime
 ) -> list[Diagnostic]:
-    from controller.core.changes import Change, classify, immutability  # noqa: PLC0415
+    from controller.core.checks.changes import Change, classify, immutability  # noqa: PLC0415
 
     head = {item.spec.name: item for item in result.loaded}
     found: list[Diagnostic] = []
@@ -157,7 +152,7 @@ def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidato
 def _authors(
     git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec], result: ValidationResult
 ) -> list[Diagnostic]:
-    from controller.core.approval import check_authors  # noqa: PLC0415
+    from controller.core.checks.approval import check_authors  # noqa: PLC0415
 
     authors = git.authors_since(ref, specs_dir)
     return [
@@ -168,7 +163,7 @@ def _authors(
 
 
 def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationResult) -> list[Diagnostic]:
-    from controller.core.approval import check_approvals, latest_decisions, parse_reviews  # noqa: PLC0415
+    from controller.core.checks.approval import check_approvals, latest_decisions, parse_reviews  # noqa: PLC0415
 
     assert checks.reviews is not None
     data, unreadable = read_reviews(checks.reviews)
@@ -198,8 +193,8 @@ def read_reviews(path: Path) -> tuple[list[Any], list[Diagnostic]]:
 
 def read_evidence(path: Path, pr_number: int, pr_author: str) -> Evidence:
     """`reconcile --pr-reviews`: the merged pull request's reviews; an unreadable file is refused (exit 1)."""
-    from controller.core.approval import latest_decisions, parse_reviews  # noqa: PLC0415
-    from controller.core.provenance import Evidence  # noqa: PLC0415
+    from controller.core.checks.approval import latest_decisions, parse_reviews  # noqa: PLC0415
+    from controller.core.plan.provenance import Evidence  # noqa: PLC0415
 
     data, problems = read_reviews(path)
     reviews, bad = parse_reviews(data, files.display(path)) if not problems else ([], [])
@@ -270,7 +265,7 @@ def _skip_blank(text: str, at: int) -> int:
 
 def preview_new(new: NewSpec, specs_dir: Path, now: datetime) -> tuple[Path, str, ValidationResult]:
     """The new spec's path, its text, and what validation says of it in the tree (nothing is written)."""
-    from controller.core.scaffold import scaffold  # noqa: PLC0415
+    from controller.core.render.scaffold import scaffold  # noqa: PLC0415
 
     check_new(new)
     path = specs_dir / f"{new.name}.yaml"

@@ -21,9 +21,9 @@ import pytest
 from packaging.version import Version
 
 from controller.adapters.airflow import FINISHED_AFTER_START, AirflowClient, Backfill, BackfillRequest, _range_params
-from controller.core.model import Schedule
-from controller.core.partitions import unbackfillable
-from controller.core.secret import Secret
+from controller.core.model.airflow import Schedule
+from controller.core.model.secret import Secret
+from controller.core.rules.schedules import unbackfillable
 from controller.errors import (
     AirflowAuthError,
     AirflowConflict,

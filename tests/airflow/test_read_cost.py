@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import httpx
 
 from controller.adapters.airflow import MAX_CONCURRENT, AirflowClient
-from controller.core.model import BackfillRequest, summarise
-from controller.core.secret import Secret
+from controller.core.model.airflow import BackfillRequest, summarise
+from controller.core.model.secret import Secret
 from tests.fakes.airflow import Dag, FakeAirflow
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.core.spec import SourceFile, parse_spec
-from controller.core.validation import LoadedSpec
-from controller.core.yamlsafe import load_document
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.documents.yamlsafe import load_document
+from controller.core.model.spec import SourceFile, parse_spec
 
 SPEC = """version: 1
 name: {name}

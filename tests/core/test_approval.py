@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from controller.core.approval import (
+from controller.core.checks.approval import (
     Review,
     check_approvals,
     check_authors,
@@ -14,8 +14,8 @@ from controller.core.approval import (
     login_of,
     parse_reviews,
 )
-from controller.core.diagnostics import Diagnostic, Location
-from controller.core.policy import Policy, Rule
+from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.model.policy import Policy, Rule
 from tests.core.specs import loaded, text
 
 HEAD = "a" * 40
@@ -190,7 +190,7 @@ def test_every_approval_counts_towards_the_rules_minimum() -> None:
 
 
 def test_owners_of_a_downstream_system_must_approve() -> None:
-    from controller.core.guards import Budget  # noqa: PLC0415
+    from controller.core.model.guards import Budget  # noqa: PLC0415
 
     policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall", "wh-lead")), Budget("api", 2)))
     body = text(approvers="dave") + "downstream: [api, warehouse]\n"
@@ -268,7 +268,7 @@ def test_only_reviewers_with_write_access_approve(fields: dict[str, Any], ignore
 
 
 def test_a_downstream_owner_without_write_access_does_not_approve() -> None:
-    from controller.core.guards import Budget  # noqa: PLC0415
+    from controller.core.model.guards import Budget  # noqa: PLC0415
 
     policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall",)),))
     body = text(approvers="dave") + "downstream: [warehouse]\n"

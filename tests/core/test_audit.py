@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from controller import __version__
-from controller.core.audit import (
+from controller.core.audit.chain import (
     ENTRY_FIELDS,
     GENESIS,
     SCALARS,
@@ -29,7 +29,7 @@ from controller.core.audit import (
     seal,
     verify_chain,
 )
-from controller.core.audit_render import verify_text
+from controller.core.render.audit import verify_text
 
 FIRST_HASH = "c2ead8c01ce3e663287a4bbb7f927b068b9ede040ee2a0bc341454185c029c5e"
 SECOND_HASH = "e668a78d221b612cd934d78f86558f3be8400c6312190d5bd4af500cfccffda8"

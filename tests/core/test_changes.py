@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.changes import Change, SpecChange, classify, immutability
-from controller.core.diagnostics import Diagnostic, Location, Severity
+from controller.core.checks.changes import Change, SpecChange, classify, immutability
+from controller.core.documents.diagnostics import Diagnostic, Location, Severity
 from tests.core.specs import loaded, text
 
 HINT = (

@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
-from controller.core.chunks import (
+from controller.core.model.airflow import BackfillRequest, RunSummary
+from controller.core.model.chunks import Chunk, Progress, Slice
+from controller.core.model.policy import Policy, Rule
+from controller.core.model.ranges import DateRange
+from controller.core.model.spec import BackfillSpec, Execution, ReprocessBehavior
+from controller.core.rules.chunks import (
     FIRST_SPAN,
     HALT_MIN_FINISHED,
     LISTED_FAILURES,
     TARGET_RUNS,
     TICK,
-    Chunk,
     Chunking,
-    Progress,
-    Slice,
     all_runs,
     awaiting_promotion,
     chunk_count,
@@ -35,10 +37,6 @@ from controller.core.chunks import (
     sub_range_span,
     take,
 )
-from controller.core.model import BackfillRequest, RunSummary
-from controller.core.ownership import DateRange
-from controller.core.policy import Policy, Rule
-from controller.core.spec import BackfillSpec, Execution, ReprocessBehavior
 
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)

@@ -6,22 +6,17 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controller.core.guards import (
-    Budget,
+from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window, valid_timezone
+from controller.core.rules.guards import (
     BudgetLoad,
     Claim,
-    Freeze,
-    SchedulerGuard,
-    SchedulerHealth,
     Stop,
-    Window,
     active_freeze,
     admit,
     guard_stop,
     in_windows,
     next_opening,
     scheduler_problem,
-    valid_timezone,
 )
 
 BERLIN = "Europe/Berlin"

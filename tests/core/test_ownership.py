@@ -5,24 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from controller.core.binding import CreateFacts
-from controller.core.model import Backfill, DagRun, Phase, Rerun, RunSummary
-from controller.core.ownership import (
-    BY_HAND,
-    CREATE_SPAN,
-    GAP,
-    DateRange,
-    compact,
-    expand,
-    own_runs,
-    ranges_from_json,
-    ranges_json,
-    rerun_by,
-    run_date,
-    window_end,
-)
-from controller.core.plan import DagObservation, World, make_plan, terminal_phase, unknown_text
-from controller.core.policy import Policy
+from controller.core.model.airflow import Backfill, DagRun, Rerun, RunSummary
+from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.policy import Policy
+from controller.core.model.ranges import DateRange, compact, expand, ranges_from_json, ranges_json
+from controller.core.plan.ownership import BY_HAND, CREATE_SPAN, GAP, own_runs, rerun_by, run_date, window_end
+from controller.core.plan.planner import DagObservation, World, make_plan, terminal_phase, unknown_text
 from tests.core.test_plan import OK, bound, spec
 
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.patterns import ecma_pattern, ecma_search
+from controller.core.documents.patterns import ecma_pattern, ecma_search
 
 
 @pytest.mark.parametrize(

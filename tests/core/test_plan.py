@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from controller.core.model import Backfill, DagInfo, Phase, RunSummary
-from controller.core.plan import (
+from controller.core.model.airflow import Backfill, DagInfo, RunSummary
+from controller.core.model.binding import Phase
+from controller.core.model.policy import DriftMode, Policy, Rule
+from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
+from controller.core.plan.planner import (
     Binding,
     DagObservation,
     DryRun,
@@ -29,8 +32,6 @@ from controller.core.plan import (
     summary_counts,
     terminal_phase,
 )
-from controller.core.policy import DriftMode, Policy, Rule
-from controller.core.spec import BackfillSpec, DesiredState, ReprocessBehavior
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)

@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from controller.core.binding import CreateFacts
-from controller.core.chunks import Chunk, Chunking, Progress, Slice, slice_of
-from controller.core.guards import Budget, Freeze, SchedulerGuard
-from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary
-from controller.core.plan import (
+from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
+from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.chunks import Chunk, Progress, Slice
+from controller.core.model.guards import Budget, Freeze, SchedulerGuard
+from controller.core.model.policy import Policy, Rule
+from controller.core.model.spec import BackfillSpec, DesiredState, Execution
+from controller.core.plan.planner import (
     HALT,
     Binding,
     DagObservation,
@@ -29,8 +31,7 @@ from controller.core.plan import (
     matches_request,
     pending_request,
 )
-from controller.core.policy import Policy, Rule
-from controller.core.spec import BackfillSpec, DesiredState, Execution
+from controller.core.rules.chunks import Chunking, slice_of
 from tests.core.test_plan import JAN1, OK, T0, spec
 
 DAY = timedelta(days=1)

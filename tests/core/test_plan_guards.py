@@ -6,13 +6,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller.commands.reconcile import PassResult
-from controller.core.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
-from controller.core.model import DagInfo, DagRun, Phase
-from controller.core.plan import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
-from controller.core.plan_render import plan_markdown, plan_text
-from controller.core.policy import DriftMode, Policy
-from controller.core.spec import DesiredState
-from controller.core.status import status_rows
+from controller.core.model.airflow import DagInfo, DagRun
+from controller.core.model.binding import Phase
+from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
+from controller.core.model.policy import DriftMode, Policy
+from controller.core.model.spec import DesiredState
+from controller.core.plan.planner import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
+from controller.core.render.plan import plan_markdown, plan_text
+from controller.core.render.status import status_rows
 from tests.core.test_plan import backfill, dates, spec
 
 CLOSED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a Tuesday, 13:00 in Berlin

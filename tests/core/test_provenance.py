@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.binding import Approval, ApprovedReview
-from controller.core.provenance import approved_by
+from controller.core.model.binding import Approval, ApprovedReview
+from controller.core.plan.provenance import approved_by
 
 BOB = ApprovedReview("bob", 9001, "c0ffee", "2026-11-01T10:00:00Z")
 ERIN = ApprovedReview("erin", None, "", "")

@@ -10,9 +10,9 @@ import pytest
 from jsonschema import FormatChecker
 
 from controller.adapters import files
-from controller.core import schema as schema_module
-from controller.core.schema import SchemaValidator, _inline_local_refs
-from controller.core.yamlsafe import Document, load_document
+from controller.core.documents import schema as schema_module
+from controller.core.documents.schema import SchemaValidator, _inline_local_refs
+from controller.core.documents.yamlsafe import Document, load_document
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").rglob("*.yaml"))
 VALUES = [None, 0, -1, 1.5, "", "x", "no", "2025-01-01", "2025-02-30", "2025-01-01T00:00:00", "2025-01-01T00:00:00Z"]

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.secret import header_problem, redact_url, redact_urls, secret_parameter, text_problem, url_problem
+from controller.core.model.secret import (
+    header_problem,
+    redact_url,
+    redact_urls,
+    secret_parameter,
+    text_problem,
+    url_problem,
+)
 
 
 @pytest.mark.parametrize(

@@ -9,22 +9,21 @@ from typing import Any
 
 import pytest
 
-from controller.core.audit import AuditEntry, seal
-from controller.core.binding import Binding, CreateFacts
-from controller.core.model import (
+from controller.core.audit.chain import AuditEntry, seal
+from controller.core.model.airflow import (
     Backfill,
     BackfillRequest,
     DagRun,
-    Phase,
     Rerun,
     RunSummary,
     summarise,
     summary_from_json,
 )
-from controller.core.ownership import compact
-from controller.core.plan import Item, Kind, Plan
-from controller.core.spec import DesiredState, ReprocessBehavior
-from controller.core.status import (
+from controller.core.model.binding import Binding, CreateFacts, Phase
+from controller.core.model.ranges import compact
+from controller.core.model.spec import DesiredState, ReprocessBehavior
+from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.render.status import (
     StatusRow,
     eta_text,
     report_json,

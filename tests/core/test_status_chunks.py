@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from controller.core.binding import Binding
-from controller.core.chunks import Chunk, Progress
-from controller.core.model import Phase, RunSummary
-from controller.core.plan import Item, Kind, Plan
-from controller.core.status import StatusRow, report_json, report_markdown, status_rows, stored_rows
+from controller.core.model.airflow import RunSummary
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.chunks import Chunk, Progress
+from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.render.status import StatusRow, report_json, report_markdown, status_rows, stored_rows
 from tests.core.test_plan import JAN1, spec
 
 DAY = timedelta(days=1)

@@ -3,7 +3,7 @@ and the change record's links between a spec and its retry."""
 
 from __future__ import annotations
 
-from controller.core.status import (
+from controller.core.render.status import (
     StatusRow,
     _retry_lines,
     phase_counts,

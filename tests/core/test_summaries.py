@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controller.core.binding import Binding, CreateFacts
-from controller.core.model import DagRun, Phase, RunSummary, summary_from_counts, summary_from_json
+from controller.core.model.airflow import DagRun, RunSummary, summary_from_counts, summary_from_json
+from controller.core.model.binding import Binding, CreateFacts, Phase
 
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.yamlsafe import load_document
+from controller.core.documents.yamlsafe import load_document
 
 
 @pytest.mark.parametrize(

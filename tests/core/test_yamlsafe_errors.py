@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.core.diagnostics import Diagnostic, Location
-from controller.core.yamlsafe import MAX_BYTES, MAX_DEPTH, Document, load_document, yaml11_reading
+from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.documents.yamlsafe import MAX_BYTES, MAX_DEPTH, Document, load_document, yaml11_reading
 
 
 def refused(raw: bytes) -> tuple[str, int, int, str | None]:

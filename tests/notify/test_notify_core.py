@@ -6,18 +6,9 @@ import json
 
 import pytest
 
-from controller.core.audit import AuditEntry
-from controller.core.notify import (
-    EVENTS,
-    Delivery,
-    NotifyPolicy,
-    Receiver,
-    enrich,
-    event_of,
-    outbox_rows,
-    parse_notify,
-    payload,
-)
+from controller.core.audit.chain import AuditEntry
+from controller.core.audit.notify import Delivery, enrich, event_of, outbox_rows, payload
+from controller.core.model.notify_policy import EVENTS, NotifyPolicy, Receiver, parse_notify
 from tests.core.specs import loaded, text
 
 SPEC = loaded(text(name="orders-fix") + "notify: [team-orders, team-finance]\n", name="orders-fix").spec

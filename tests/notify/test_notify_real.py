@@ -27,7 +27,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.core.report_html import COLOURS
+from controller.core.render.report_html import COLOURS
 from tests.notify.browser import dump_dom, hex_rgb, screenshot
 from tests.notify.receivers import SwitchableProxy, WebhookReceiver, free_port
 from tests.reconcile.harness import Bench

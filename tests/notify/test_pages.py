@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.adapters.logsetup import PASS_ID, configure
 from controller.adapters.monitor import Health, Metrics, MonitorServer, endpoint_template
-from controller.core.heatmap import calendar, from_runs, from_stored, heatmap_text
-from controller.core.model import DagRun
-from controller.core.report_html import heatmap_html
-from controller.core.status import StatusRow
-from controller.core.statuspage import status_page
+from controller.core.model.airflow import DagRun
+from controller.core.render.heatmap import calendar, from_runs, from_stored, heatmap_text
+from controller.core.render.report_html import heatmap_html
+from controller.core.render.status import StatusRow
+from controller.core.render.status_page import status_page
 
 DAY = datetime(2025, 1, 1, tzinfo=UTC)
 

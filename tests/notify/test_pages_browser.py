@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from controller.core.audit import AuditEntry, seal
-from controller.core.heatmap import from_runs
-from controller.core.model import DagRun
-from controller.core.report_html import COLOURS, report_html
+from controller.core.audit.chain import AuditEntry, seal
+from controller.core.model.airflow import DagRun
+from controller.core.render.heatmap import from_runs
+from controller.core.render.report_html import COLOURS, report_html
 from tests.notify.browser import dump_dom, hex_rgb, screenshot
 
 CELL = 14 * 14

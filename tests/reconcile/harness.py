@@ -20,10 +20,10 @@ from controller.adapters.store import Store
 from controller.commands import session
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
-from controller.core.audit import AuditRecord
-from controller.core.capabilities import newest
-from controller.core.retrying import Backoff
-from controller.core.secret import Secret
+from controller.core.audit.chain import AuditRecord
+from controller.core.model.capabilities import newest
+from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff
 from tests.fakes.airflow import FakeAirflow
 
 SPEC = """\

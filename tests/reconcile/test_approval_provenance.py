@@ -12,9 +12,8 @@ from typing import Any
 from controller.adapters.store import EventFilter
 from controller.cli import main
 from controller.commands.validate import read_evidence
-from controller.core.binding import Approval, ApprovedReview
-from controller.core.model import Phase
-from controller.core.plan import Kind
+from controller.core.model.binding import Approval, ApprovedReview, Phase
+from controller.core.plan.planner import Kind
 from tests.reconcile.harness import Bench
 
 

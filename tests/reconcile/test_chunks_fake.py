@@ -13,12 +13,12 @@ import httpx
 import pytest
 
 from controller.commands.observe import _runs_wanted
-from controller.core.binding import Binding
-from controller.core.chunks import Chunk, Progress
-from controller.core.model import Backfill, BackfillRequest, Phase, RunSummary
-from controller.core.plan import Kind
-from controller.core.plan_render import plan_text
-from controller.core.status import report_json, status_rows
+from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.chunks import Chunk, Progress
+from controller.core.plan.planner import Kind
+from controller.core.render.plan import plan_text
+from controller.core.render.status import report_json, status_rows
 from tests.fakes.airflow import parse
 from tests.reconcile.harness import Bench, count_calls, fake
 

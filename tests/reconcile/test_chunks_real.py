@@ -30,7 +30,7 @@ import httpx
 import pytest
 
 from controller.commands.reconcile import PassResult
-from controller.core.audit import AuditRecord
+from controller.core.audit.chain import AuditRecord
 from tests.reconcile.harness import Bench
 
 pytestmark = pytest.mark.airflow

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from controller.adapters.store import Store
-from controller.core.capabilities import RUN_FILTERS, Capabilities, rerun_code
+from controller.core.model.capabilities import RUN_FILTERS, Capabilities, rerun_code
 from tests.reconcile.harness import Bench, mutating, real_bench
 
 pytestmark = [pytest.mark.airflow, pytest.mark.every_line]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.commands.reconcile import PassResult
-from controller.core.guards import DAYS
+from controller.core.model.guards import DAYS
 from tests.reconcile.harness import Bench
 
 pytestmark = pytest.mark.airflow

@@ -19,7 +19,7 @@ from controller.adapters.files import display
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import Reconciler
-from controller.core.audit import AuditEntry, AuditRecord
+from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, fake, mutating

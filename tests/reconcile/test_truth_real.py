@@ -18,8 +18,8 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.reconcile import Reconciler
-from controller.core.model import BackfillRequest, summarise
-from controller.core.secret import Secret
+from controller.core.model.airflow import BackfillRequest, summarise
+from controller.core.model.secret import Secret
 from tests.reconcile.harness import Bench
 from tests.reconcile.proxy import LosingProxy
 

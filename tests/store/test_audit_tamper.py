@@ -20,8 +20,8 @@ from controller.adapters.store.tables import audit_events
 from controller.cli import main
 from controller.commands import audit as audit_cmd
 from controller.commands.settings import Settings
-from controller.core.audit import GENESIS, AuditEntry, AuditRecord, record_mac, seal
-from controller.core.secret import Secret
+from controller.core.audit.chain import GENESIS, AuditEntry, AuditRecord, record_mac, seal
+from controller.core.model.secret import Secret
 from controller.errors import StoreError
 
 KEY = "k3y-" * 8  # 32 bytes

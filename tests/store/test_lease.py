@@ -23,7 +23,7 @@ import pytest
 from controller.adapters.store import Lease, LeaseLost, Store
 from controller.commands.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease
 from controller.commands.settings import Settings
-from controller.core.audit import AuditEntry
+from controller.core.audit.chain import AuditEntry
 from controller.errors import LockHeld
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, mutating

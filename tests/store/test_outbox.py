@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from controller.adapters.store import Store, outbox
-from controller.core.audit import AuditEntry
-from controller.core.notify import Notification
+from controller.core.audit.chain import AuditEntry
+from controller.core.audit.notify import Notification
 from controller.errors import StoreError
 
 ENTRY = AuditEntry(

@@ -17,11 +17,11 @@ from sqlalchemy import event, text
 
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
 from controller.cli import main
-from controller.core.audit import GENESIS, AuditEntry
-from controller.core.binding import Approval, ApprovedReview, Binding, CreateFacts
-from controller.core.chunks import Chunk, Progress
-from controller.core.model import Phase, Rerun, RunSummary
-from controller.core.ownership import compact
+from controller.core.audit.chain import GENESIS, AuditEntry
+from controller.core.model.airflow import Rerun, RunSummary
+from controller.core.model.binding import Approval, ApprovedReview, Binding, CreateFacts, Phase
+from controller.core.model.chunks import Chunk, Progress
+from controller.core.model.ranges import compact
 from controller.errors import LockHeld, StoreError
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -120,7 +120,7 @@ def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_u
 APPENDER = """
 import sys
 from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
-from controller.core.audit import AuditEntry
+from controller.core.audit.chain import AuditEntry
 store = Store(sys.argv[1])
 for i in range(int(sys.argv[2])):
     store.append(AuditEntry(action="observe", phase="observation", actor=sys.argv[3], controller_version="0"))

@@ -21,8 +21,8 @@ from controller.adapters.store import SCHEMA_HEAD, NoStore, Store, _alembic
 from controller.cli import main
 from controller.commands import session
 from controller.commands.reconcile import Reconciler
-from controller.core.audit import AuditEntry
-from controller.core.secret import Secret
+from controller.core.audit.chain import AuditEntry
+from controller.core.model.secret import Secret
 from controller.errors import StoreError
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench

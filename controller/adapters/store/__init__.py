@@ -56,7 +56,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQL
 
 from controller.adapters.store.outbox import insert_notifications
 from controller.adapters.store.tables import audit_events, bindings, lease
-from controller.core.audit import (
+from controller.core.audit.chain import (
     GENESIS,
     SCALARS,
     TIME_FORMAT,
@@ -71,12 +71,12 @@ from controller.core.audit import (
     seal,
     verify_chain,
 )
-from controller.core.binding import Approval, Binding, CreateFacts
-from controller.core.chunks import Progress
-from controller.core.model import Phase, summary_from_json
-from controller.core.notify import Notification
-from controller.core.secret import Secret, redact_url, url_problem
-from controller.core.spec import DesiredState, canonical_json
+from controller.core.audit.notify import Notification
+from controller.core.model.airflow import summary_from_json
+from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
+from controller.core.model.chunks import Progress
+from controller.core.model.secret import Secret, redact_url, url_problem
+from controller.core.model.spec import DesiredState, canonical_json
 from controller.errors import LockHeld, StoreError, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"

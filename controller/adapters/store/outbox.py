@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, func, insert, select, update
 
 from controller.adapters.store.tables import notifications
-from controller.core.audit import AuditRecord
-from controller.core.notify import Delivery, Notification, idempotency_key
+from controller.core.audit.chain import AuditRecord
+from controller.core.audit.notify import Delivery, Notification, idempotency_key
 from controller.errors import truncate
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""The audit chain and the notifications its records send."""

@@ -1,0 +1,230 @@
+"""Notifications (pure): which audited events notify whom, and what the webhook bodies look like.
+
+The reconciler appends every audit record; `outbox_rows` decides, from the record's entry, the policy and
+the spec, which receivers get which event.  The store writes those rows in the same transaction as the
+record (the outbox), and a delivery step later posts `slack_payload` / `json_payload` bodies with an
+idempotency key (`idempotency_key`: the record's hash and the receiver) in a header and in the body, so a
+receiver can drop the duplicates an at-least-once delivery may send.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.audit.chain import AuditEntry
+from controller.core.documents.escaping import plain, slack_pre, slack_text
+from controller.core.model.notify_policy import NotifyPolicy
+from controller.core.model.spec import BackfillSpec, format_utc, parse_date
+
+NOTIFY_FORMAT_VERSION = 1
+TERMINAL_EVENTS = frozenset({"succeeded", "completed_with_failures", "cancelled"})
+FORMATS = ("slack", "json")
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+SLACK_TEXT_LIMIT = 2900  # Slack refuses section texts over 3000 characters
+
+# observed phases (action `observe`, outcome = the new phase) that are events
+_PHASE_EVENTS = {
+    "Succeeded": "succeeded",
+    "CompletedWithFailures": "completed_with_failures",
+    "Cancelled": "cancelled",
+    "Orphaned": "orphaned",
+    "Paused": "paused",
+    "Blocked": "refused",
+    "Halted": "halted",
+    "AwaitingPromotion": "created",
+}
+_CREATED = frozenset({"created", "recovered-after-ambiguous", "adopted-after-409"})
+_ACTION_EVENTS = {  # (action, outcome) of other records that are events
+    ("pause", "done"): "paused",
+    ("promote", "done"): "promoted",
+    ("promote", "promoted"): "promoted",
+    ("finding", "stuck"): "stuck",
+    ("reconcile", "refused"): "refused",
+}
+
+
+def event_of(entry: AuditEntry) -> str | None:
+    """The notification event an audit entry is, if any (intents and plain observations are not)."""
+    if entry.phase == "intent" or entry.outcome is None:
+        return None
+    if entry.action == "observe":
+        return _PHASE_EVENTS.get(entry.outcome)
+    if entry.action == "create":
+        return "created" if entry.outcome in _CREATED else None
+    return _ACTION_EVENTS.get((entry.action, entry.outcome))
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One outbox row before the store numbers it: the store adds the audit seq, hash and idempotency key."""
+
+    receiver: str
+    event: str
+    format: str
+    facts: Mapping[str, Any]
+
+
+def outbox_rows(entry: AuditEntry, policy: NotifyPolicy, spec: BackfillSpec | None) -> tuple[Notification, ...]:
+    """The notifications one audit entry causes: its event, if the policy wants it, to each receiver once."""
+    event = event_of(entry)
+    if event is None or event not in policy.events or not policy.receivers:
+        return ()
+    names = list(policy.default_receivers) + list(spec.notify if spec is not None else ())
+    chosen = [r for r in (policy.receiver(n) for n in dict.fromkeys(names)) if r is not None]
+    facts = event_facts(event, entry, spec)
+    return tuple(Notification(r.name, event, r.format, facts) for r in chosen)
+
+
+def event_facts(event: str, entry: AuditEntry, spec: BackfillSpec | None) -> dict[str, Any]:
+    """What a downstream owner needs, known when the event is recorded (no secret is ever among it)."""
+    facts: dict[str, Any] = {
+        "event": event,
+        "spec": entry.spec_name,
+        "dag_id": entry.dag_id,
+        "backfill_id": entry.backfill_id,
+        "message": entry.message,
+    }
+    if spec is not None:
+        facts |= {
+            "ticket": spec.ticket,
+            "reason": spec.reason,
+            "requested_by": spec.requested_by,
+            "approvers": list(spec.approvers),
+            "from_date": format_utc(spec.from_date),
+            "to_date": format_utc(spec.to_date),
+            "downstream": list(spec.downstream),
+        }
+    return facts
+
+
+def idempotency_key(record_hash: str, receiver: str) -> str:
+    """Stable per (audit record, receiver): a retry, a restart or a second reconciler sends the same key."""
+    return f"{record_hash[:32]}.{receiver}"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A stored outbox row, as the delivery step reads it."""
+
+    id: int
+    key: str
+    receiver: str
+    event: str
+    format: str
+    audit_seq: int
+    time: str
+    facts: Mapping[str, Any]
+    attempts: int = 0
+    last_error: str | None = None
+
+
+def enrich(facts: Mapping[str, Any], runs: Mapping[str, Any] | None, report_text: str | None) -> dict[str, Any]:
+    """Terminal events also carry the outcome: runs by state, failed dates/partitions, and the report."""
+    if facts.get("event") not in TERMINAL_EVENTS:
+        return dict(facts)
+    runs = runs or {}
+    return {
+        **facts,
+        "runs": dict(runs.get("counts", {})),
+        "failed_dates": [format_utc(parse_date(d)) for d in runs.get("failed_dates", [])],
+        "failed_partitions": list(runs.get("failed_partitions", [])),
+        "report": report_text,
+    }
+
+
+def json_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "format_version": NOTIFY_FORMAT_VERSION,
+        "idempotency_key": delivery.key,
+        "event": delivery.event,
+        "time": delivery.time,
+        "audit_seq": delivery.audit_seq,
+        **{k: v for k, v in sorted(facts.items()) if k != "event"},
+    }
+
+
+_TITLES = {
+    "created": "Backfill created",
+    "promoted": "Backfill promoted after its canary",
+    "paused": "Backfill paused",
+    "halted": "Backfill halted (too many failures)",
+    "stuck": "Backfill stuck",
+    "succeeded": "Backfill succeeded",
+    "completed_with_failures": "Backfill completed with failures",
+    "cancelled": "Backfill cancelled",
+    "refused": "Backfill refused",
+    "orphaned": "Backfill orphaned (its spec was deleted)",
+}
+
+
+def summary_line(event: str, facts: Mapping[str, Any]) -> str:
+    spec = facts.get("spec") or "backfillctl"
+    where = f" on {facts['dag_id']}" if facts.get("dag_id") else ""
+    ticket = f" [{facts['ticket']}]" if facts.get("ticket") else ""
+    return f"{_TITLES.get(event, event)}: {spec}{where}{ticket}"
+
+
+def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Slack's incoming-webhook JSON: `text` is the fallback (notifications), `blocks` the message."""
+    text = summary_line(delivery.event, facts)
+    fields = [
+        f"*{label}*\n{slack_text(value)}"
+        for label, value in (
+            ("Spec", facts.get("spec")),
+            ("DAG", facts.get("dag_id")),
+            ("Ticket", facts.get("ticket")),
+            ("Backfill", facts.get("backfill_id")),
+            ("Range", _range(facts)),
+            ("Runs", _runs(facts.get("runs"))),
+        )
+        if value not in (None, "", {})
+    ]
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": plain(text)[:150]}},
+        *([{"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields[:10]]}] if fields else []),
+    ]
+    details = _details(facts)
+    if details:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": details[:SLACK_TEXT_LIMIT]}})
+    blocks.append(
+        {
+            "type": "context",
+            "elements": [
+                {
+                    "type": "mrkdwn",
+                    "text": f"idempotency key `{slack_text(delivery.key)}` · audit seq {delivery.audit_seq}",
+                }
+            ],
+        }
+    )
+    return {"text": slack_text(text), "blocks": blocks}
+
+
+def _range(facts: Mapping[str, Any]) -> str | None:
+    if not facts.get("from_date"):
+        return None
+    return f"{facts['from_date']} → {facts['to_date']}"
+
+
+def _runs(runs: Any) -> str | None:
+    if not runs:
+        return None
+    return ", ".join(f"{count} {state}" for state, count in sorted(runs.items()))
+
+
+def _details(facts: Mapping[str, Any]) -> str:
+    """mrkdwn: the message, the failed dates and the report, each escaped (Slack parses `<…>` anywhere)."""
+    lines = [slack_text(facts["message"])] if facts.get("message") else []
+    failed: Sequence[str] = facts.get("failed_partitions") or [d[:10] for d in facts.get("failed_dates") or []]
+    if failed:
+        shown = ", ".join(failed[:30]) + (f" … and {len(failed) - 30} more" if len(failed) > 30 else "")
+        lines.append(f"*Failed ({len(failed)})*: {slack_text(shown)}")
+    if facts.get("report"):
+        lines.append(slack_pre(str(facts["report"])[: SLACK_TEXT_LIMIT - 200]))
+    return "\n".join(lines)
+
+
+def payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
+    return slack_payload(delivery, facts) if delivery.format == "slack" else json_payload(delivery, facts)

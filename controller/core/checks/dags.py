@@ -1,0 +1,74 @@
+"""The rules for a spec against its DAG in Airflow (pure): `validate` with Airflow configured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.documents.diagnostics import Diagnostic, Severity
+from controller.core.model.airflow import DagInfo
+from controller.core.model.policy import Policy
+from controller.core.model.spec import format_utc
+from controller.core.rules.schedules import FUTURE_HINT, future_partitions, unbackfillable
+
+
+class Unknown:
+    """A DAG whose details could not be read (Airflow unreachable, refused): `message` says why."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def check_against_dag(
+    item: LoadedSpec, info: DagInfo | Unknown | None, policy: Policy, now: datetime
+) -> Iterator[Diagnostic]:
+    """`validate` with Airflow configured: the DAG exists, its schedule can be backfilled, and a partitioned
+    DAG's range does not reach past `now` (unless the policy allows it). `info` None: the DAG was not found."""
+    spec = item.spec
+    if isinstance(info, Unknown):
+        yield Diagnostic(
+            item.at("dag_id"),
+            f"could not check DAG {spec.dag_id!r} in Airflow: {info.message}",
+            "plan and reconcile check it again",
+            Severity.WARNING,
+        )
+        return
+    if info is None:
+        yield Diagnostic(
+            item.at("dag_id"),
+            f"DAG {spec.dag_id!r} does not exist in Airflow",
+            "check the dag_id (Airflow's UI or `GET /api/v2/dags` lists the DAGs)",
+        )
+        return
+    refusal = unbackfillable(info)
+    if refusal is not None:
+        yield Diagnostic(item.at("dag_id"), refusal, "only DAGs with a periodic schedule can be backfilled")
+    future = future_partitions(spec, info, policy, now)
+    if future is not None:
+        yield Diagnostic(item.at("to_date"), future, FUTURE_HINT)
+    elif info.partitioned and spec.to_date > now:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is in the future and {spec.dag_id} is a partitioned DAG: Airflow "
+            "will create runs for partitions that have not happened yet (the policy allows it)",
+            None,
+            Severity.WARNING,
+        )
+
+
+def superseded_warnings(
+    item: LoadedSpec, info: DagInfo | Unknown | None, found: Sequence[Diagnostic]
+) -> set[Diagnostic]:
+    """The offline warning "Airflow only creates runs whose interval has already ended" is wrong for a
+    partitioned DAG; once its details are known, the partition rules above replace it."""
+    if not isinstance(info, DagInfo) or not info.partitioned:
+        return set()
+    path = item.spec.path  # the file's own warnings first: a validated spec's document is read again only if needed
+    mine = [
+        d for d in found if d.location.source == path and not d.is_error and "interval has already ended" in d.message
+    ]
+    if not mine:
+        return set()
+    where = item.at("to_date")
+    return {d for d in mine if d.location == where}

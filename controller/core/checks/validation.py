@@ -1,0 +1,457 @@
+"""Validate a tree of specs: YAML → schema → model → semantic rules → policy → tree rules (pure).
+
+Nothing fails fast: every file is read and every problem collected, then returned as one sorted list
+of located diagnostics.  `now` is a parameter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from controller.core.checks.guard_rules import check_policy_guards, check_spec_guards
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.documents.diagnostics import Diagnostic, PathPart, Severity
+from controller.core.documents.patterns import ecma_search
+from controller.core.documents.schema import Schema, SchemaValidator
+from controller.core.documents.yamlsafe import Document, load_document
+from controller.core.model.policy import DEFAULT_POLICY, Policy, Rule, parse_policy
+from controller.core.model.spec import (
+    NO_EXECUTION,
+    BackfillSpec,
+    ReprocessBehavior,
+    SourceFile,
+    digest,
+    format_utc,
+    parse_spec,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ValidationResult:
+    specs: tuple[BackfillSpec, ...]
+    policy: Policy
+    diagnostics: tuple[Diagnostic, ...]
+    files_checked: int
+    loaded: tuple[LoadedSpec, ...] = field(default=(), repr=False)
+
+    @property
+    def errors(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if d.is_error)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(d for d in self.diagnostics if not d.is_error)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+class SpecValidator:
+    """Checks specs and the policy; the schemas are passed in (ports via the constructor)."""
+
+    def __init__(self, spec_schema: Schema, policy_schema: Schema, *, trusted: bool = False) -> None:
+        self._spec_schema = SchemaValidator(spec_schema, trusted=trusted)
+        self._policy_schema = SchemaValidator(policy_schema, trusted=trusted)
+
+    def validate(
+        self,
+        files: Iterable[SourceFile],
+        *,
+        now: datetime,
+        policy_file: SourceFile | None = None,
+        read_problems: Sequence[Diagnostic] = (),
+        settled: frozenset[str] = frozenset(),
+    ) -> ValidationResult:
+        """`settled`: digests of spec files whose backfill has finished; such a file, unchanged, was valid
+        when it was applied and nothing can be applied from it any more, so only its YAML is read (the
+        tree rules, such as unique names, still see it).
+
+        `files` may be a lazy reader: each file is checked as it comes, and `read_problems` (files that could
+        not be read) is looked at only after the last one, so the reader may add to it as it goes."""
+        diagnostics: list[Diagnostic] = []
+        policy = self._policy(policy_file, diagnostics)
+        loaded: list[LoadedSpec] = []
+        count, shared = 0, dict[Any, Any]()
+        for source in files:  # one file at a time: its bytes and document are dropped once it is checked
+            count += 1
+            item = self._spec(source, diagnostics, settled, shared)
+            if item is not None:
+                if item.spec.digest not in settled:
+                    diagnostics.extend(check_spec(item, policy, now))
+                loaded.append(item.released())
+        diagnostics.extend(check_unique_names(loaded))
+        diagnostics[:0] = read_problems
+        counted = count + (policy_file is not None) + len(read_problems)
+        ordered = sorted(loaded, key=lambda item: (item.spec.name, item.spec.path))
+        return ValidationResult(
+            specs=tuple(item.spec for item in ordered),
+            policy=policy,
+            diagnostics=tuple(sorted(set(diagnostics), key=Diagnostic.sort_key)),
+            files_checked=counted,
+            loaded=tuple(ordered),
+        )
+
+    def load_policy(self, source: SourceFile) -> tuple[Policy, list[Diagnostic]]:
+        """A policy file on its own (e.g. as it was at a base commit); the default policy if it is invalid."""
+        diagnostics: list[Diagnostic] = []
+        return self._policy(source, diagnostics), diagnostics
+
+    def load_one(self, source: SourceFile) -> tuple[LoadedSpec | None, list[Diagnostic]]:
+        """Load and schema-check one spec (no policy or tree rules)."""
+        diagnostics: list[Diagnostic] = []
+        return self._spec(source, diagnostics), diagnostics
+
+    def _policy(self, source: SourceFile | None, diagnostics: list[Diagnostic]) -> Policy:
+        if source is None:
+            return DEFAULT_POLICY
+        doc = self._document(source, self._policy_schema, diagnostics)
+        if doc is None:
+            return DEFAULT_POLICY
+        policy = parse_policy(doc.data, source.path)
+        diagnostics.extend(check_policy_notify(policy, doc))
+        diagnostics.extend(check_policy_guards(policy, doc))
+        diagnostics.extend(check_policy_chunks(policy, doc))
+        return policy
+
+    def _spec(
+        self,
+        source: SourceFile,
+        diagnostics: list[Diagnostic],
+        settled: frozenset[str] = frozenset(),
+        shared: dict[Any, Any] | None = None,
+    ) -> LoadedSpec | None:
+        schema = None if settled and digest(source.raw) in settled else self._spec_schema
+        doc = self._document(source, schema, diagnostics)
+        if doc is None:
+            return None
+        return LoadedSpec(parse_spec(doc, source, shared), doc, source.stem, source.reread)
+
+    @staticmethod
+    def _document(source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]) -> Document | None:
+        doc, problems = load_document(source.path, source.raw)
+        diagnostics.extend(problems)
+        if doc is None or schema is None:
+            return doc
+        problems = schema.validate(doc)
+        diagnostics.extend(problems)
+        return None if problems else doc
+
+
+Check = Callable[[LoadedSpec, Policy, datetime], Iterator[Diagnostic]]
+
+
+def check_spec(item: LoadedSpec, policy: Policy, now: datetime) -> Iterator[Diagnostic]:
+    """Every per-spec rule the schema cannot express."""
+    for check in _CHECKS:
+        yield from check(item, policy, now)
+
+
+def _name_matches_file(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    stem = item.stem
+    if item.spec.name != stem:
+        yield Diagnostic(
+            item.at("name"),
+            f"name {item.spec.name!r} does not match the file name {stem!r}",
+            f"rename the file to {item.spec.name}.yaml or set `name: {stem}`",
+        )
+
+
+def _dates_ordered(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.from_date > spec.to_date:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is before from_date {format_utc(spec.from_date)}",
+            "the range is inclusive: to_date must be on or after from_date",
+        )
+
+
+def _not_in_future(item: LoadedSpec, _policy: Policy, now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.from_date >= now:
+        yield Diagnostic(
+            item.at("from_date"),
+            f"the whole range is in the future (from_date {format_utc(spec.from_date)} has not happened yet)",
+            "a backfill re-runs the past; Airflow refuses future dates",
+        )
+    elif spec.to_date > now:
+        yield Diagnostic(
+            item.at("to_date"),
+            f"to_date {format_utc(spec.to_date)} is in the future; Airflow only creates runs whose "
+            "interval has already ended",
+            None,
+            Severity.WARNING,
+        )
+
+
+def _requester_not_approver(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    if spec.requested_by in spec.approvers:
+        index = spec.approvers.index(spec.requested_by)
+        yield Diagnostic(
+            item.at("approvers", index),
+            f"{spec.requested_by!r} requested the backfill and cannot also approve it",
+            "ask someone else to review; separation of duties",
+        )
+
+
+def _ticket(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    pattern = policy.ticket_pattern
+    if pattern is not None and not ecma_search(pattern, item.spec.ticket):
+        yield Diagnostic(
+            item.at("ticket"),
+            f"ticket {item.spec.ticket!r} does not match the policy's pattern {pattern!r}",
+            f"use a ticket id that matches {pattern} ({policy.path or 'policy'})",
+        )
+
+
+def _max_active_runs(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    rule = policy.rule_for(item.spec.dag_id)
+    limit = rule.max_active_runs_limit if rule and rule.max_active_runs_limit else policy.max_active_runs_limit
+    if limit is not None and item.spec.max_active_runs > limit:
+        scope = f"rule {rule.index + 1} ({', '.join(rule.dags)})" if rule and rule.max_active_runs_limit else "policy"
+        yield Diagnostic(
+            item.at("max_active_runs"),
+            f"max_active_runs {item.spec.max_active_runs} is over the limit of {limit} set by {scope}",
+            f"lower it to {limit} or less",
+        )
+
+
+def _expected_runs(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec, rule = item.spec, policy.rule_for(item.spec.dag_id)
+    if spec.expected_runs is None and policy.require_expected_runs:
+        yield Diagnostic(
+            item.at(),
+            "missing required field 'expected_runs' (the policy requires it)",
+            "add `expected_runs:` with the most DAG runs you expect; `backfillctl plan` shows the count",
+        )
+    if (
+        spec.expected_runs is not None
+        and rule is not None
+        and rule.max_runs is not None
+        and spec.expected_runs > rule.max_runs
+    ):
+        yield Diagnostic(
+            item.at("expected_runs"),
+            f"expected_runs {spec.expected_runs} is over max_runs {rule.max_runs} for DAGs {', '.join(rule.dags)}",
+            "split the range into smaller specs",
+        )
+
+
+def _approvers_allowed(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    rule = policy.rule_for(item.spec.dag_id)
+    if rule is None or rule.approvers is None:
+        return
+    for index, login in enumerate(item.spec.approvers):
+        if login not in rule.approvers:
+            yield Diagnostic(
+                item.at("approvers", index),
+                f"{login!r} may not approve backfills of {item.spec.dag_id!r}",
+                f"allowed approvers: {', '.join(rule.approvers)}",
+            )
+
+
+def _approver_count(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec, rule = item.spec, policy.rule_for(item.spec.dag_id)
+    if rule is None:
+        return
+    needed, why = rule.min_approvers, f"DAGs {', '.join(rule.dags)}"
+    if spec.reprocess_behavior is ReprocessBehavior.COMPLETED and rule.min_approvers_for_completed:
+        needed, why = max(needed, rule.min_approvers_for_completed), "reprocess_behavior 'completed' on " + why
+    if len(spec.approvers) < needed:
+        yield Diagnostic(
+            item.at("approvers"),
+            f"{len(spec.approvers)} approver(s) listed; {why} need at least {needed}",
+            "add approvers allowed by the policy",
+        )
+
+
+def _rule_scope(policy: Policy, dag_id: str) -> tuple[Rule | None, str]:
+    rule = policy.rule_for(dag_id)
+    return rule, "" if rule is None else f"rule {rule.index + 1} ({', '.join(rule.dags)})"
+
+
+def _execution(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    """Chunks, canary and halt against the policy and against each other (issue 13)."""
+    spec = item.spec
+    rule, scope = _rule_scope(policy, spec.dag_id)
+    ex = spec.execution or NO_EXECUTION
+    if rule is not None and rule.chunk_max is not None and ex.chunk_runs is not None and ex.chunk_runs > rule.chunk_max:
+        yield Diagnostic(
+            item.at("execution", "chunk_runs"),
+            f"execution.chunk_runs {ex.chunk_runs} is over chunk_runs.max {rule.chunk_max} set by {scope}",
+            f"lower it to {rule.chunk_max} or less: each chunk is one Airflow backfill, its runs created in one call",
+        )
+    if (
+        rule is not None
+        and rule.require_canary_for_completed
+        and spec.reprocess_behavior is ReprocessBehavior.COMPLETED
+        and ex.canary_runs is None
+    ):
+        yield Diagnostic(
+            item.at("execution") if spec.execution is not None else item.at("reprocess_behavior"),
+            f"reprocess_behavior 'completed' needs execution.canary_runs on DAGs {', '.join(rule.dags)} "
+            f"(rule {rule.index + 1} sets require_canary_for_completed)",
+            "add `execution: {canary_runs: N}`: the first N runs are re-run, then the spec waits for a reviewed "
+            "`promote: true`",
+        )
+    if ex.canary_runs is not None and ex.chunk_runs is not None and ex.canary_runs > ex.chunk_runs:
+        yield Diagnostic(
+            item.at("execution", "canary_runs"),
+            f"execution.canary_runs {ex.canary_runs} is more than execution.chunk_runs {ex.chunk_runs}",
+            f"the canary is the first chunk: make canary_runs at most {ex.chunk_runs}",
+        )
+    if ex.canary_runs is not None and spec.expected_runs is not None and ex.canary_runs > spec.expected_runs:
+        yield Diagnostic(
+            item.at("execution", "canary_runs"),
+            f"execution.canary_runs {ex.canary_runs} is more than expected_runs {spec.expected_runs}",
+            "the canary is a first slice of the spec's runs: make it a small part of expected_runs",
+        )
+    if ex.halt_on_failure_ratio is not None and ex.halt_on_failure_ratio >= 1:
+        yield Diagnostic(
+            item.at("execution", "halt_on_failure_ratio"),
+            "halt_on_failure_ratio 1 never halts: more than every finished run can never fail",
+            "set a share below 1 (e.g. 0.2), or remove halt_on_failure_ratio",
+            Severity.WARNING,
+        )
+
+
+def _promote_resume(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    """`promote` without a canary and `resume` without a halt rule do nothing: say so, but do not fail."""
+    spec = item.spec
+    ex = spec.execution or NO_EXECUTION
+    if spec.promote and ex.canary_runs is None:
+        yield Diagnostic(
+            item.at("promote"),
+            "promote: true has no effect: the spec sets no execution.canary_runs",
+            "promote lets a spec continue after its canary chunk; add `execution: {canary_runs: N}` or remove it",
+            Severity.WARNING,
+        )
+    if ex.halt_min_finished is not None and ex.halt_on_failure_ratio is None:
+        yield Diagnostic(
+            item.at("execution", "halt_min_finished"),
+            "halt_min_finished has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts",
+            "add `halt_on_failure_ratio: 0.2` beside it, or remove halt_min_finished",
+            Severity.WARNING,
+        )
+    if spec.resume is not None and ex.halt_on_failure_ratio is None:
+        yield Diagnostic(
+            item.at("resume"),
+            "resume has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts",
+            "resume continues a Halted spec; add `execution: {halt_on_failure_ratio: 0.2}` or remove it",
+            Severity.WARNING,
+        )
+
+
+def check_policy_chunks(policy: Policy, doc: Document) -> Iterator[Diagnostic]:
+    """A rule's default chunk size must itself be allowed by the rule's maximum."""
+    for rule in policy.rules:
+        if rule.chunk_default is not None and rule.chunk_max is not None and rule.chunk_default > rule.chunk_max:
+            yield Diagnostic(
+                doc.locate(("rules", rule.index, "chunk_runs", "default")),
+                f"chunk_runs.default {rule.chunk_default} is over chunk_runs.max {rule.chunk_max} in "
+                f"rule {rule.index + 1} ({', '.join(rule.dags)})",
+                f"lower default to {rule.chunk_max} or less, or raise max: specs without chunk_runs get the default",
+            )
+
+
+PLACEHOLDER = "placeholder left from `backfillctl new`"
+_TODO = re.compile(r"\bTODO\b")
+_ZERO_TICKET = re.compile(r"^[A-Za-z]+-0+$")
+_FILL_IN = {
+    "ticket": "put the change ticket that authorises this backfill",
+    "reason": "say in a sentence why this backfill is needed; reviewers read it",
+    "requested_by": "put the login of who asks for the backfill",
+    "approvers": "list who must approve the pull request (not requested_by)",
+}
+
+
+def _no_placeholders(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    spec = item.spec
+    values: list[tuple[tuple[PathPart, ...], str, str]] = [
+        (("ticket",), "ticket", spec.ticket),
+        (("reason",), "reason", spec.reason),
+        (("requested_by",), "requested_by", spec.requested_by),
+        *((("approvers", i), "approvers", login) for i, login in enumerate(spec.approvers)),
+    ]
+    for path, field_name, value in values:
+        zero_ticket = field_name == "ticket" and _ZERO_TICKET.match(value)
+        if _TODO.search(value) or zero_ticket:
+            yield Diagnostic(item.at(*path), f"{PLACEHOLDER}: {field_name} is {value!r}", _FILL_IN[field_name])
+
+
+def _notify_receivers(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
+    """A spec may only name receivers the policy declares (their webhook URLs live in the environment)."""
+    declared = [r.name for r in policy.notify.receivers]
+    for index, name in enumerate(item.spec.notify):
+        if name not in declared:
+            yield Diagnostic(
+                item.at("notify", index),
+                f"notify receiver {name!r} is not declared in the policy",
+                f"declared receivers: {', '.join(declared) or 'none'}; add it under `notify.receivers` in "
+                f"{policy.path or 'specs/policy.yaml'} (with `webhook_env`), or remove it",
+            )
+
+
+def check_policy_notify(policy: Policy, doc: Document) -> Iterator[Diagnostic]:
+    """The policy's default receivers must be declared receivers."""
+    declared = [r.name for r in policy.notify.receivers]
+    for index, name in enumerate(policy.notify.default_receivers):
+        if name not in declared:
+            yield Diagnostic(
+                doc.locate(("notify", "default_receivers", index)),
+                f"default receiver {name!r} is not declared under notify.receivers",
+                f"declared receivers: {', '.join(declared) or 'none'}",
+            )
+
+
+def is_placeholder(diagnostic: Diagnostic) -> bool:
+    return diagnostic.message.startswith(PLACEHOLDER)
+
+
+_CHECKS: tuple[Check, ...] = (
+    _no_placeholders,
+    _name_matches_file,
+    _dates_ordered,
+    _not_in_future,
+    _requester_not_approver,
+    _ticket,
+    _max_active_runs,
+    _expected_runs,
+    _approvers_allowed,
+    _approver_count,
+    _notify_receivers,
+    _execution,
+    _promote_resume,
+    check_spec_guards,
+)
+
+
+def check_names_in_tree(loaded: Sequence[LoadedSpec], tree: Mapping[str, Sequence[str]]) -> Iterator[Diagnostic]:
+    """Names are unique across the whole specs tree, also when only some files are validated (pre-commit)."""
+    checked = {item.spec.path for item in loaded}
+    for item in loaded:
+        for other in tree.get(item.spec.name, ()):
+            if other not in checked:
+                yield Diagnostic(
+                    item.at("name"),
+                    f"name {item.spec.name!r} is already used by {other}",
+                    "every spec needs a unique name across the specs tree",
+                )
+
+
+def check_unique_names(loaded: Sequence[LoadedSpec]) -> Iterator[Diagnostic]:
+    first: dict[str, LoadedSpec] = {}
+    for item in sorted(loaded, key=lambda i: i.spec.path):
+        seen = first.setdefault(item.spec.name, item)
+        if seen is not item:
+            yield Diagnostic(
+                item.at("name"),
+                f"name {item.spec.name!r} is already used by {seen.at('name')}",
+                "every spec needs a unique name",
+            )

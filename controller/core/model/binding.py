@@ -1,0 +1,169 @@
+"""What the store remembers of a spec (pure): the backfills it owns, its phase and last observed runs.
+
+A spec owns an ordered list of backfills (one, or a chunked spec's chunks: see `core/model/chunks.py`). The store maps
+its rows to these values and back in one place; nothing above it sees a row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from controller.core.model.airflow import RunSummary
+from controller.core.model.chunks import Progress
+from controller.core.model.ranges import DateRange, expand, ranges_from_json, ranges_json
+from controller.core.model.spec import DesiredState
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    PAUSED = "Paused"
+    SUCCEEDED = "Succeeded"
+    COMPLETED_WITH_FAILURES = "CompletedWithFailures"
+    CANCELLED = "Cancelled"
+    BLOCKED = "Blocked"
+    ORPHANED = "Orphaned"
+    AWAITING_PROMOTION = "AwaitingPromotion"  # a chunked spec's canary chunk finished; waits for `promote: true`
+    HALTED = "Halted"  # too many of a chunked spec's runs failed; waits for a new `resume` value
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateFacts:
+    """What the dry run said when the spec's backfill was created (kept for the change record)."""
+
+    runs_to_create: int | None = None
+    runs_in_range: int | None = None
+    first_date: datetime | None = None
+    last_date: datetime | None = None
+    first_partition: str | None = None
+    last_partition: str | None = None
+    dates: tuple[DateRange, ...] | None = None  # the dates the backfill made or re-ran (None: not known)
+    whole: bool | None = None  # an adopted backfill's runs were all the backfill runs of its range
+
+    @property
+    def own_dates(self) -> list[datetime] | None:
+        return None if self.dates is None else expand(self.dates)
+
+    @property
+    def whole_range(self) -> bool:
+        """The recorded dates are every backfill run of the range: the range's state counts are the spec's own."""
+        if self.dates is None:
+            return False
+        return bool(self.whole) or (self.runs_to_create is not None and self.runs_to_create == self.runs_in_range)
+
+    def as_json(self) -> dict[str, Any]:
+        own = {} if self.dates is None else {"dates": ranges_json(self.dates), "dates_whole": self.whole}
+        return own | {
+            "runs_to_create": self.runs_to_create,
+            "runs_in_range": self.runs_in_range,
+            "first_date": None if self.first_date is None else self.first_date.isoformat(),
+            "last_date": None if self.last_date is None else self.last_date.isoformat(),
+            "first_partition": self.first_partition,
+            "last_partition": self.last_partition,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CreateFacts | None:
+        if data.get("runs_to_create") is None and data.get("runs_in_range") is None and data.get("dates") is None:
+            return None
+        return cls(
+            data.get("runs_to_create"),
+            data.get("runs_in_range"),
+            _time(data.get("first_date")),
+            _time(data.get("last_date")),
+            data.get("first_partition"),
+            data.get("last_partition"),
+            ranges_from_json(data.get("dates")),
+            data.get("dates_whole"),
+        )
+
+
+def _time(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovedReview:
+    login: str
+    review_id: int | None
+    commit_id: str
+    submitted_at: str  # GitHub's time of the review, as it gave it
+
+    def text(self, pr_number: int) -> str:
+        review = f"review {self.review_id}" if self.review_id is not None else "review id unknown"
+        return f"{self.login} in #{pr_number} ({review}, {_minutes(self.submitted_at)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """Who approved a spec's pull request: the evidence the gate counted, kept with the create."""
+
+    pr_number: int
+    merged_commit: str | None
+    reviews: tuple[ApprovedReview, ...]
+
+    def text(self) -> str:
+        return ", ".join(r.text(self.pr_number) for r in self.reviews)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "pr_number": self.pr_number,
+            "merged_commit": self.merged_commit,
+            "reviews": [
+                {"login": r.login, "review_id": r.review_id, "commit_id": r.commit_id, "submitted_at": r.submitted_at}
+                for r in self.reviews
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Approval | None:
+        if not data:
+            return None
+        reviews = tuple(
+            ApprovedReview(r["login"], r.get("review_id"), r.get("commit_id", ""), r.get("submitted_at", ""))
+            for r in data.get("reviews", ())
+        )
+        return cls(int(data["pr_number"]), data.get("merged_commit"), reviews)
+
+
+def _minutes(moment: str) -> str:
+    """`2026-11-01T10:00:00Z` as `2026-11-01T10:00Z` (the change record's precision); anything else as given."""
+    if len(moment) == 20 and moment[10] == "T" and moment.endswith("Z"):
+        return moment[:16] + "Z"
+    return moment or "time unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    spec_name: str
+    dag_id: str
+    backfill_id: int | None  # the spec's current backfill (the last of `backfills`)
+    phase: Phase
+    applied_state: DesiredState = DesiredState.ACTIVE
+    spec_digest: str = ""
+    reason: str = ""
+    runs: RunSummary | None = None  # last observed
+    created: CreateFacts | None = None
+    backfills: tuple[int, ...] = ()  # every backfill the spec has owned, in order
+    git_commit: str | None = None
+    airflow_url: str = ""
+    updated_at: str | None = None  # when the store last saved it (set by the store)
+    guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
+    progress: Progress | None = None  # a chunked spec's chunks, canary and halt state (issue 13)
+    refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
+    approval: Approval | None = None  # who approved its pull request, as reconcile checked it (None: not recorded)
+
+    def owning(self, backfill_id: int | None) -> tuple[int, ...]:
+        """`backfills` with `backfill_id` appended when it is new."""
+        if backfill_id is None or backfill_id in self.backfills:
+            return self.backfills
+        return (*self.backfills, backfill_id)

@@ -1,0 +1,61 @@
+"""The policy's `notify:` section as a value (pure): the webhook receivers, and which events notify whom.
+
+What an audited event sends, and to whom, is `core/audit/notify.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+EVENTS = (
+    "created",
+    "promoted",
+    "paused",
+    "halted",
+    "stuck",
+    "succeeded",
+    "completed_with_failures",
+    "cancelled",
+    "refused",
+    "orphaned",
+)
+DEFAULT_STUCK_MINUTES = 30
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    name: str
+    webhook_env: str  # the environment variable holding the URL (a secret: never in a file or an output)
+    format: str = "slack"
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyPolicy:
+    receivers: tuple[Receiver, ...] = ()
+    events: tuple[str, ...] = EVENTS
+    default_receivers: tuple[str, ...] = ()
+    stuck_after_minutes: int = DEFAULT_STUCK_MINUTES
+
+    def receiver(self, name: str) -> Receiver | None:
+        return next((r for r in self.receivers if r.name == name), None)
+
+
+NO_NOTIFY = NotifyPolicy()
+
+
+def parse_notify(data: Mapping[str, Any] | None) -> NotifyPolicy:
+    """Build the value from the policy's `notify:` block (already schema-valid)."""
+    if not data:
+        return NO_NOTIFY
+    receivers = tuple(
+        Receiver(name, raw["webhook_env"], raw.get("format", "slack"))
+        for name, raw in sorted((data.get("receivers") or {}).items())
+    )
+    return NotifyPolicy(
+        receivers=receivers,
+        events=tuple(data.get("events", EVENTS)),
+        default_receivers=tuple(data.get("default_receivers", ())),
+        stuck_after_minutes=int(data.get("stuck_after_minutes", DEFAULT_STUCK_MINUTES)),
+    )

@@ -1,0 +1,122 @@
+"""The policy (specs/policy.yaml) as an immutable value, and the rule lookup (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from fnmatch import fnmatchcase
+from typing import Any
+
+from controller.core.model.guards import Budget, Freeze, SchedulerGuard, Window
+from controller.core.model.notify_policy import NO_NOTIFY, NotifyPolicy, parse_notify
+
+NO_SCHEDULER_GUARD = SchedulerGuard()
+
+
+class DriftMode(StrEnum):
+    REPORT = "report"
+    HEAL = "heal"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    dags: tuple[str, ...]
+    approvers: tuple[str, ...] | None = None
+    min_approvers: int = 1
+    min_approvers_for_completed: int | None = None
+    max_active_runs_limit: int | None = None
+    max_runs: int | None = None
+    index: int = 0
+    chunk_default: int | None = None  # the chunk size of specs that set none (above `chunk_required_above` runs)
+    chunk_max: int | None = None  # the largest `execution.chunk_runs` a spec may set
+    chunk_required_above: int = 0
+    require_canary_for_completed: bool = False
+
+    def matches(self, dag_id: str) -> bool:
+        return any(fnmatchcase(dag_id, glob) for glob in self.dags)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    ticket_pattern: str | None = None
+    require_expected_runs: bool = False
+    max_active_runs_limit: int | None = None
+    drift: DriftMode = DriftMode.REPORT
+    author_logins: tuple[tuple[str, str], ...] = ()
+    rules: tuple[Rule, ...] = ()
+    path: str | None = None
+    allow_future_partitions: bool = False  # a partitioned DAG's range may reach past now (Airflow runs those)
+    notify: NotifyPolicy = NO_NOTIFY  # webhook receivers and events (issue 15)
+    downstream: tuple[Budget, ...] = ()  # capacity budgets of shared systems (issue 14)
+    freezes: tuple[Freeze, ...] = ()
+    windows: tuple[Window, ...] = ()  # default run windows; empty: always
+    scheduler_guard: SchedulerGuard = NO_SCHEDULER_GUARD
+
+    @property
+    def budgets(self) -> dict[str, Budget]:
+        return {b.name: b for b in self.downstream}
+
+    def rule_for(self, dag_id: str) -> Rule | None:
+        """The first rule whose globs match `dag_id`."""
+        return next((rule for rule in self.rules if rule.matches(dag_id)), None)
+
+    def login_for(self, email: str) -> str | None:
+        return dict(self.author_logins).get(email.lower())
+
+
+DEFAULT_POLICY = Policy()
+
+
+def parse_policy(data: dict[str, Any], path: str) -> Policy:
+    """Build the value from a document that passed the policy schema."""
+    return Policy(
+        ticket_pattern=data.get("ticket_pattern"),
+        require_expected_runs=data.get("require_expected_runs", False),
+        max_active_runs_limit=data.get("max_active_runs_limit"),
+        drift=DriftMode(data.get("drift", "report")),
+        author_logins=tuple(sorted((k.lower(), v) for k, v in data.get("author_logins", {}).items())),
+        rules=tuple(_rule(raw, i) for i, raw in enumerate(data.get("rules", []))),
+        path=path,
+        allow_future_partitions=data.get("allow_future_partitions", False),
+        notify=parse_notify(data.get("notify")),
+        downstream=tuple(
+            Budget(name, raw["max_active_runs"], tuple(raw.get("owners", ())))
+            for name, raw in data.get("downstream", {}).items()
+        ),
+        freezes=tuple(
+            Freeze(parse_instant(raw["from"]), parse_instant(raw["to"]), raw["reason"])
+            for raw in data.get("freeze", [])
+        ),
+        windows=parse_windows(data.get("windows", [])),
+        scheduler_guard=SchedulerGuard(
+            bool(data.get("scheduler_guard", {}).get("pause_when_unhealthy", False)),
+            data.get("scheduler_guard", {}).get("max_heartbeat_age_s"),
+        ),
+    )
+
+
+def parse_windows(raw: list[dict[str, Any]]) -> tuple[Window, ...]:
+    return tuple(Window(tuple(w["days"]), w["start"], w["end"], w["timezone"]) for w in raw)
+
+
+def parse_instant(text: str) -> datetime:
+    """An RFC 3339 date-time with offset (the schema checked it) as a UTC instant."""
+    return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _rule(raw: dict[str, Any], index: int) -> Rule:
+    approvers = raw.get("approvers")
+    return Rule(
+        dags=tuple(raw["dags"]),
+        approvers=None if approvers is None else tuple(approvers),
+        min_approvers=raw.get("min_approvers", 1),
+        min_approvers_for_completed=raw.get("min_approvers_for_completed"),
+        max_active_runs_limit=raw.get("max_active_runs_limit"),
+        max_runs=raw.get("max_runs"),
+        index=index,
+        chunk_default=raw.get("chunk_runs", {}).get("default"),
+        chunk_max=raw.get("chunk_runs", {}).get("max"),
+        chunk_required_above=raw.get("chunk_runs", {}).get("required_above", 0),
+        require_canary_for_completed=raw.get("require_canary_for_completed", False),
+    )

@@ -1,0 +1,212 @@
+"""The backfill spec as an immutable, typed value (pure).
+
+`parse_spec` turns a schema-valid document into a `BackfillSpec`: dates become aware UTC datetimes (a
+date means 00:00 UTC), lists become tuples, `dag_run_conf` a read-only mapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from enum import StrEnum
+from functools import partial
+from types import MappingProxyType
+from typing import Any
+
+from controller.core.documents.yamlsafe import Document
+from controller.core.model.guards import Window
+
+
+class ReprocessBehavior(StrEnum):
+    NONE = "none"
+    FAILED = "failed"
+    COMPLETED = "completed"
+
+
+class DesiredState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A spec or policy file as read by an adapter: display path, file stem and raw bytes; `reread`, when the
+    adapter can read a file again by its path (None if it no longer can), lets a validator drop the bytes and the
+    document once the per-file checks are done and load them again only to place a later diagnostic (one function
+    for every file: nothing is kept per file)."""
+
+    path: str
+    stem: str
+    raw: bytes
+    reread: Callable[[str], bytes | None] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """How a large spec runs (issue 13): chunks of at most `chunk_runs`, a canary chunk first, a failure halt."""
+
+    chunk_runs: int | None = None  # None: one backfill, unless the policy sets a default chunk size
+    canary_runs: int | None = None
+    halt_on_failure_ratio: float | None = None
+    halt_min_finished: int | None = None  # None: the default (chunks.HALT_MIN_FINISHED)
+
+
+NO_EXECUTION = Execution()
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillSpec:
+    name: str
+    dag_id: str
+    from_date: datetime
+    to_date: datetime
+    reprocess_behavior: ReprocessBehavior
+    max_active_runs: int
+    ticket: str
+    reason: str
+    requested_by: str
+    approvers: tuple[str, ...]
+    path: str
+    digest: str
+    run_backwards: bool = False
+    dag_run_conf: Mapping[str, Any] | None = None
+    run_on_latest_version: bool | None = None
+    state: DesiredState = DesiredState.ACTIVE
+    expected_runs: int | None = None
+    downstream: tuple[str, ...] = ()
+    notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
+    windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always` (issue 14)
+    execution: Execution | None = None  # None: not set (a policy default chunk size may still apply)
+    promote: bool = False  # lets a chunked spec continue after its canary chunk
+    resume: str | None = None  # a new value lets a Halted spec continue
+    retry_of: str | None = None  # the spec whose failed runs this one re-runs (its change record links here)
+
+    def conf_json(self) -> str | None:
+        """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
+        return None if self.dag_run_conf is None else canonical_json(_thaw(self.dag_run_conf))
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that define the backfill in Airflow; they must not change once applied."""
+        return {
+            "dag_id": self.dag_id,
+            "from_date": format_utc(self.from_date),
+            "to_date": format_utc(self.to_date),
+            "reprocess_behavior": self.reprocess_behavior.value,
+            "max_active_runs": self.max_active_runs,
+            "run_backwards": self.run_backwards,
+            "dag_run_conf": self.conf_json(),
+            "run_on_latest_version": self.run_on_latest_version,
+        }
+
+
+def parse_date(text: str) -> datetime:
+    """`2025-01-01` → 2025-01-01T00:00Z; an RFC 3339 date-time → the same instant in UTC."""
+    if len(text) == 10:
+        return datetime.combine(date.fromisoformat(text), datetime.min.time(), tzinfo=UTC)
+    value = datetime.fromisoformat(text.upper().replace(" ", "T"))
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset")
+    return value.astimezone(UTC)
+
+
+def format_utc(value: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, seconds precision unless sub-second parts are set."""
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(raw: bytes) -> str:
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None = None) -> BackfillSpec:
+    """Build the value from a document that passed the schema (dates were format-checked there).
+
+    `shared`, kept across the specs of one tree, makes equal values that specs often repeat (DAG, requester,
+    approvers, downstream, receivers, dates: all strings, tuples of strings or UTC datetimes) one object."""
+    data: dict[str, Any] = doc.data
+    conf = data.get("dag_run_conf")
+    one = _same if shared is None else partial(_one, shared)
+    return BackfillSpec(
+        name=data["name"],
+        dag_id=one(data["dag_id"]),
+        from_date=one(parse_date(data["from_date"])),
+        to_date=one(parse_date(data["to_date"])),
+        reprocess_behavior=ReprocessBehavior(data["reprocess_behavior"]),
+        max_active_runs=data["max_active_runs"],
+        ticket=data["ticket"],
+        reason=data["reason"],
+        requested_by=one(data["requested_by"]),
+        approvers=one(tuple(data["approvers"])),
+        path=source.path,
+        digest=digest(source.raw),
+        run_backwards=data.get("run_backwards", False),
+        dag_run_conf=None if conf is None else _freeze(conf),
+        run_on_latest_version=data.get("run_on_latest_version"),
+        state=DesiredState(data.get("state", "active")),
+        expected_runs=data.get("expected_runs"),
+        downstream=one(tuple(data.get("downstream", ()))),
+        notify=one(tuple(data.get("notify", ()))),
+        windows=_windows(data.get("windows")),
+        execution=_execution(data.get("execution")),
+        promote=bool(data.get("promote", False)),
+        resume=data.get("resume"),
+        retry_of=data.get("retry_of"),
+    )
+
+
+def _execution(raw: dict[str, Any] | None) -> Execution | None:
+    if raw is None:
+        return None
+    return Execution(
+        raw.get("chunk_runs"), raw.get("canary_runs"), raw.get("halt_on_failure_ratio"), raw.get("halt_min_finished")
+    )
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _one(shared: dict[Any, Any], value: Any) -> Any:
+    """The first equal value seen, for strings, tuples of strings and datetimes (a settled spec skips the
+    schema: anything else, e.g. 1 and True, which are equal keys, stays as it is)."""
+    kind = type(value)
+    if kind is str or kind is datetime or (kind is tuple and all(type(item) is str for item in value)):
+        return shared.setdefault(value, value)
+    return value
+
+
+def _windows(raw: Any) -> tuple[Window, ...] | None:
+    if raw is None:
+        return None
+    if raw == "always":
+        return ()
+    return tuple(Window(tuple(w["days"]), w["start"], w["end"], w["timezone"]) for w in raw)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def thaw_conf(spec: BackfillSpec) -> dict[str, Any] | None:
+    """A plain, JSON-serialisable copy of the spec's dag_run_conf."""
+    return None if spec.dag_run_conf is None else dict(_thaw(spec.dag_run_conf))

@@ -1,0 +1,144 @@
+"""`backfillctl report NAME --format html`: a self-contained change record (pure: data in, one HTML string out).
+
+Inline CSS, no scripts, no external assets, every text escaped. The calendar heat map shows one cell per
+interval or partition; the legend and the counts beside it say what each colour means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+
+from controller.core.audit.chain import AuditRecord
+from controller.core.render.heatmap import LABELS, STATES, HeatMap, calendar
+
+COLOURS = {
+    "succeeded": "#2da44e",
+    "failed": "#cf222e",
+    "skipped": "#8c959f",
+    "never_started": "#d4a72c",
+    "in_progress": "#0969da",
+}
+STYLE = (
+    "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1f2328;background:#fff;"
+    "max-width:1100px}h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
+    "dl{display:grid;grid-template-columns:max-content auto;gap:4px 16px}dt{font-weight:600}dd{margin:0}"
+    "table.heat{border-collapse:separate;border-spacing:3px}table.heat th{font-weight:400;color:#57606a;"
+    "font-size:11px;line-height:14px;text-align:right;padding:0 6px 0 0;white-space:nowrap}"
+    "table.heat thead th{text-align:center;padding:0;font-size:9px}"
+    "td.slot{width:14px;height:14px;padding:0;line-height:0;font-size:0}td.empty{background:#f6f8fa}"
+    + "".join(f"td.{s},span.{s}{{background:{c}}}" for s, c in COLOURS.items())
+    + "span.swatch{display:inline-block;width:14px;height:14px;vertical-align:middle;"
+    "margin:0 4px 0 12px}.note{color:#57606a}table.audit{border-collapse:collapse;font-size:12px;width:100%}"
+    "table.audit td,table.audit th{border-bottom:1px solid #d0d7de;padding:3px 6px;text-align:left;"
+    "vertical-align:top}code{font-family:ui-monospace,monospace}"
+)
+
+
+def report_html(report: Mapping[str, Any], heatmap: HeatMap, events: Sequence[AuditRecord]) -> str:
+    i = report["intervals"]
+    facts = [
+        (
+            "Outcome",
+            f"{report['outcome']}" + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
+        ),
+        ("Ticket", report["ticket"]),
+        ("Reason", report["reason"]),
+        ("Requested by", report["requested_by"]),
+        ("Approved by", report["approved_by"]),
+        ("DAG", report["dag_id"]),
+        ("Range", f"{report['from_date']} → {report['to_date']}"),
+        (
+            "Run",
+            f"reprocess {report['reprocess_behavior']}, max_active_runs {report['max_active_runs']}, "
+            f"{report['direction']}",
+        ),
+        ("Spec", f"{report['path']} ({report['digest']}) at commit {report['git_commit'] or 'unknown'}"),
+        ("Created / completed", f"{report['created_at'] or '-'} / {report['completed_at'] or '-'}"),
+        (
+            "Intervals",
+            f"{i['complete']} complete, {i['failed']} failed, {_q(i['skipped'])} skipped of {_q(i['in_range'])} "
+            f"in range" + (f", {i['never_started']} never started" if i["never_started"] else ""),
+        ),
+    ]
+    if report.get("retry_of"):
+        facts.append(("Retries the failed runs of", report["retry_of"]))
+    if report.get("retried_by"):
+        facts.append(("Failed runs retried by", ", ".join(f"{r['spec']} ({r['path']})" for r in report["retried_by"])))
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Change record: {escape(report['spec'])}</title><style>{STYLE}</style></head><body>\n"
+        f"<h1>Change record: {escape(report['spec'])}</h1>\n<dl>{rows}</dl>\n"
+        f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n{chunks_html(report.get('chunks'))}"
+        f"<h2>Audit trail ({len(events)} records)</h2>\n{_audit(events)}\n</body></html>\n"
+    )
+
+
+def chunks_html(chunks: Sequence[Mapping[str, Any]] | None) -> str:
+    """A chunked spec's Airflow backfills, one row each, in the order they ran (nothing for one backfill)."""
+    if not chunks:
+        return ""
+    columns = ("backfill", "from", "to", "runs", "max_active_runs", "succeeded", "failed", "state")
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
+    rows = "".join(
+        f"<tr><td>#{c['backfill_id']}</td><td>{escape(c['from_date'])}</td><td>{escape(c['to_date'])}</td>"
+        f"<td>{c['runs']}</td><td>{c['max_active_runs']}</td><td>{_q(c['succeeded'])}</td>"
+        f"<td>{_q(c['failed'])}</td><td>{'finished' if c['finished'] else 'active'}</td></tr>"
+        for c in chunks
+    )
+    return (
+        f"<h2>Chunks ({len(chunks)} Airflow backfills, one after another)</h2>\n"
+        f'<table class="audit" id="chunks">{head}{rows}</table>\n'
+    )
+
+
+def _q(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def heatmap_html(heatmap: HeatMap) -> str:
+    unit, rows = calendar(heatmap)
+    head = "".join(f"<th>{n + 1 if unit == 'day' else n}</th>" for n in range(31 if unit == "day" else 24))
+    body = "".join(
+        f"<tr><th>{escape(row.label)}</th>"
+        + "".join(
+            '<td class="slot empty"></td>'
+            if cell is None
+            else f'<td class="slot cell {cell.state}" data-state="{cell.state}" '
+            f'title="{escape(cell.label)}: {escape(LABELS[cell.state])}"></td>'
+            for cell in row.slots
+        )
+        + "</tr>"
+        for row in rows
+    )
+    legend = "".join(f'<span class="swatch {s}"></span>{escape(LABELS[s])} ({heatmap.count(s)})' for s in STATES)
+    unplaced = (
+        '<p class="note" id="unplaced">Not placed on the calendar: '
+        + escape(", ".join(f"{n} {LABELS[s]}" for s, n in heatmap.unplaced.items()))
+        + "</p>"
+        if heatmap.unplaced
+        else ""
+    )
+    note = f'<p class="note" id="heatmap-note">{escape(heatmap.note)}</p>' if heatmap.note else ""
+    table = (
+        f'<table class="heat" id="heatmap" data-cells="{len(heatmap.cells)}" data-unit="{unit}">'
+        f"<thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody></table>"
+        if rows
+        else '<p class="note">No interval to show.</p>'
+    )
+    return f'<p class="legend">{legend}</p>{table}{unplaced}{note}'
+
+
+def _audit(events: Sequence[AuditRecord]) -> str:
+    head = (
+        "<tr><th>seq</th><th>time</th><th>actor</th><th>action</th><th>phase</th><th>outcome</th><th>message</th></tr>"
+    )
+    rows = "".join(
+        f"<tr><td>{e.seq}</td><td>{escape(e.time)}</td><td>{escape(e.entry.actor)}</td>"
+        f"<td>{escape(e.entry.action)}</td><td>{escape(e.entry.phase)}</td><td>{escape(e.entry.outcome or '')}</td>"
+        f"<td>{escape(e.entry.message or '')}</td></tr>"
+        for e in events
+    )
+    return f'<table class="audit">{head}{rows}</table>'

@@ -1,0 +1,376 @@
+"""Status rows and the change report (pure): from plan items, stored bindings and audit records."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from controller.core.audit.chain import AuditRecord
+from controller.core.documents.escaping import md_code, md_fence, md_text, plain_lines
+from controller.core.model.airflow import Rerun, RunSummary
+from controller.core.model.binding import Binding, CreateFacts, Phase
+from controller.core.model.chunks import Progress
+from controller.core.model.ranges import ranges_json
+from controller.core.model.spec import BackfillSpec, format_utc
+from controller.core.plan.planner import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
+from controller.core.plan.provenance import approved_by
+from controller.core.render.audit import record_line
+from controller.core.render.layout import Column, hang, left_out_line, table
+from controller.core.rules.chunks import chunk_text
+
+REPORT_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StatusRow:
+    spec: str
+    dag_id: str
+    phase: str
+    backfill_id: int | None
+    success: int
+    failed: int
+    running: int
+    queued: int
+    total: int
+    eta_seconds: float | None
+    note: str
+    chunk: tuple[int, int] | None = None  # a chunked spec: its k-th chunk of about n
+    backfills: tuple[int, ...] = ()  # a chunked spec: every chunk's backfill, in order
+    refused: bool = False  # Blocked by a refusal (the dry run over expected_runs or max_runs), not by its DAG
+
+    @property
+    def progress(self) -> float:
+        return 100.0 * (self.success + self.failed) / self.total if self.total else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "dag_id": self.dag_id,
+            "phase": self.phase,
+            "backfill_id": self.backfill_id,
+            "runs": {
+                "success": self.success,
+                "failed": self.failed,
+                "running": self.running,
+                "queued": self.queued,
+                "total": self.total,
+            },
+            "progress": round(self.progress, 1),
+            "eta_seconds": self.eta_seconds,
+            "note": self.note,
+            "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
+            "backfills": list(self.backfills),
+            "refused": self.refused,
+        }
+
+
+def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
+    return [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
+
+
+def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> StatusRow:
+    """A plan without dry runs (status) only knows `awaiting dry run`; what reconcile last decided about the same
+    spec file, a refusal or a block, is what holds the spec."""
+    source = item.source
+    if item.reason != AWAITING_DRY_RUN or binding is None or binding.phase is not Phase.BLOCKED or source is None:
+        return row
+    if binding.spec_digest != source.digest:  # edited since: the next pass decides again
+        return row
+    when = f" at {binding.updated_at[:19]}Z" if binding.updated_at else ""
+    note = f"{'refused' if binding.refused else 'blocked'} by reconcile{when}: {binding.reason}"
+    return replace(row, phase=Phase.BLOCKED.value, note=note, refused=binding.refused)
+
+
+def _row(item: Item, binding: Binding | None) -> StatusRow:
+    runs = item.runs or (binding.runs if binding else None) or RunSummary({})
+    running, queued = runs.count("running"), runs.count("queued")
+    mar = running_concurrency(item, item.source) if item.source is not None else 1
+    progress = item.progress or (binding.progress if binding else None)
+    uncreated = (progress.uncreated or 0) if progress is not None else 0
+    left = running + queued + (0 if item.phase.terminal else uncreated)  # a chunked spec's later chunks too
+    eta = _eta(item, runs.mean_duration, left, mar)
+    return StatusRow(
+        item.spec,
+        item.dag_id,
+        item.phase.value,
+        item.backfill_id or (binding.backfill_id if binding else None),
+        runs.count("success"),
+        runs.count("failed"),
+        running,
+        queued,
+        runs.total + (0 if item.phase.terminal else uncreated),  # a chunked spec's later chunks count too
+        eta,
+        item.reason if item.chunk is None else f"{chunk_text(item.chunk)}; {item.reason}",
+        item.chunk,
+        progress.ids if progress is not None else (),
+        refused=item.kind is Kind.REFUSE,
+    )
+
+
+CHUNK_GAP_SECONDS = 30.0  # a later chunk is created by the pass after its predecessor ends (the default interval)
+
+
+HELD = frozenset({Phase.AWAITING_PROMOTION, Phase.PAUSED, Phase.HALTED, Phase.BLOCKED, Phase.QUEUED})
+
+
+def _eta(item: Item, mean: float | None, left: int, mar: int) -> float | None:
+    """Waves of `mar` runs of the mean duration, plus a pass's wait at each chunk boundary still ahead; none
+    while a human or another spec holds the spec (a canary awaiting promotion, a pause, a halt, a queue)."""
+    if item.phase in HELD or mean is None or not left:
+        return None
+    ahead = item.chunk is not None and not item.phase.terminal
+    boundaries = max(0, item.chunk[1] - item.chunk[0]) if ahead and item.chunk is not None else 0
+    return math.ceil(left / mar) * mean + boundaries * CHUNK_GAP_SECONDS
+
+
+def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> list[StatusRow]:
+    """Offline status: what the store last recorded (no Airflow call), for every spec in the tree."""
+    rows = []
+    for spec in specs:
+        binding = bindings.get(spec.name)
+        runs = (binding.runs if binding else None) or RunSummary({})
+        reason = binding.reason if binding else "not reconciled yet"
+        rows.append(
+            StatusRow(
+                spec.name,
+                spec.dag_id,
+                binding.phase.value if binding else "Pending",
+                binding.backfill_id if binding else None,
+                runs.count("success"),
+                runs.count("failed"),
+                runs.count("running"),
+                runs.count("queued"),
+                runs.total,
+                None,
+                f"(stored {binding.updated_at if binding else '-'}) {reason}",
+                backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
+                refused=binding is not None and binding.phase is Phase.BLOCKED and binding.refused,
+            )
+        )
+    return rows
+
+
+def eta_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+STATUS_COLUMNS = (  # `keep`: the order in which a short width leaves columns out, RUN and QUE first
+    Column("SPEC"),
+    Column("DAG", keep=3),
+    Column("PHASE"),
+    Column("BACKFILL", right=True, keep=8),
+    Column("OK", right=True, keep=6),
+    Column("FAIL", right=True, keep=4),
+    Column("RUN", right=True, keep=9),
+    Column("QUE", right=True, keep=10),
+    Column("TOTAL", right=True, keep=7),
+    Column("DONE", right=True, keep=2),
+    Column("ETA", right=True, keep=5),
+)
+
+
+def cells(r: StatusRow) -> list[str]:
+    counts = (r.success, r.failed, r.running, r.queued, r.total)
+    return [
+        r.spec,
+        r.dag_id,
+        r.phase,
+        str(r.backfill_id or "-"),
+        *map(str, counts),
+        f"{r.progress:.0f}%",
+        eta_text(r.eta_seconds),
+    ]
+
+
+def status_text(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """One row a spec, columns sized to their content; within `width`, the note wraps below and the least
+    needed counts are left out (said in a last line), never a name."""
+    lines, left_out = table(STATUS_COLUMNS, [cells(r) for r in rows], [r.note for r in rows], "NOTE", width)
+    return plain_lines(lines + left_out_line(left_out, width))
+
+
+def phase_counts(rows: Sequence[StatusRow]) -> dict[str, int]:
+    """Specs per phase, in the phases' order (the ones with none left out)."""
+    counts = {phase.value: sum(1 for r in rows if r.phase == phase.value) for phase in Phase}
+    return {phase: n for phase, n in counts.items() if n}
+
+
+def phase_line(rows: Sequence[StatusRow]) -> str:
+    """`3 specs: 1 Running, 2 Blocked (degraded: 2 blocked or refused)`: what a glance must tell."""
+    counts = ", ".join(f"{n} {phase}" for phase, n in phase_counts(rows).items())
+    held = len(spec_findings(rows))
+    health = f" (degraded: {held} blocked or refused)" if held else ""
+    return f"{len(rows)} spec{'' if len(rows) == 1 else 's'}" + (f": {counts}" if counts else "") + health
+
+
+def spec_findings(rows: Sequence[StatusRow]) -> list[tuple[str, str]]:
+    """Every Blocked spec as a finding (kind `refused` or `blocked`): it waits for a human, like Argo CD's
+    Degraded, while the reconciler itself stays healthy."""
+    return [("refused" if r.refused else "blocked", f"{r.spec}: {r.note}") for r in rows if r.phase == "Blocked"]
+
+
+def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
+    """`status` as text: the counts per phase first, the table, then every blocked or refused spec."""
+    found = [w for kind, message in spec_findings(rows) for w in hang(f"! {kind}: {message}", width)]
+    return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
+
+
+def report_json(
+    spec: BackfillSpec,
+    binding: Binding | None,
+    events: Sequence[AuditRecord],
+    retries: Sequence[BackfillSpec] = (),
+) -> dict[str, Any]:
+    runs = (binding.runs if binding else None) or RunSummary({})
+    created_facts = (binding.created if binding else None) or CreateFacts()
+    created = next(
+        (
+            e.time
+            for e in events
+            if e.entry.action == "create" and e.entry.phase == "outcome" and e.entry.backfill_id is not None
+        ),
+        None,
+    )
+    finished = next(
+        (e.time for e in reversed(events) if e.entry.outcome in ("Succeeded", "CompletedWithFailures", "Cancelled")),
+        None,
+    )
+    in_range, to_create = created_facts.runs_in_range, created_facts.runs_to_create
+    return {
+        "format_version": REPORT_FORMAT_VERSION,
+        "spec": spec.name,
+        "path": spec.path,
+        "digest": spec.digest,
+        "git_commit": binding.git_commit if binding else None,
+        "ticket": spec.ticket,
+        "reason": spec.reason,
+        "requested_by": spec.requested_by,
+        "approvers": list(spec.approvers),
+        "approval": None if binding is None or binding.approval is None else binding.approval.as_json(),
+        "approved_by": approved_by(binding.approval if binding else None, spec.approvers),
+        "dag_id": spec.dag_id,
+        "from_date": format_utc(spec.from_date),
+        "to_date": format_utc(spec.to_date),
+        "reprocess_behavior": spec.reprocess_behavior.value,
+        "max_active_runs": spec.max_active_runs,
+        "direction": "backwards" if spec.run_backwards else "forward",
+        "desired_state": spec.state.value,
+        "backfill_id": binding.backfill_id if binding else None,
+        "outcome": binding.phase.value if binding else "Pending",
+        "created_at": created,
+        "completed_at": finished,
+        "intervals": {
+            "complete": runs.count("success"),
+            "failed": runs.count("failed"),
+            "failed_dates": [d.isoformat() for d in runs.failed_dates],
+            "failed_partitions": list(runs.failed_partitions),
+            "never_started": runs.never_started,
+            "skipped": None if in_range is None or to_create is None else in_range - to_create,
+            "in_range": in_range,
+            "reruns": [r.as_json() for r in runs.reruns],  # own dates re-run by others before the outcome was read
+        },
+        "own_dates": None if created_facts.dates is None else ranges_json(created_facts.dates),
+        "partitions": _partitions(created_facts),
+        "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
+        "retry_of": spec.retry_of,
+        "retried_by": [{"spec": r.name, "path": r.path} for r in retries],
+        "audit": [e.as_json() for e in events],
+    }
+
+
+def _chunks(progress: Progress, binding: Binding) -> list[dict[str, Any]]:
+    """Every chunk's backfill, dates, runs and concurrency (the active one's runs as last observed)."""
+    rows = []
+    for chunk in progress.chunks:
+        summary = chunk.summary or (binding.runs if chunk.backfill_id == binding.backfill_id else None)
+        rows.append(
+            {
+                "backfill_id": chunk.backfill_id,
+                "from_date": format_utc(chunk.first),
+                "to_date": format_utc(chunk.last),
+                "runs": chunk.runs,
+                "max_active_runs": chunk.max_active_runs,
+                "finished": chunk.summary is not None,
+                "succeeded": None if summary is None else summary.count("success"),
+                "failed": None if summary is None else summary.count("failed"),
+            }
+        )
+    return rows
+
+
+def _partitions(created: CreateFacts) -> dict[str, str] | None:
+    """First and last partition key the create ran, for a partitioned DAG (None otherwise)."""
+    first, last = created.first_partition, created.last_partition
+    return None if first is None or last is None else {"first": first, "last": last}
+
+
+def _chunk_lines(chunks: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    if not chunks:
+        return []
+    lines = [f"- **Chunks**: {len(chunks)} Airflow backfill(s), one after another"]
+    for c in chunks:
+        ran = f", {c['succeeded']} succeeded, {c['failed']} failed" if c["succeeded"] is not None else ""
+        lines.append(
+            f"  - backfill #{c['backfill_id']}: {c['from_date']} → {c['to_date']}, {c['runs']} run(s), "
+            f"max_active_runs {c['max_active_runs']}{ran}" + ("" if c["finished"] else " (active)")
+        )
+    return lines
+
+
+def _retry_lines(report: Mapping[str, Any]) -> list[str]:
+    """Links between a spec and the follow-ups that re-run its failed runs."""
+    lines = [f"- **Retries the failed runs of**: {md_code(report['retry_of'])}"] if report.get("retry_of") else []
+    retries = report.get("retried_by") or []
+    if retries:
+        shown = ", ".join(f"{md_code(r['spec'])} ({md_code(r['path'])})" for r in retries)
+        lines.append(f"- **Failed runs retried by**: {shown}")
+    return lines
+
+
+def rerun_text(rerun: Mapping[str, Any]) -> str:
+    """A re-run as the change record says it, its own run's outcome too when known."""
+    own = f" (its own run: {rerun['own']})" if rerun.get("own") else " (what its own run did is not known)"
+    return Rerun.from_json(rerun).text() + own
+
+
+def _or_unknown(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) -> str:
+    """The change record; every value from the spec, the store or Airflow is escaped (one line each)."""
+    i = report["intervals"]
+    failed = md_text(", ".join(i.get("failed_partitions") or [d[:10] for d in i["failed_dates"]]) or "none")
+    parts = report.get("partitions")
+    partitions = f", partitions {md_text(parts['first'])} … {md_text(parts['last'])}" if parts else ""
+    lines = [
+        f"# Change record: {md_text(report['spec'])}",
+        "",
+        f"- **Outcome**: {md_text(report['outcome'])}"
+        + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
+        f"- **Ticket**: {md_text(report['ticket'])}",
+        f"- **Reason**: {md_text(report['reason'])}",
+        f"- **Requested by**: {md_text(report['requested_by'])}; **approved by**: {md_text(report['approved_by'])}",
+        f"- **Spec**: {md_code(report['path'])} digest {md_code(report['digest'])} "
+        f"at commit {md_code(report['git_commit'] or 'unknown')}",
+        f"- **DAG**: {md_code(report['dag_id'])}, {report['from_date']} → {report['to_date']}, reprocess "
+        f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}"
+        + partitions,
+        f"- **Created**: {report['created_at'] or '-'}; **completed**: {report['completed_at'] or '-'}",
+        f"- **Intervals**: {i['complete']} complete, {i['failed']} failed ({failed}), "
+        f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
+        + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
+        *[f"- **Re-run before its outcome was read**: {md_text(rerun_text(r))}" for r in i.get("reruns") or ()],
+        *_chunk_lines(report.get("chunks")),
+        *_retry_lines(report),
+        "",
+        "## Audit trail",
+        "",
+        *md_fence([record_line(e) for e in events]),
+    ]
+    return "\n".join(lines) + "\n"
