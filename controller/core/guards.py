@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from controller.core.analysis import Analysis
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_MINUTES = 24 * 60
 
@@ -47,6 +49,7 @@ class Budget:
     name: str
     max_active_runs: int
     owners: tuple[str, ...] = ()
+    analysis: Analysis | None = None  # metric-driven pauses (issue 27)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from controller.core.analysis_policy import check_policy_analysis
 from controller.core.diagnostics import Diagnostic, Location, PathPart, Severity
 from controller.core.guard_checks import check_policy_guards, check_spec_guards
 from controller.core.patterns import ecma_search
@@ -161,6 +162,7 @@ class SpecValidator:
         policy = parse_policy(doc.data, source.path)
         diagnostics.extend(check_policy_notify(policy, doc))
         diagnostics.extend(check_policy_guards(policy, doc))
+        diagnostics.extend(check_policy_analysis(doc))
         diagnostics.extend(check_policy_chunks(policy, doc))
         return policy
 
