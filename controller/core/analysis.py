@@ -141,7 +141,9 @@ def observe_series(series: Sequence[Series]) -> Observation:
     if not series:
         return Inconclusive("the query returned no series (a stopped exporter, or a selector that matches nothing)")
     if len(series) > 1:
-        shown = ", ".join(_labels(s.labels) for s in series[:3]) + (", …" if len(series) > 3 else "")
+        common = set.intersection(*(set(s.labels) for s in series))  # shown: the labels that tell them apart
+        shown = ", ".join(_labels(tuple(p for p in s.labels if p not in common)) for s in series[:3])
+        shown += ", …" if len(series) > 3 else ""
         return Inconclusive(
             f"the query returned {len(series)} series, one is needed ({shown}); aggregate them, e.g. max(…)"
         )

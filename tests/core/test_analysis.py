@@ -213,6 +213,11 @@ def test_series() -> None:
     assert observe_series(two) == Inconclusive(
         "the query returned 2 series, one is needed ({instance='a'}, {instance='b '}); aggregate them, e.g. max(…)"
     )
+    many = [Series((("job", "x"), ("node", str(n))), 1.0, T0) for n in range(5)]
+    assert observe_series(many) == Inconclusive(
+        "the query returned 5 series, one is needed ({node='0'}, {node='1'}, {node='2'}, …); aggregate them, e.g. "
+        "max(…)"
+    )
 
 
 @pytest.mark.parametrize(
