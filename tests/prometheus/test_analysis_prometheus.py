@@ -22,6 +22,7 @@ from controller.core.analysis import (
     evaluate,
 )
 from controller.errors import ConfigError
+from tests.core.test_analysis import WAREHOUSE
 from tests.prometheus.harness import PrometheusServer, free_port, wait
 
 
@@ -32,16 +33,8 @@ def client(prometheus_server: PrometheusServer) -> Iterator[PrometheusClient]:
 
 
 def analysis(query: str, **changes: object) -> Analysis:
-    config = Analysis(
-        system="warehouse",
-        url_env="BACKFILLCTL_PROMETHEUS_URL",
-        query=query,
-        direction=Direction.ABOVE,
-        pause_at=0.85,
-        resume_at=0.7,
-        max_sample_age=timedelta(minutes=2),
-    )
-    return replace(config, **changes)  # type: ignore[arg-type]
+    """The unit tests' warehouse analysis (pause above 0.85, resume below 0.7, samples up to 2m old) on `query`."""
+    return replace(WAREHOUSE, query=query, **changes)  # type: ignore[arg-type]
 
 
 def seen(client: PrometheusClient, query: str, value: float) -> Sample:
