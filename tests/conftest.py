@@ -24,7 +24,7 @@ settings.load_profile("backfillctl")
 # Fixtures that need a service. A test needs it when the fixture is in its closure (`item.fixturenames`,
 # which includes fixtures requested by other fixtures), or when a parametrized fixture requests it
 # dynamically (`request.getfixturevalue`) for one of its parameters: those are listed by (fixture, param).
-SERVICE_FIXTURES = {"airflow_url": "airflow", "postgres_admin": "postgres"}
+SERVICE_FIXTURES = {"airflow_url": "airflow", "postgres_admin": "postgres", "prometheus_server": "prometheus"}
 SERVICE_PARAMS = {("store_url", "postgresql"): "postgres", ("make_client", "real"): "airflow"}
 
 
@@ -49,6 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, marker))
         if "airflow" in services(item) or item.get_closest_marker("airflow") is not None:
             item.add_marker(pytest.mark.xdist_group("airflow"))
+        elif "prometheus" in services(item):  # one real Prometheus per session too (tests/prometheus)
+            item.add_marker(pytest.mark.xdist_group("prometheus"))
 
 
 @pytest.fixture(scope="session")

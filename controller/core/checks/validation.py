@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from controller.core.checks.analysis import check_policy_analysis
 from controller.core.checks.guard_rules import check_policy_guards, check_spec_guards
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.documents.diagnostics import Diagnostic, PathPart, Severity
@@ -115,6 +116,7 @@ class SpecValidator:
         policy = parse_policy(doc.data, source.path)
         diagnostics.extend(check_policy_notify(policy, doc))
         diagnostics.extend(check_policy_guards(policy, doc))
+        diagnostics.extend(check_policy_analysis(doc))
         diagnostics.extend(check_policy_chunks(policy, doc))
         return policy
 

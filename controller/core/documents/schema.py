@@ -200,6 +200,8 @@ def _pattern(error: ValidationError, _p: Mapping[str, Any], path: tuple[PathPart
         "name": "use lower-case letters, digits, '-', '_' and '.', and name the file the same",
         "dag_id": "a dag_id has letters, digits, '_', '.' and '-' only",
     }
+    if path and path[-1] in ("max_sample_age", "pause_after"):  # the policy's analysis durations
+        return f"{error.instance!r} is not a duration", "write hours, minutes and seconds in that order: 90s, 2m, 1h30m"
     return error.message, hints.get(str(path[0]) if path else "", "logins have letters, digits, '.', '_' and '-'")
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from controller.core.model.analysis import Analysis
+
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_MINUTES = 24 * 60
 
@@ -45,6 +47,7 @@ class Budget:
     name: str
     max_active_runs: int
     owners: tuple[str, ...] = ()
+    analysis: Analysis | None = None  # metric-driven pauses of the system's backfills
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
 
+from controller.core.model.analysis import parse_analysis
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, Window
 from controller.core.model.notify_policy import NO_NOTIFY, NotifyPolicy, parse_notify
 
@@ -81,7 +82,9 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         allow_future_partitions=data.get("allow_future_partitions", False),
         notify=parse_notify(data.get("notify")),
         downstream=tuple(
-            Budget(name, raw["max_active_runs"], tuple(raw.get("owners", ())))
+            Budget(
+                name, raw["max_active_runs"], tuple(raw.get("owners", ())), parse_analysis(name, raw.get("analysis"))
+            )
             for name, raw in data.get("downstream", {}).items()
         ),
         freezes=tuple(
