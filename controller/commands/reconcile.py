@@ -206,6 +206,7 @@ class Reconciler:
 
     def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
         specs, policy = self.load()
+        self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
         return make_plan(specs, policy, world), specs, world
 
