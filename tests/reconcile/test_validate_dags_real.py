@@ -59,12 +59,9 @@ def test_suggestions_come_only_from_the_listing_and_only_when_a_dag_is_missing(t
 
     bench.spec("typo", dag="orders_dialy")
     checked = check_dags(validate_paths([], bench.specs, NOW), known, NOW, listing)
-    assert (
-        [d.message for d in checked.diagnostics]
-        == [
-            "DAG 'orders_dialy' does not exist in Airflow; did you mean 'orders_daily'?"  # not orders_hourly: far less close
-        ]
-    )
+    assert [d.message for d in checked.diagnostics] == [
+        "DAG 'orders_dialy' does not exist in Airflow; did you mean 'orders_daily'?"  # orders_hourly: not close
+    ]
     assert listed == [1]
     bench.close()
 
