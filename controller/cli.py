@@ -383,6 +383,7 @@ def plan(
     policy's max_runs), so a pull request check fails before the merge, not after it.
     """
     from controller.commands import pr_comment as pr_comment_cmd
+    from controller.commands.lookahead import look_ahead
     from controller.commands.session import open_reconciler
     from controller.core.plan.planner import refusals
     from controller.core.render import plan as plan_render
@@ -390,15 +391,19 @@ def plan(
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
+    only = None if changed is None else pr_comment_cmd.changed_specs(changed)
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
-        result, specs, _world = reconciler.plan()
+        result, specs, world = reconciler.plan()
+        result = look_ahead(
+            result, specs, policy=reconciler.policy, world=world, observer=reconciler.observer, only=only
+        )
     renderers: dict[PlanFormat, Callable[[Plan], str]] = {
         PlanFormat.text: lambda p: plan_render.plan_text(p, _width()),
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
     _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
-    refused = refusals(result, None if changed is None else pr_comment_cmd.changed_specs(changed))
+    refused = refusals(result, only)
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")
     if refused:

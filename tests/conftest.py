@@ -75,6 +75,13 @@ def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _admin_identity_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests log in as the harness's admin on purpose: the preflight's least-privilege warning would be on
+    every command's stderr. tests/reconcile/test_least_privilege_real.py unsets this to see it."""
+    monkeypatch.setenv("BACKFILLCTL_ALLOW_ADMIN_IDENTITY", "1")
+
+
+@pytest.fixture(autouse=True)
 def _no_width_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     """pytest-xdist's workers run with COLUMNS=80 and LINES=24, and output fits COLUMNS: a test that is about
     the width sets it itself, the others see the width of a pipe (none), as with a serial run."""

@@ -14,6 +14,7 @@ REAL_AIRFLOW_ONLY = (
     "tests/airflow/test_contract.py::test_partitioned_",
     "tests/test_secrets_shown.py::test_a_wrong_password_against_the_real_airflow",
     "tests/test_package.py::test_plan_with_the_installed_wheel",
+    "tests/test_readme_walkthrough.py::test_first_backfill_in_5_minutes",
 )
 
 POSTGRES_PARAMETRISED = ("tests/store/", "tests/reconcile/test_hostile_values_fake.py")

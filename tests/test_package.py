@@ -1,4 +1,5 @@
-"""The package works installed: the wheel built from this tree, installed into a fresh virtualenv outside the
+"""The package works installed: the sdist and the wheel built from this tree with `python -m build` (the sdist
+carries the schemas; the wheel is built from it), the wheel installed into a fresh virtualenv outside the
 repository (its dependencies from the package index), runs `--version`, `init`, `validate` and `plan` there
 with no checkout on its path. One version, in one place: controller/__init__.py, the wheel's name, the
 changelog's latest release, the README's pre-commit `rev:` and the ref `init` pins."""
@@ -8,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from datetime import date, timedelta
 from pathlib import Path
@@ -43,13 +46,22 @@ def run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> sub
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(the wheel, the virtualenv's bin folder): built and installed once for this file (about a minute)."""
-    base = tmp_path_factory.mktemp("package")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the sdist, the wheel) as a release builds them: `python -m build`, the wheel made from the sdist."""
+    base = tmp_path_factory.mktemp("dist")
     assert not base.is_relative_to(REPO)
-    built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(base / "dist"), str(REPO)], base)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (base / "dist").glob("*.whl")
+    made = run([sys.executable, "-m", "build", "--outdir", str(base), str(REPO)], base)
+    assert made.returncode == 0, made.stdout[-3000:] + made.stderr[-3000:]
+    (sdist,) = base.glob("*.tar.gz")
+    (wheel,) = base.glob("*.whl")
+    return sdist, wheel
+
+
+@pytest.fixture(scope="module")
+def installed(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the wheel, the virtualenv's bin folder): installed once for this file (about a minute)."""
+    base = tmp_path_factory.mktemp("package")
+    _, wheel = built
     venv = base / "venv"
     made = run([sys.executable, "-m", "venv", str(venv)], base)
     assert made.returncode == 0, made.stderr
@@ -74,6 +86,45 @@ def test_the_wheel_carries_the_schemas_and_one_version(installed: tuple[Path, Pa
     assert (version.returncode, version.stdout, version.stderr) == (0, f"backfillctl {__version__}\n", "")
     where = run([str(bin_dir / "python"), "-c", "import controller; print(controller.__file__)"], tmp_path)
     assert Path(where.stdout.strip()).is_relative_to(bin_dir.parent), where.stdout  # not the checkout's
+
+
+@pytest.mark.slow
+def test_the_sdist_carries_the_schemas_and_the_sources(built: tuple[Path, Path]) -> None:
+    sdist, _ = built
+    assert sdist.name == f"airflow_backfill_controller-{__version__}.tar.gz"
+    top = f"airflow_backfill_controller-{__version__}"
+    with tarfile.open(sdist) as archive:
+        names = set(archive.getnames())
+        info = archive.extractfile(f"{top}/PKG-INFO")
+        assert info is not None
+        metadata = info.read().decode()
+    schemas = {f"{top}/schemas/backfill-spec.schema.json", f"{top}/schemas/policy.schema.json"}
+    assert schemas <= names
+    assert {f"{top}/pyproject.toml", f"{top}/controller/__init__.py", f"{top}/README.md"} <= names
+    for name in schemas:  # the same bytes as the tree's (the wheel is built from the sdist)
+        assert archive_bytes(sdist, name) == (REPO / "schemas" / name.rsplit("/", 1)[1]).read_bytes()
+    assert f"\nVersion: {__version__}\n" in metadata
+    assert "\nRequires-Python: >=3.11\n" in metadata
+
+
+def archive_bytes(sdist: Path, name: str) -> bytes:
+    with tarfile.open(sdist) as archive:
+        member = archive.extractfile(name)
+        assert member is not None
+        return member.read()
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_validates_the_example_specs(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The repository's example specs, copied out of the checkout, validate with the packaged schemas."""
+    _, bin_dir = installed
+    shutil.copytree(REPO / "specs", tmp_path / "specs")
+    done = run([str(bin_dir / "backfillctl"), "validate"], tmp_path, outside(bin_dir, tmp_path))
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "OK: 5 specs valid (6 files including the policy specs/policy.yaml, 0 warnings).\n",
+        "",
+    )
 
 
 @pytest.mark.slow

@@ -50,6 +50,7 @@ from controller.core.model.capabilities import (
     unsupported_request,
 )
 from controller.core.model.guards import SchedulerHealth
+from controller.core.model.privilege import token_claims
 from controller.core.model.secret import Secret, header_problem, redact_url
 from controller.core.model.spec import format_utc
 from controller.core.rules.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
@@ -353,6 +354,21 @@ class AirflowClient:
             raise _not_airflow(where, exc) from None
         except (AirflowNotFound, AirflowInvalid) as exc:
             raise _not_airflow(where, exc) from None
+
+    def token_claims(self) -> Mapping[str, Any] | None:
+        """The claims of the token in use (after the preflight's login), read, not verified; None: no JWT."""
+        return None if self._token is None else token_claims(self._token.reveal())
+
+    def can_read_connections(self) -> bool | None:
+        """Whether the identity may list connections (a read backfillctl never needs): True on 200, False on
+        401/403, None when the answer says neither (least privilege: `controller/core/privilege.py`)."""
+        try:
+            self._json("GET", "/api/v2/connections", params={"limit": 1})
+        except AirflowAuthError:
+            return False
+        except AirflowError:
+            return None
+        return True
 
     def list_backfills(self, dag_id: str, *, newest: frozenset[int] | None = None) -> list[Backfill]:
         """The DAG's backfills, oldest first. With `newest`, only the newest ones down to the oldest of these

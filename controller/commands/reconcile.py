@@ -28,6 +28,7 @@ from controller.core.checks.loaded import LoadedSpec
 from controller.core.model.airflow import Backfill
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
+from controller.core.model.privilege import connections_warning, role_of, role_warning
 from controller.core.model.secret import redact_url
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.planner import (
@@ -119,7 +120,23 @@ def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
         except BaseException:
             client.close()
             raise
+        if not settings.allow_admin_identity:
+            warn_of_privilege(client, settings.airflow_username)
     return client
+
+
+def warn_of_privilege(client: AirflowClient, username: str | None) -> None:
+    """Least privilege: warn when the identity can do more than backfillctl needs, where Airflow lets us tell
+    (SimpleAuthManager's role from its token, no call; else one read of connections). Never an error."""
+    claims = client.token_claims()
+    who = str((claims or {}).get("sub") or username or "from BACKFILLCTL_AIRFLOW_TOKEN")
+    role = role_of(claims)
+    if role is not None:
+        warning = role_warning(who, role)
+    else:
+        warning = connections_warning(who) if client.can_read_connections() else None
+    if warning is not None:
+        log.warning("%s", warning)
 
 
 class Reconciler:
@@ -189,6 +206,7 @@ class Reconciler:
 
     def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
         specs, policy = self.load()
+        self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
         return make_plan(specs, policy, world), specs, world
 

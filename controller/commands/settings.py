@@ -29,6 +29,9 @@ class Settings:
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
     audit_key: Secret | None = None
     allow_untested_airflow: bool = False  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1: a release newer than tested
+    # BACKFILLCTL_ALLOW_ADMIN_IDENTITY=1: running as an identity with more rights than needed is known (a local
+    # Airflow's admin): the preflight's least-privilege warning is not said
+    allow_admin_identity: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -48,6 +51,7 @@ class Settings:
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
             audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
             allow_untested_airflow=get("ALLOW_UNTESTED_AIRFLOW") == "1",
+            allow_admin_identity=get("ALLOW_ADMIN_IDENTITY") == "1",
         )
 
     def airflow_address(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules wh
     from controller.core.model.airflow import DagInfo
     from controller.core.plan.provenance import Evidence
     from controller.core.render.scaffold import NewSpec
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,12 +87,15 @@ def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: dat
 
         return check_dags(result, unreachable, now)
     with client:
-        return check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now)
+        return check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now, client.dag_ids)
 
 
-def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> ValidationResult:
+def check_dags(
+    result: ValidationResult, lookup: DagLookup, now: datetime, listing: Callable[[], set[str]] | None = None
+) -> ValidationResult:
     """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
-    details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow."""
+    details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow. A DAG
+    that does not exist gets the closest ids of Airflow's DAG `listing` (read only then), never a guess."""
     from controller.core.checks.dags import Unknown, check_against_dag, superseded_warnings  # noqa: PLC0415
 
     infos: dict[str, DagInfo | Unknown | None] = {}
@@ -101,12 +108,32 @@ def check_dags(result: ValidationResult, lookup: DagLookup, now: datetime) -> Va
                 infos[dag_id] = None
             except AirflowError as exc:
                 infos[dag_id] = Unknown(exc.message)
-    found = [d for item in result.loaded for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now)]
+    similar = _similar_ids([d for d, info in infos.items() if info is None], listing)
+    found = [
+        d
+        for item in result.loaded
+        for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now, similar.get(item.spec.dag_id, ()))
+    ]
     replaced = {
         d for item in result.loaded for d in superseded_warnings(item, infos[item.spec.dag_id], result.diagnostics)
     }
     kept = replace(result, diagnostics=tuple(d for d in result.diagnostics if d not in replaced))
     return _with(kept, found)
+
+
+def _similar_ids(missing: Sequence[str], listing: Callable[[], set[str]] | None) -> dict[str, tuple[str, ...]]:
+    """Each missing DAG id → the existing ids closest to it, from Airflow's DAG list (one listing, only when a DAG
+    is missing); a listing that fails suggests nothing (the missing DAG is still an error)."""
+    if not missing or listing is None:
+        return {}
+    from controller.core.plan.planner import closest_ids  # noqa: PLC0415
+
+    try:
+        known = listing()
+    except AirflowError as exc:
+        log.info("DAG listing unavailable (%s); no suggestion for a missing DAG", exc.message)
+        return {}
+    return {dag_id: closest_ids(dag_id, known) for dag_id in missing}
 
 
 def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult:

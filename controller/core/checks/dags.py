@@ -21,10 +21,11 @@ class Unknown:
 
 
 def check_against_dag(
-    item: LoadedSpec, info: DagInfo | Unknown | None, policy: Policy, now: datetime
+    item: LoadedSpec, info: DagInfo | Unknown | None, policy: Policy, now: datetime, similar: Sequence[str] = ()
 ) -> Iterator[Diagnostic]:
     """`validate` with Airflow configured: the DAG exists, its schedule can be backfilled, and a partitioned
-    DAG's range does not reach past `now` (unless the policy allows it). `info` None: the DAG was not found."""
+    DAG's range does not reach past `now` (unless the policy allows it). `info` None: the DAG was not found;
+    `similar`: the ids Airflow's DAG list holds that are closest to it (a typo's likely fix)."""
     spec = item.spec
     if isinstance(info, Unknown):
         yield Diagnostic(
@@ -37,7 +38,8 @@ def check_against_dag(
     if info is None:
         yield Diagnostic(
             item.at("dag_id"),
-            f"DAG {spec.dag_id!r} does not exist in Airflow",
+            f"DAG {spec.dag_id!r} does not exist in Airflow"
+            + (f"; did you mean {' or '.join(repr(i) for i in similar)}?" if similar else ""),
             "check the dag_id (Airflow's UI or `GET /api/v2/dags` lists the DAGs)",
         )
         return

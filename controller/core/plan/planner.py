@@ -156,6 +156,7 @@ class Item:
     dates: tuple[DateRange, ...] | None = field(default=None, repr=False)  # the dates a create (re)runs, or
     # an adopted backfill's own dates recovered from its runs
     whole: bool | None = None  # an adopted backfill's own dates are every backfill run of its range
+    refused_at_head: str | None = None  # `plan` only: a queued spec's dry run now exceeds its limit (lookahead.py)
 
     @property
     def held_by_guard(self) -> bool:
@@ -210,7 +211,7 @@ class Item:
             "error": self.error,
             "guard": self.guard,
             "facts": self.facts,
-        }
+        } | ({"refused_at_head": self.refused_at_head} if self.refused_at_head is not None else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -1261,8 +1262,18 @@ def _queue_head(item: Item, by_name: Mapping[str, Item]) -> Item:
 
 
 def refusals(plan: Plan, only: Collection[str] | None = None) -> tuple[Item, ...]:
-    """The creates reconcile refuses (exit 5): of every spec, or only of the specs named in `only`."""
-    return tuple(i for i in plan.items if i.kind is Kind.REFUSE and (only is None or i.spec in only))
+    """The creates reconcile refuses (exit 5), or will refuse once a queued spec reaches its queue's head: of every
+    spec, or only of the specs named in `only`."""
+    return tuple(
+        i
+        for i in plan.items
+        if (i.kind is Kind.REFUSE or i.refused_at_head is not None) and (only is None or i.spec in only)
+    )
+
+
+def run_limit(spec: BackfillSpec, policy: Policy, count: int) -> str | None:
+    """Why a create of `count` runs is refused (more than expected_runs or the rule's max_runs), or None."""
+    return _limit(spec, policy, count)
 
 
 def iter_changes(plan: Plan) -> Iterator[Item]:

@@ -79,7 +79,12 @@ def pr_comment(
     names, policy, other = _classify(changed_paths)
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
-    head = [MARKER, "### backfillctl plan", "", *_refused([item for item in planned if item["action"] == "refuse"])]
+    head = [
+        MARKER,
+        "### backfillctl plan",
+        "",
+        *_refused([i for i in planned if i["action"] == "refuse" or i.get("refused_at_head")]),
+    ]
     if plan.get("complete") is False:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "

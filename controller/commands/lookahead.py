@@ -1,0 +1,70 @@
+"""`plan` looks ahead in the queues (issue 25): a spec not yet applied that waits behind another spec on its DAG
+gets its dry run now, so a create reconcile will refuse when it reaches the head (more runs than expected_runs or
+the policy's max_runs) fails the pull request's check (exit 5), not a reconcile days after the merge.
+
+The count is today's: the specs ahead may change it by the time this one starts (a `failed` spec's dates that the
+one ahead re-runs successfully, say). The plan says so. Only `plan` looks ahead: a reconcile pass does not dry-run
+its queues (their cost every pass, and reconcile judges each spec when it reaches the head anyway); the plan's
+decisions and checksum stay reconcile's (a queued item is no decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+
+from controller.commands.observe import Observer
+from controller.core.model.binding import Phase
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec
+from controller.core.plan.planner import Item, Kind, Plan, World, run_limit
+
+AHEAD = "the specs ahead may change the count by then"
+
+
+def look_ahead(
+    plan: Plan,
+    specs: Sequence[BackfillSpec],
+    *,
+    policy: Policy,
+    world: World,
+    observer: Observer,
+    only: Collection[str] | None = None,
+) -> Plan:
+    """`plan` with each queued, never applied spec (of `only`, the PR's own, when given) dry-run now; one whose
+    count is over its limit gets `refused_at_head` (exit 5) and says why."""
+    by_name = {s.name: s for s in specs}
+    waiting = [i for i in plan.items if _ahead_of_its_turn(i, world, only) and i.spec in by_name]
+    if not waiting:
+        return plan
+    looked = {i.spec: _judged(i, by_name[i.spec], policy, world, observer) for i in waiting}
+    return replace(plan, items=tuple(looked.get(i.spec, i) for i in plan.items))
+
+
+def _ahead_of_its_turn(item: Item, world: World, only: Collection[str] | None) -> bool:
+    """Queued behind another backfill on its DAG, never dry-run (a guard's queue was), never applied."""
+    return (
+        item.kind is Kind.WAIT
+        and item.phase is Phase.QUEUED
+        and item.guard is None
+        and item.runs_to_create is None
+        and item.spec not in world.bindings
+        and (only is None or item.spec in only)
+    )
+
+
+def _judged(item: Item, spec: BackfillSpec, policy: Policy, world: World, observer: Observer) -> Item:
+    dry = observer.dry_run(spec, world.observations)
+    if dry.error is not None:
+        return replace(item, reason=f"{item.reason}; its dry run now failed: {dry.error}")
+    limit = run_limit(spec, policy, len(dry.dates))
+    if limit is None:
+        return item
+    refusal = f"{limit} (dry run now; {AHEAD})"
+    return replace(
+        item,
+        reason=f"{item.reason}; reconcile will refuse it at the head: {refusal}",
+        refused_at_head=refusal,
+        runs_to_create=len(dry.dates),
+        runs_in_range=dry.in_range,
+    )
