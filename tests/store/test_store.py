@@ -15,7 +15,8 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store
+from controller.adapters.store.database import _alembic
 from controller.cli import main
 from controller.core.audit import GENESIS, AuditEntry
 from controller.core.binding import Approval, ApprovedReview, Binding, CreateFacts
@@ -119,7 +120,8 @@ def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_u
 
 APPENDER = """
 import sys
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store
+from controller.adapters.store.database import _alembic
 from controller.core.audit import AuditEntry
 store = Store(sys.argv[1])
 for i in range(int(sys.argv[2])):
@@ -170,7 +172,8 @@ def test_heartbeat_extends_the_lease(make: Callable[..., Store], store_url: str)
 
 RACER = """
 import sys
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store
+from controller.adapters.store.database import _alembic
 from controller.errors import LockHeld
 store = Store(sys.argv[1], migrate=False)
 try:
