@@ -26,7 +26,7 @@ from controller.adapters.store.tables import lease
 from controller.errors import LockHeld, StoreError
 
 LEASE_NAME = "reconcile"
-log = logging.getLogger(__name__)
+log = logging.getLogger("controller.adapters.store")  # the name JSON log lines carry, as before the split
 
 
 @dataclass(frozen=True, slots=True)
