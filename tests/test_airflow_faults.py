@@ -12,8 +12,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from controller.adapters.airflow import AirflowClient, BackfillRequest, translate_any
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.transport import translate_any
 from controller.core.capabilities import newest
+from controller.core.model import BackfillRequest
 from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
 from controller.core.secret import Secret
 from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
@@ -179,7 +181,7 @@ def test_pydantic_422_list_detail_is_readable() -> None:
     detail = [{"type": "extra_forbidden", "loc": ["body", "bogus"], "msg": "Extra inputs are not permitted"}]
     client, _, _ = scripted(httpx.Response(422, json={"detail": detail}))
     with pytest.raises(AirflowInvalid) as caught:
-        client.dry_run(REQUEST)
+        client.planned_runs(REQUEST)
     assert caught.value.detail == "body.bogus: Extra inputs are not permitted"
 
 

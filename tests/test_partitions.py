@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
+from controller.adapters.airflow.decode import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
 from controller.core.binding import CreateFacts
 from controller.core.capabilities import newest
