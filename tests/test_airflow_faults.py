@@ -16,7 +16,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.transport import translate_any
 from controller.core.capabilities import newest
 from controller.core.model import BackfillRequest
-from controller.core.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
+from controller.core.retrying import Backoff, Failure, Verdict, classify, outcome_of, request_kind
 from controller.core.secret import Secret
 from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
 from tests.airflow.test_contract import day
@@ -85,13 +85,13 @@ def test_backoff_schedule_is_capped_and_jittered() -> None:
     ],
 )
 def test_status_classification(method: str, status: int, verdict: Verdict) -> None:
-    assert classify_status(method, status) is verdict
+    assert classify(request_kind(method), outcome_of(status)) is verdict
 
 
 def test_failure_classification() -> None:
-    assert classify_failure("POST", Failure.NOT_SENT) is Verdict.RETRY
-    assert classify_failure("POST", Failure.AFTER_SEND) is Verdict.AMBIGUOUS
-    assert classify_failure("GET", Failure.AFTER_SEND) is Verdict.RETRY
+    assert classify(request_kind("POST"), Failure.NOT_SENT) is Verdict.RETRY
+    assert classify(request_kind("POST"), Failure.AFTER_SEND) is Verdict.AMBIGUOUS
+    assert classify(request_kind("GET"), Failure.AFTER_SEND) is Verdict.RETRY
 
 
 def httpx_exception_classes() -> list[type[Exception]]:
