@@ -158,7 +158,9 @@ def validate(
     now = _now()
     result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
     if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
-        result = validate_cmd.check_dags_in_airflow(result, settings, now)
+        from controller.commands.session import make_client
+
+        result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
     renderers = {
         ValidateFormat.text: render.validation_text,
         ValidateFormat.json: render.validation_json,

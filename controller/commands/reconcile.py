@@ -103,25 +103,6 @@ class SpecSource:
         ]
 
 
-def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
-    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
-    client = AirflowClient(
-        settings.airflow_address(),
-        token=settings.airflow_token,
-        username=settings.airflow_username,
-        password=settings.airflow_password,
-        timeout=settings.airflow_timeout,
-        allow_untested=settings.allow_untested_airflow,
-    )
-    if preflight:
-        try:
-            client.preflight()
-        except BaseException:
-            client.close()
-            raise
-    return client
-
-
 class Reconciler:
     def __init__(
         self,

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.commands import audit as audit_cmd
-from controller.commands.reconcile import make_client
+from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.status import report_document
 from controller.core import heatmap

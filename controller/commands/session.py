@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Lease, NoStore, Store
-from controller.commands.reconcile import Reconciler, make_client
+from controller.commands.reconcile import Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit import controller_event
 from controller.core.escaping import plain
@@ -25,6 +26,25 @@ WAIT_POLL = 2.0
 def _stderr(line: str) -> None:
     sys.stderr.write(plain(line) + "\n")  # the lease holder's name and host come from the store
     sys.stderr.flush()
+
+
+def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
+    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
+    client = AirflowClient(
+        settings.airflow_address(),
+        token=settings.airflow_token,
+        username=settings.airflow_username,
+        password=settings.airflow_password,
+        timeout=settings.airflow_timeout,
+        allow_untested=settings.allow_untested_airflow,
+    )
+    if preflight:
+        try:
+            client.preflight()
+        except BaseException:
+            client.close()
+            raise
+    return client
 
 
 @contextlib.contextmanager

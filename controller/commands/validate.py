@@ -24,8 +24,8 @@ from controller.core.validation import (
 from controller.errors import AirflowError, AirflowNotFound, ConfigError, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
+    from controller.adapters.airflow import AirflowClient
     from controller.adapters.gitsource import GitSource
-    from controller.commands.settings import Settings
     from controller.core.model import DagInfo
     from controller.core.partitions import Unknown
     from controller.core.provenance import Evidence
@@ -74,12 +74,13 @@ def validate_paths(
 DagLookup = Callable[[str], "DagInfo"]  # raises AirflowNotFound for an unknown DAG
 
 
-def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: datetime) -> ValidationResult:
-    """`check_dags` against the configured Airflow; one that fails its preflight makes every DAG unknown."""
-    from controller.commands.reconcile import make_client  # noqa: PLC0415 - httpx only when Airflow is set
-
+def check_dags_in_airflow(
+    result: ValidationResult, connect: Callable[[], AirflowClient], now: datetime
+) -> ValidationResult:
+    """`check_dags` against the Airflow `connect` opens (`session.make_client`); one that fails its preflight
+    makes every DAG unknown."""
     try:
-        client = make_client(settings)
+        client = connect()
     except AirflowError as exc:
         failure = exc
 
