@@ -20,7 +20,7 @@ from rich.console import Console
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.decode import backfill_from_json
-from controller.cli import _status_view
+from controller.cli.output import status_rich
 from controller.commands.settings import Settings
 from controller.core import plan_render
 from controller.core.audit import ACTIONS
@@ -378,7 +378,7 @@ def test_status_on_an_80_column_terminal_keeps_whole_names() -> None:
         StatusRow("flaky-[red]-spec", "demo_flaky", "Running", 3, 1, 0, 1, 2, 4, 90.0, "in sync"),
     ]
     console = Console(width=80, record=True, color_system=None)
-    console.print(_status_view(rows, console.width))
+    console.print(status_rich(rows, console.width))
     lines = console.export_text().splitlines()
     assert lines[1:] == [
         "daily-2025-01-week1-rounding-fix  DAG demo_finance_ledger_daily  backfill #12",
