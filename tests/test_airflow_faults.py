@@ -1,4 +1,4 @@
-"""Fault injection on the client via httpx.MockTransport, and the pure retry tables (R12).
+"""Fault injection on the client via httpx.MockTransport, and the pure retry table.
 
 Scripted responses only: the behaviour of the real server is pinned by tests/airflow/test_contract.py.
 """

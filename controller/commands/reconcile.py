@@ -133,8 +133,8 @@ class Reconciler:
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
     ) -> tuple[list[BackfillSpec], Policy]:
         """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
-        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (issue 12:
-        1,000 finished specs must not slow every pass)."""
+        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (a
+        pass's cost must not grow with the finished specs: 1,000 of them must not slow every pass)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
         if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
             result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)

@@ -1,4 +1,4 @@
-"""`backfillctl report NAME --format html` and the heat map of the markdown report (issue 15).
+"""`backfillctl report NAME --format html` and the heat map of the markdown report.
 
 With BACKFILLCTL_AIRFLOW_URL set, every run of the spec's range is read from Airflow (read only) so each
 interval or partition gets its cell; without it, only what the store recorded is shown, and the map says so.

@@ -224,7 +224,8 @@ def test_create_conflict_pause_unpause_cancel(client: AirflowClient) -> None:
             action(created.id)
         assert done.value.detail == "Backfill is already completed."
     assert created.id in [b.id for b in client.list_backfills("demo_tz")]
-    # newest first, down to the given ids: the active backfill is always the newest (issue 12)
+    # newest first, down to the given ids: the active backfill is always the newest, so a pass whose specs are
+    # bound reads one page
     assert client.list_backfills("demo_tz", newest=frozenset({created.id}))[-1].id == created.id
 
 
@@ -269,7 +270,7 @@ def test_seven_day_backfill_runs_to_completion_with_failures(client: AirflowClie
     )
     assert [d.day for d in retry] == [1, 3, 5, 7]
     assert dry_run(client, BackfillRequest("demo_flaky", day("2024-05-01"), day("2024-05-07"))) == []
-    # "in range" without a second dry run (issue 12): runs to create + finished runs the rule keeps
+    # "in range" without a second dry run (the plan asks one per create): runs to create + finished runs the rule keeps
     everything = dry_run(client, BackfillRequest("demo_flaky", day("2024-05-01"), day("2024-05-07"), "completed"))
     kept = {"none": ("success", "failed"), "failed": ("success",)}
     for reprocess, states in kept.items():
@@ -425,9 +426,9 @@ def test_cancel_fails_queued_runs_without_a_start_and_completes_at_once(client: 
 
 
 def test_the_dag_listing_tells_what_the_details_tell(client: AirflowClient) -> None:
-    """One listing page replaces a details call per DAG (issue 12): for a periodic DAG it must say the same,
-    but `params` and the latest DAG version (details only); a DAG that is not periodic or not known is left to
-    the details."""
+    """One listing page replaces a details call per DAG (a pass's reads must not grow with the DAGs): for a
+    periodic DAG it must say the same, but `params` and the latest DAG version (details only); a DAG that is not
+    periodic or not known is left to the details."""
     names = ["demo_daily", "demo_hourly", "demo_depends_on_past", "demo_manual", "nope_not_a_dag"]
     listed = client.dag_infos(names)
     assert sorted(listed) == ["demo_daily", "demo_depends_on_past", "demo_hourly"]

@@ -1,6 +1,7 @@
-"""What reads cost (issue 12). The DAG listing is read page by page only while that costs fewer calls than
-the details of the DAGs still missing (whatever it leaves out is looked up one by one by the observer); a
-backfill's runs by state cost the same few calls whatever its size."""
+"""What reads cost: a pass's calls must not grow with the DAGs or a backfill's size. The DAG listing is read
+page by page only while that costs fewer calls than the details of the DAGs still missing (whatever it leaves
+out is looked up one by one by the observer); a backfill's runs by state cost the same few calls whatever its
+size."""
 
 from __future__ import annotations
 

@@ -314,7 +314,7 @@ def test_schema_head_constant_matches_the_migrations() -> None:
 
 
 def test_a_batch_is_one_transaction_all_or_nothing(tmp_path: Path) -> None:
-    """Issue 12: records of observations written in a batch commit once (1,000 adoptions after a lost store
+    """Records of observations written in a batch commit once (1,000 adoptions after a lost store
     cost one fsync, not 2,000), and a failure inside the batch leaves none of them."""
     store = Store(f"sqlite:///{tmp_path}/state.db")
     commits: list[int] = []
