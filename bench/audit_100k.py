@@ -44,7 +44,9 @@ def fill(url: str, count: int, key: bytes | None) -> None:
     """In the `--fill` child only: the timing parent stays small (a forked child starts with its pages)."""
     from sqlalchemy import insert  # noqa: PLC0415
 
-    from controller.adapters.store import Store, _row, stamp  # noqa: PLC0415
+    from controller.adapters.store import Store  # noqa: PLC0415
+    from controller.adapters.store.audit_log import _row  # noqa: PLC0415
+    from controller.adapters.store.database import stamp  # noqa: PLC0415
     from controller.adapters.store.tables import audit_events  # noqa: PLC0415
     from controller.core.audit.chain import GENESIS, AuditEntry, seal  # noqa: PLC0415
 

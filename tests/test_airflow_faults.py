@@ -1,4 +1,4 @@
-"""Fault injection on the client via httpx.MockTransport, and the pure retry tables (R12).
+"""Fault injection on the client via httpx.MockTransport, and the pure retry table.
 
 Scripted responses only: the behaviour of the real server is pinned by tests/airflow/test_contract.py.
 """
@@ -12,10 +12,12 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from controller.adapters.airflow import AirflowClient, BackfillRequest, translate_any
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.transport import translate_any
+from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret
-from controller.core.rules.retrying import Backoff, Failure, Verdict, classify_failure, classify_status
+from controller.core.rules.retrying import Backoff, Failure, Verdict, classify, outcome_of, request_kind
 from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
 from tests.airflow.test_contract import day
 
@@ -83,13 +85,13 @@ def test_backoff_schedule_is_capped_and_jittered() -> None:
     ],
 )
 def test_status_classification(method: str, status: int, verdict: Verdict) -> None:
-    assert classify_status(method, status) is verdict
+    assert classify(request_kind(method), outcome_of(status)) is verdict
 
 
 def test_failure_classification() -> None:
-    assert classify_failure("POST", Failure.NOT_SENT) is Verdict.RETRY
-    assert classify_failure("POST", Failure.AFTER_SEND) is Verdict.AMBIGUOUS
-    assert classify_failure("GET", Failure.AFTER_SEND) is Verdict.RETRY
+    assert classify(request_kind("POST"), Failure.NOT_SENT) is Verdict.RETRY
+    assert classify(request_kind("POST"), Failure.AFTER_SEND) is Verdict.AMBIGUOUS
+    assert classify(request_kind("GET"), Failure.AFTER_SEND) is Verdict.RETRY
 
 
 def httpx_exception_classes() -> list[type[Exception]]:
@@ -179,7 +181,7 @@ def test_pydantic_422_list_detail_is_readable() -> None:
     detail = [{"type": "extra_forbidden", "loc": ["body", "bogus"], "msg": "Extra inputs are not permitted"}]
     client, _, _ = scripted(httpx.Response(422, json={"detail": detail}))
     with pytest.raises(AirflowInvalid) as caught:
-        client.dry_run(REQUEST)
+        client.planned_runs(REQUEST)
     assert caught.value.detail == "body.bogus: Extra inputs are not permitted"
 
 

@@ -18,7 +18,8 @@ import httpx
 import pytest
 from packaging.version import Version
 
-from controller.adapters.airflow import AirflowClient, dag_info_from_json
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.decode import dag_info_from_json
 from controller.commands.reconcile import Reconciler
 from controller.core.model.airflow import BackfillRequest, periodic_from_summary
 from controller.core.model.capabilities import (
@@ -35,6 +36,7 @@ from controller.core.render.plan import plan_text
 from controller.core.rules.schedules import unbackfillable
 from controller.errors import AirflowVersionError
 from tests.fakes.airflow import FakeAirflow
+from tests.fakes.calls import record_calls
 from tests.fakes.http import write_json
 from tests.reconcile.harness import Bench
 from tests.test_cli_safety import run as run_cli
@@ -215,7 +217,7 @@ def test_run_on_latest_version_is_explicit_where_the_release_has_it(
     version: str, asked: bool | None, sent: bool | None
 ) -> None:
     client, requests = recording_client(version)
-    client.dry_run(request(run_on_latest_version=asked))
+    client.planned_runs(request(run_on_latest_version=asked))
     body = json.loads(requests[-1].content)
     assert body.get("run_on_latest_version", "absent") == ("absent" if sent is None else sent)
 
@@ -223,7 +225,7 @@ def test_run_on_latest_version_is_explicit_where_the_release_has_it(
 def test_run_on_latest_version_true_is_refused_before_3_1_6_not_dropped() -> None:
     client, requests = recording_client("3.1.5")
     with pytest.raises(AirflowVersionError) as caught:
-        client.dry_run(request(run_on_latest_version=True))
+        client.planned_runs(request(run_on_latest_version=True))
     assert caught.value.message == (
         "run_on_latest_version: true needs Airflow 3.1.6 or newer; Airflow 3.1.5 re-runs each run on the DAG "
         "version it first ran with (remove the field, or upgrade Airflow)"
@@ -233,7 +235,7 @@ def test_run_on_latest_version_true_is_refused_before_3_1_6_not_dropped() -> Non
 
 def test_an_unset_conf_is_never_sent_as_null() -> None:
     client, requests = recording_client("3.1.8")
-    client.dry_run(request())
+    client.planned_runs(request())
     assert "dag_run_conf" not in json.loads(requests[-1].content)
 
 
@@ -303,7 +305,7 @@ def test_a_3_1_server_is_never_sent_a_filter_it_would_ignore_and_the_counts_are_
 def test_a_filter_the_server_lacks_is_refused_by_the_client() -> None:
     client, requests = recording_client("3.1.8")
     with pytest.raises(AirflowVersionError) as caught:
-        client._json("GET", "/api/v2/dags/demo_daily/dagRuns", params={"duration_gte": "1", "limit": 1})
+        client.server.json("GET", "/api/v2/dags/demo_daily/dagRuns", params={"duration_gte": "1", "limit": 1})
     assert caught.value.message == "GET /api/v2/dags/demo_daily/dagRuns: Airflow 3.1.8 has no filter duration_gte"
     assert [r.url.path for r in requests] == ["/auth/token", "/api/v2/version"]
 
@@ -311,8 +313,9 @@ def test_a_filter_the_server_lacks_is_refused_by_the_client() -> None:
 def test_a_client_told_its_capabilities_does_not_ask_again() -> None:
     fake = FakeAirflow()
     client = AirflowClient("http://fake", transport=fake.transport(), token=Secret("t"), capabilities=newest())
+    calls = record_calls(client)
     assert client.capabilities == newest()
-    assert client.calls == []
+    assert calls == []
 
 
 # --- the preflight, through the CLI --------------------------------------------------------------------------

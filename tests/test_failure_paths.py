@@ -18,8 +18,9 @@ import httpx
 import pytest
 from rich.console import Console
 
-from controller.adapters.airflow import AirflowClient, backfill_from_json
-from controller.cli import _status_view
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.decode import backfill_from_json
+from controller.cli.output import status_rich
 from controller.commands.settings import Settings
 from controller.core.audit.chain import ACTIONS
 from controller.core.model.airflow import BackfillRequest
@@ -61,13 +62,13 @@ def test_every_request_kind_has_a_rule_for_every_outcome() -> None:
 
 def test_a_503_on_the_dry_run_is_retried_like_any_read() -> None:
     client, seen = scripted([status(503), status(503), status(200, DRY_RUN)])
-    assert client.dry_run(REQUEST) == [datetime(2025, 1, 1, tzinfo=UTC)]
+    assert [p.date for p in client.planned_runs(REQUEST)] == [datetime(2025, 1, 1, tzinfo=UTC)]
     assert seen == ["POST /api/v2/backfills/dry_run"] * 3
 
 
 def test_a_timeout_on_the_dry_run_is_retried_too() -> None:
     client, seen = scripted([timeout, status(200, DRY_RUN)])
-    assert len(client.dry_run(REQUEST)) == 1
+    assert len(client.planned_runs(REQUEST)) == 1
     assert seen == ["POST /api/v2/backfills/dry_run"] * 2
 
 
@@ -116,7 +117,7 @@ def test_the_http_timeout_is_a_setting() -> None:
         Settings.from_env({"BACKFILLCTL_AIRFLOW_TIMEOUT": "soon"})
     assert caught.value.message == "BACKFILLCTL_AIRFLOW_TIMEOUT='soon' is not a number of seconds from 1 to 3600"
     client = AirflowClient("http://airflow", timeout=240.0)
-    assert (client._http.timeout.read, client._http.timeout.connect) == (240.0, 5.0)
+    assert (client.transport.http.timeout.read, client.transport.http.timeout.connect) == (240.0, 5.0)
 
 
 # --- the CLI: one preflight, one error ----------------------------------------------------------------------
@@ -377,7 +378,7 @@ def test_status_on_an_80_column_terminal_keeps_whole_names() -> None:
         StatusRow("flaky-[red]-spec", "demo_flaky", "Running", 3, 1, 0, 1, 2, 4, 90.0, "in sync"),
     ]
     console = Console(width=80, record=True, color_system=None)
-    console.print(_status_view(rows, console.width))
+    console.print(status_rich(rows, console.width))
     lines = console.export_text().splitlines()
     assert lines[1:] == [
         "daily-2025-01-week1-rounding-fix  DAG demo_finance_ledger_daily  backfill #12",

@@ -149,7 +149,7 @@ def test_the_watch_log_stamps_each_line_and_says_an_error_again_only_when_it_cha
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     moments = iter(datetime(2026, 12, 1, 23, 40, n, tzinfo=UTC) for n in range(10))
-    monkeypatch.setattr(cli, "_now", lambda: next(moments))
+    monkeypatch.setattr(cli.output, "utc_now", lambda: next(moments))
     view = cli.PassView(dry_run=False, mode="text", watch=True)
     same = PassResult(Plan((), ()), errors=["typo: DAG demo_dayly does not exist in Airflow"])
     for result in (same, same, PassResult(Plan((), ()))):

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.adapters.airflow import dag_run_from_json, planned_run_from_json, schedule_from_json
+from controller.adapters.airflow.decode import dag_run_from_json, planned_run_from_json, schedule_from_json
 from controller.commands.validate import check_dags, validate_paths
 from controller.core.model.airflow import Backfill, DagInfo, DagRun, PlannedRun, Schedule, summarise
-from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.capabilities import newest
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
-from controller.core.plan.planner import Binding, DagObservation, DryRun, Kind, World, make_plan
+from controller.core.plan.planner import DagObservation, DryRun, Kind, World, make_plan
 from controller.core.render.plan import plan_markdown, plan_text
 from controller.core.render.status import report_json, report_markdown
 from controller.core.rules.schedules import (

@@ -10,10 +10,10 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
-from controller.core.model.binding import Phase
+from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.planner import Binding, DagObservation, DryRun, Kind, Plan, World, make_plan
+from controller.core.plan.planner import DagObservation, DryRun, Kind, Plan, World, make_plan
 
 DAGS = ("d1", "d2", "d3")
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -28,6 +28,7 @@ from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAuthError, AirflowError
 from tests.fakes.airflow import FakeAirflow, Reply
+from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench
 from tests.test_cli_safety import run
 
@@ -335,6 +336,7 @@ def test_a_static_token_refused_on_a_later_call_names_the_token_variable() -> No
     fake = FakeAirflow()
     client = AirflowClient("http://fake-airflow", token=Secret(CANARY), transport=fake.transport())
     fake._authorise = lambda _request: (_ for _ in ()).throw(Reply(401, "Token expired"))  # type: ignore[method-assign]
+    calls = record_calls(client)
     with pytest.raises(AirflowAuthError) as caught:
         client.list_backfills("demo_daily")
     assert caught.value.message == (
@@ -345,4 +347,4 @@ def test_a_static_token_refused_on_a_later_call_names_the_token_variable() -> No
         "Airflow said: Token expired; a token expires: with BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD backfillctl gets "
         "a new one"
     )
-    assert client.calls == [("GET", "/api/v2/backfills")]
+    assert calls == [("GET", "/api/v2/backfills")]

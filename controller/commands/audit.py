@@ -14,7 +14,9 @@ import itertools
 import sys
 from collections.abc import Callable, Iterator
 
-from controller.adapters.store import EventFilter, Lease, Store
+from controller.adapters.store import Store
+from controller.adapters.store.audit_log import EventFilter
+from controller.adapters.store.lease import Lease
 from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, controller_event
 from controller.core.model.binding import Binding

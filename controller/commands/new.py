@@ -10,7 +10,7 @@ from typing import Any
 
 from controller.commands.audit import stored_bindings
 from controller.commands.observe import Observer
-from controller.commands.reconcile import make_client
+from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
 from controller.core.checks.validation import ValidationResult

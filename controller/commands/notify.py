@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from controller.adapters.store import Store, stamp
-from controller.adapters.store import outbox as outbox_store
+from controller.adapters.store import Store
+from controller.adapters.store.database import stamp
+from controller.adapters.store.outbox import OutboxRow
 from controller.adapters.webhook import WebhookClient, WebhookError
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
@@ -56,7 +57,7 @@ def deliver(
     """Post every due outbox row (oldest first) until the budget is spent; with `everything`, also rows still
     waiting for their backoff (a process's first pass: a restart is often the fix of what made them fail)."""
     stats = DeliveryStats()
-    rows = outbox_store.due(store, "9999" if everything else stamp(clock()))
+    rows = store.due_notifications("9999" if everything else stamp(clock()))
     if not rows:
         return stats
     started, down = monotonic(), set[str]()
@@ -74,11 +75,11 @@ def deliver(
             except WebhookError as exc:
                 down.add(row.receiver)
                 retry_at = clock() + timedelta(seconds=NOTIFY_BACKOFF.delay(row.attempts + 1, random.random()))  # noqa: S311
-                outbox_store.mark_failed(store, row.id, exc.message, stamp(retry_at))
+                store.notification_failed(row.id, exc.message, stamp(retry_at))
                 stats.failed.append(exc.message)
                 log.warning("notification %s (%s) not delivered; will retry: %s", row.key, row.event, exc.message)
                 continue
-            outbox_store.mark_delivered(store, row.id, stamp(clock()))
+            store.notification_delivered(row.id, stamp(clock()))
             stats.delivered.append(row.key)
     return stats
 
@@ -120,14 +121,14 @@ class _Reports:
 
 @dataclass(frozen=True, slots=True)
 class NotifyStatus:
-    rows: list[outbox_store.OutboxRow]
+    rows: list[OutboxRow]
     counts: dict[str, int]
 
 
 def notify_status(settings: Settings) -> NotifyStatus:
     """Undelivered notifications (read-only: never creates, migrates or writes the store)."""
     with Store(settings.store_url, read_only=True) as store:
-        return NotifyStatus(outbox_store.undelivered(store), outbox_store.counts(store))
+        return NotifyStatus(store.undelivered_notifications(), store.notification_counts())
 
 
 def status_render(view: NotifyStatus, *, json_format: bool = False) -> str:

@@ -1,4 +1,4 @@
-"""What happens around each reconcile pass besides reconciling (issue 15): deliver the notification outbox,
+"""What happens around each reconcile pass besides reconciling: deliver the notification outbox,
 update metrics and health, refresh the status page, log the pass.
 
 `PassHooks` is opened once by `reconcile_loop`; `around(reconciler)` wraps one pass. Nothing here may stop
@@ -20,8 +20,7 @@ from datetime import UTC, datetime
 from controller import __version__
 from controller.adapters.logsetup import PASS_ID
 from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_counts
-from controller.adapters.store import outbox as outbox_store
-from controller.adapters.store.stats import audit_head_seq
+from controller.adapters.store.outbox import PENDING
 from controller.commands import notify as notify_cmd
 from controller.commands.observe import POOL
 from controller.commands.reconcile import PassResult, Reconciler
@@ -208,8 +207,8 @@ class PassHooks:
         try:
             bindings = store.bindings()
             rows = status.status_rows(result.current, bindings)
-            self.metrics.audit_head.set(audit_head_seq(store))
-            self.metrics.undelivered.set(outbox_store.counts(store).get(outbox_store.PENDING, 0))
+            self.metrics.audit_head.set(store.audit_head_seq())
+            self.metrics.undelivered.set(store.notification_counts().get(PENDING, 0))
         except ControllerError as exc:
             log.warning("metrics not refreshed this pass: %s", exc.message)
             return

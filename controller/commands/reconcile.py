@@ -28,7 +28,6 @@ from controller.core.checks.loaded import LoadedSpec
 from controller.core.model.airflow import Backfill
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
-from controller.core.model.privilege import connections_warning, role_of, role_warning
 from controller.core.model.secret import redact_url
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.planner import (
@@ -104,41 +103,6 @@ class SpecSource:
         ]
 
 
-def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
-    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
-    client = AirflowClient(
-        settings.airflow_address(),
-        token=settings.airflow_token,
-        username=settings.airflow_username,
-        password=settings.airflow_password,
-        timeout=settings.airflow_timeout,
-        allow_untested=settings.allow_untested_airflow,
-    )
-    if preflight:
-        try:
-            client.preflight()
-        except BaseException:
-            client.close()
-            raise
-        if not settings.allow_admin_identity:
-            warn_of_privilege(client, settings.airflow_username)
-    return client
-
-
-def warn_of_privilege(client: AirflowClient, username: str | None) -> None:
-    """Least privilege: warn when the identity can do more than backfillctl needs, where Airflow lets us tell
-    (SimpleAuthManager's role from its token, no call; else one read of connections). Never an error."""
-    claims = client.token_claims()
-    who = str((claims or {}).get("sub") or username or "from BACKFILLCTL_AIRFLOW_TOKEN")
-    role = role_of(claims)
-    if role is not None:
-        warning = role_warning(who, role)
-    else:
-        warning = connections_warning(who) if client.can_read_connections() else None
-    if warning is not None:
-        log.warning("%s", warning)
-
-
 class Reconciler:
     def __init__(
         self,
@@ -169,8 +133,8 @@ class Reconciler:
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
     ) -> tuple[list[BackfillSpec], Policy]:
         """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
-        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (issue 12:
-        1,000 finished specs must not slow every pass)."""
+        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (a
+        pass's cost must not grow with the finished specs: 1,000 of them must not slow every pass)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
         if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
             result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)

@@ -1,4 +1,4 @@
-"""`backfillctl report NAME --format html` and the heat map of the markdown report (issue 15).
+"""`backfillctl report NAME --format html` and the heat map of the markdown report.
 
 With BACKFILLCTL_AIRFLOW_URL set, every run of the spec's range is read from Airflow (read only) so each
 interval or partition gets its cell; without it, only what the store recorded is shown, and the map says so.
@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.commands import audit as audit_cmd
-from controller.commands.reconcile import make_client
+from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.status import report_document
 from controller.core.audit.chain import AuditRecord

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -10,12 +11,17 @@ import time
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-from controller.adapters.store import Lease, NoStore, Store
-from controller.commands.reconcile import Reconciler, make_client
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.store import NoStore, Store
+from controller.adapters.store.lease import Lease
+from controller.commands.reconcile import Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit.chain import controller_event
 from controller.core.documents.escaping import plain
+from controller.core.model.privilege import connections_warning, role_of, role_warning
 from controller.errors import LockHeld
+
+log = logging.getLogger(__name__)
 
 LEASE_TTL = 20.0  # a killed holder's lease lapses this long after its last renewal (takeover within 30 s)
 HEARTBEAT_EVERY = 5.0  # renewals per TTL: 4, so a slow store or a busy machine can miss some
@@ -25,6 +31,41 @@ WAIT_POLL = 2.0
 def _stderr(line: str) -> None:
     sys.stderr.write(plain(line) + "\n")  # the lease holder's name and host come from the store
     sys.stderr.flush()
+
+
+def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
+    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
+    client = AirflowClient(
+        settings.airflow_address(),
+        token=settings.airflow_token,
+        username=settings.airflow_username,
+        password=settings.airflow_password,
+        timeout=settings.airflow_timeout,
+        allow_untested=settings.allow_untested_airflow,
+    )
+    if preflight:
+        try:
+            client.preflight()
+        except BaseException:
+            client.close()
+            raise
+        if not settings.allow_admin_identity:
+            warn_of_privilege(client, settings.airflow_username)
+    return client
+
+
+def warn_of_privilege(client: AirflowClient, username: str | None) -> None:
+    """Least privilege: warn when the identity can do more than backfillctl needs, where Airflow lets us tell
+    (SimpleAuthManager's role from its token, no call; else one read of connections). Never an error."""
+    claims = client.token_claims()
+    who = str((claims or {}).get("sub") or username or "from BACKFILLCTL_AIRFLOW_TOKEN")
+    role = role_of(claims)
+    if role is not None:
+        warning = role_warning(who, role)
+    else:
+        warning = connections_warning(who) if client.can_read_connections() else None
+    if warning is not None:
+        log.warning("%s", warning)
 
 
 @contextlib.contextmanager

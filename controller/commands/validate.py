@@ -20,13 +20,12 @@ from controller.core.model.spec import BackfillSpec, SourceFile, parse_date
 from controller.errors import AirflowError, AirflowNotFound, ConfigError, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
+    from controller.adapters.airflow import AirflowClient
     from controller.adapters.gitsource import GitSource
-    from controller.commands.settings import Settings
     from controller.core.checks.dags import Unknown
     from controller.core.model.airflow import DagInfo
     from controller.core.plan.provenance import Evidence
     from controller.core.render.scaffold import NewSpec
-
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +72,13 @@ def validate_paths(
 DagLookup = Callable[[str], "DagInfo"]  # raises AirflowNotFound for an unknown DAG
 
 
-def check_dags_in_airflow(result: ValidationResult, settings: Settings, now: datetime) -> ValidationResult:
-    """`check_dags` against the configured Airflow; one that fails its preflight makes every DAG unknown."""
-    from controller.commands.reconcile import make_client  # noqa: PLC0415 - httpx only when Airflow is set
-
+def check_dags_in_airflow(
+    result: ValidationResult, connect: Callable[[], AirflowClient], now: datetime
+) -> ValidationResult:
+    """`check_dags` against the Airflow `connect` opens (`session.make_client`); one that fails its preflight
+    makes every DAG unknown."""
     try:
-        client = make_client(settings)
+        client = connect()
     except AirflowError as exc:
         failure = exc
 

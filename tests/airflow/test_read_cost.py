@@ -1,6 +1,7 @@
-"""What reads cost (issue 12). The DAG listing is read page by page only while that costs fewer calls than
-the details of the DAGs still missing (whatever it leaves out is looked up one by one by the observer); a
-backfill's runs by state cost the same few calls whatever its size."""
+"""What reads cost: a pass's calls must not grow with the DAGs or a backfill's size. The DAG listing is read
+page by page only while that costs fewer calls than the details of the DAGs still missing (whatever it leaves
+out is looked up one by one by the observer); a backfill's runs by state cost the same few calls whatever its
+size."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 
-from controller.adapters.airflow import MAX_CONCURRENT, AirflowClient
+from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.transport import MAX_CONCURRENT
 from controller.core.model.airflow import BackfillRequest, summarise
 from controller.core.model.secret import Secret
 from tests.fakes.airflow import Dag, FakeAirflow
+from tests.fakes.calls import record_calls
 
 
 def listing(wanted: list[str], dags: int = 250) -> tuple[list[str], Counter[str]]:
@@ -55,9 +58,9 @@ def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_w
         for state in ["success"] * 25 + ["failed"] * 10:
             fake.finish_run(backfill.id, state)
         listed = summarise(c.dag_runs("demo_hourly", start, end))
-        before = len(c.calls)
+        calls_seen = record_calls(c)
         counted = c.run_summary("demo_hourly", start, end)
-        calls = c.calls[before:]
+        calls = list(calls_seen)
     assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 105}
     assert counted == listed
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
@@ -71,11 +74,11 @@ def test_a_running_backfills_own_runs_cost_one_call_in_a_page_and_no_more_than_c
         backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
         fake.start_runs(backfill.id)
         fake.finish_run(backfill.id, "failed")
-        before = len(c.calls)
+        calls_seen = record_calls(c)
         page = c.runs_or_summary("demo_hourly", start, start + timedelta(hours=99))
-        one = len(c.calls) - before
+        one = len(calls_seen)
         beyond = c.runs_or_summary("demo_hourly", start, end)
-        calls = c.calls[before + one :]
+        calls = calls_seen[one:]
         counted = c.run_summary("demo_hourly", start, end)
     assert isinstance(page, list)
     assert (len(page), one, sorted({r.state for r in page})) == (100, 1, ["failed", "queued", "running"])
@@ -94,9 +97,9 @@ def test_beyond_a_hundred_failures_the_first_hundred_dates_are_shown_and_the_res
             fake.finish_run(backfill.id, state)
         c.cancel(backfill.id)  # the 5 queued runs fail without starting
         listed = summarise(c.dag_runs("demo_hourly", start, end))
-        before = len(c.calls)
+        calls_seen = record_calls(c)
         counted = c.run_summary("demo_hourly", start, end)
-        calls = c.calls[before:]
+        calls = list(calls_seen)
     assert (listed.counts, listed.never_started, len(listed.failed_dates)) == ({"failed": 125, "success": 20}, 5, 120)
     assert (counted.counts, counted.never_started) == (listed.counts, 5)
     assert counted.failed_dates == listed.failed_dates[:100]
@@ -116,9 +119,9 @@ def test_a_pass_whose_specs_are_bound_reads_only_the_newest_page_of_a_dags_backf
                 c.cancel(ids[-1])
         costs = {}
         for name, newest in [("all", None), ("latest", frozenset({ids[-1]})), ("old", frozenset({ids[10], ids[-1]}))]:
-            before = len(c.calls)
+            calls_seen = record_calls(c)
             listed = [b.id for b in c.list_backfills("demo_daily", newest=newest)]
-            costs[name] = (len(c.calls) - before, listed[0], listed[-1], len(listed))
+            costs[name] = (len(calls_seen), listed[0], listed[-1], len(listed))
     assert costs == {
         "all": (3, ids[0], ids[-1], 250),
         "latest": (1, ids[150], ids[-1], 100),  # one page: the newest hundred, oldest first

@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
-from controller.core.model.binding import Phase
+from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
 from controller.core.plan.planner import (
-    Binding,
     DagObservation,
     DryRun,
     Finding,

@@ -11,14 +11,13 @@ from typing import Any
 import pytest
 
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
-from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, Execution
 from controller.core.plan.planner import (
     HALT,
-    Binding,
     DagObservation,
     DryRun,
     Item,

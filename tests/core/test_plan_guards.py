@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 from controller.commands.reconcile import PassResult
 from controller.core.model.airflow import DagInfo, DagRun
-from controller.core.model.binding import Phase
+from controller.core.model.binding import Binding, Phase
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
 from controller.core.model.policy import DriftMode, Policy
 from controller.core.model.spec import DesiredState
-from controller.core.plan.planner import Binding, DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
+from controller.core.plan.planner import DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
 from controller.core.render.plan import plan_markdown, plan_text
 from controller.core.render.status import status_rows
 from tests.core.test_plan import backfill, dates, spec

@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
-from controller.core.model.binding import Phase
+from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.planner import Binding, DagObservation, Finding, Kind, World, make_plan
+from controller.core.plan.planner import DagObservation, Finding, Kind, World, make_plan
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 DONE = datetime(2025, 2, 1, tzinfo=UTC)

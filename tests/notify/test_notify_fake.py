@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.adapters.store import outbox
 from controller.adapters.webhook import WebhookClient
 from controller.cli import main
 from controller.commands.notify import deliver, notify_status, status_render
@@ -48,7 +47,7 @@ def receiver(answers: list[int], seen: list[httpx.Request]) -> WebhookClient:
 def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(bench: Bench) -> None:
     bench.spec("s1")
     bench.run()
-    (row,) = outbox.due(bench.store, "9999")
+    (row,) = bench.store.due_notifications("9999")
     created = next(e for e in bench.events("s1") if e.entry.action == "create" and e.entry.phase == "outcome")
     assert (row.event, row.receiver, row.audit_seq, row.key) == (
         "created",
@@ -67,7 +66,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
         clock=lambda: NOW,
     )
     assert failed.failed == ["receiver ops: HTTP 503 fine"]
-    assert outbox.due(bench.store, "2030-01-01T00:00:04.000000Z") == []  # backoff: 5 s (+ up to 25 % jitter)
+    assert bench.store.due_notifications("2030-01-01T00:00:04.000000Z") == []  # backoff: 5 s (+ up to 25 % jitter)
     view = status_render(notify_status(bench.settings()))
     assert (
         view.splitlines()[0] == "1 undelivered notification(s): 0 pending, 1 failed (retried with backoff); 0 delivered"

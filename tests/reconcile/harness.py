@@ -87,7 +87,7 @@ class Bench:
         client = AirflowClient(
             self.url, username="admin", password=Secret("admin"), transport=transport, capabilities=caps
         )
-        client._http.event_hooks["request"].append(self.sent.append)
+        client.transport.http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
         return client
 

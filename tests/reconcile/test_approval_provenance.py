@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from controller.adapters.store import EventFilter
+from controller.adapters.store.audit_log import EventFilter
 from controller.cli import main
 from controller.commands.validate import read_evidence
 from controller.core.model.binding import Approval, ApprovedReview, Phase

@@ -11,9 +11,10 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile import warn_of_privilege
+from controller.commands.session import warn_of_privilege
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret
+from tests.fakes.calls import record_calls
 
 
 def jwt(claims: dict[str, object]) -> str:
@@ -53,6 +54,7 @@ def test_what_the_preflight_can_tell_of_the_identity(
         transport=fake_airflow(token, connections),
         capabilities=newest(),
     )
+    calls = record_calls(client)
     with client, caplog.at_level(logging.WARNING):
         client.preflight()
         warn_of_privilege(client, "svc")
@@ -63,4 +65,4 @@ def test_what_the_preflight_can_tell_of_the_identity(
         (message,) = messages
         assert message.startswith("least privilege: Airflow identity ")
         assert warned in message
-    assert (("GET", "/api/v2/connections") in client.calls) is asked
+    assert (("GET", "/api/v2/connections") in calls) is asked

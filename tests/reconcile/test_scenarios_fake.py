@@ -22,6 +22,7 @@ from controller.commands.reconcile import Reconciler
 from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
+from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench, count_calls, fake, mutating
 
 
@@ -444,8 +445,9 @@ def test_finished_specs_keep_their_run_counts_without_airflow_calls(bench: Bench
     bench.spec("kept", dag="demo_flaky")
     bench.until_terminal()
     reconciler = bench.reconciler()
+    calls = record_calls(reconciler.client)
     (item,) = reconciler.run_once().plan.items
-    assert reconciler.client.calls == []
+    assert calls == []
     assert item.facts["runs"]["counts"] == {"failed": 4, "success": 3}
 
 
@@ -626,8 +628,9 @@ def test_every_finding_is_audited(bench: Bench) -> None:
 
 
 def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Bench) -> None:
-    """Issue 12: the re-observation after a pass's changes reads only the changed DAGs, with the infos already
-    read; a create Airflow answered needs no second listing, only its new runs."""
+    """A pass's reads do not grow with what it did not change: the re-observation after a pass's changes reads
+    only the changed DAGs, with the infos already read; a create Airflow answered needs no second listing, only
+    its new runs."""
     bench.spec("steady", dag="demo_hourly", start="2025-01-01T00:00:00Z", end="2025-01-01T05:00:00Z")
     fake(bench).scheduler_running = False
     bench.run()
@@ -643,7 +646,7 @@ def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Benc
         "POST /api/v2/backfills/dry_run": 1,  # runs to create
         "POST /api/v2/backfills": 1,
         # one read of the range (runs in range counted: no second dry run; the queued or running runs Airflow
-        # will skip, issue 14), then the new backfill's runs after the create
+        # will skip, which the plan subtracts), then the new backfill's runs after the create
         "GET /api/v2/dags/demo_flaky/dagRuns": 2,
     }
     assert result.after is not None
@@ -654,8 +657,8 @@ def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Benc
 
 
 def test_after_a_lost_store_a_dags_finished_backfills_are_read_as_one_range(bench: Bench, tmp_path: Path) -> None:
-    """Issue 12: adopting many finished specs reads each DAG's runs once over their whole range (1 call
-    here instead of 6), and every spec ends with the phase it had before the store was lost."""
+    """Reads do not grow with the specs: adopting many finished specs reads each DAG's runs once over their
+    whole range (1 call here instead of 6), and every spec ends with the phase it had before the store was lost."""
     for n in range(6):
         bench.spec(f"m{n}", dag="demo_flaky", start=f"2025-02-{3 * n + 1:02d}", end=f"2025-02-{3 * n + 3:02d}")
     for _ in range(40):
@@ -676,7 +679,7 @@ def test_after_a_lost_store_a_dags_finished_backfills_are_read_as_one_range(benc
 
 
 def test_an_unchanged_finished_spec_is_read_not_validated_again(bench: Bench) -> None:
-    """Issue 12: finished specs cost no validation per pass. So a policy tightened after a spec finished
+    """Finished specs cost no validation per pass. So a policy tightened after a spec finished
     does not stop reconciling the others (`validate` in CI still reports the old file)."""
     bench.spec("old", mar=3)
     for _ in range(20):

@@ -20,6 +20,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.commands.reconcile import Reconciler
 from controller.core.model.airflow import BackfillRequest, summarise
 from controller.core.model.secret import Secret
+from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench
 from tests.reconcile.proxy import LosingProxy
 
@@ -153,9 +154,9 @@ def test_a_large_backfill_is_summarised_in_five_calls_with_the_same_counts(airfl
                 assert time.monotonic() < deadline, "the running run did not finish"
                 time.sleep(1)
             listed = summarise(client.dag_runs("demo_hourly", start, end))
-            before = len(client.calls)
+            calls_seen = record_calls(client)
             counted = client.run_summary("demo_hourly", start, end)
-            calls = client.calls[before:]
+            calls = list(calls_seen)
         finally:
             client.cancel(backfill.id)
     assert listed.total == 121

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.adapters.store import EventFilter, Store
+from controller.adapters.store import Store
+from controller.adapters.store.audit_log import EventFilter
 
 pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]

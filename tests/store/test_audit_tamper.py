@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, text
 
-from controller.adapters.store import SCHEMA_HEAD, Store, _alembic, _row
+from controller.adapters.store import Store
+from controller.adapters.store.audit_log import _row
+from controller.adapters.store.database import SCHEMA_HEAD, _alembic
 from controller.adapters.store.tables import audit_events
 from controller.cli import main
 from controller.commands import audit as audit_cmd

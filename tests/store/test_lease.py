@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.adapters.store import Lease, LeaseLost, Store
+from controller.adapters.store import Store
+from controller.adapters.store.lease import Lease, LeaseLost
 from controller.commands.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease
 from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditEntry

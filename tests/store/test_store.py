@@ -15,7 +15,8 @@ import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import Store
+from controller.adapters.store.database import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, _alembic
 from controller.cli import main
 from controller.core.audit.chain import GENESIS, AuditEntry
 from controller.core.model.airflow import Rerun, RunSummary
@@ -119,7 +120,8 @@ def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_u
 
 APPENDER = """
 import sys
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store
+from controller.adapters.store.database import _alembic
 from controller.core.audit.chain import AuditEntry
 store = Store(sys.argv[1])
 for i in range(int(sys.argv[2])):
@@ -170,7 +172,8 @@ def test_heartbeat_extends_the_lease(make: Callable[..., Store], store_url: str)
 
 RACER = """
 import sys
-from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store, _alembic
+from controller.adapters.store import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, Store
+from controller.adapters.store.database import _alembic
 from controller.errors import LockHeld
 store = Store(sys.argv[1], migrate=False)
 try:
@@ -311,7 +314,7 @@ def test_schema_head_constant_matches_the_migrations() -> None:
 
 
 def test_a_batch_is_one_transaction_all_or_nothing(tmp_path: Path) -> None:
-    """Issue 12: records of observations written in a batch commit once (1,000 adoptions after a lost store
+    """Records of observations written in a batch commit once (1,000 adoptions after a lost store
     cost one fsync, not 2,000), and a failure inside the batch leaves none of them."""
     store = Store(f"sqlite:///{tmp_path}/state.db")
     commits: list[int] = []

@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from controller.adapters.airflow import AirflowClient
-from controller.adapters.store import SCHEMA_HEAD, NoStore, Store, _alembic
+from controller.adapters.store import NoStore, Store
+from controller.adapters.store.database import SCHEMA_HEAD, _alembic
 from controller.cli import main
 from controller.commands import session
 from controller.commands.reconcile import Reconciler

@@ -1,4 +1,4 @@
-"""Retry policy as pure functions: how long to wait, and what an outcome means (R12).
+"""Retry policy as pure functions: how long to wait, and what an outcome means.
 
 One table (`RULES`) says, for each kind of request and each kind of outcome, whether to retry, give up,
 observe, or treat the result as ambiguous; the client and the reconciler both read it through `classify`.
@@ -90,11 +90,3 @@ class Backoff:
         raw: float = min(self.cap, self.base * 2.0 ** (attempt - 1))
         delay = raw + raw * self.jitter * unit_random
         return max(delay, retry_after or 0.0)
-
-
-def classify_status(method: str, status: int, *, idempotent: bool = False) -> Verdict:
-    return classify(request_kind(method, idempotent=idempotent), outcome_of(status))
-
-
-def classify_failure(method: str, failure: Failure, *, idempotent: bool = False) -> Verdict:
-    return classify(request_kind(method, idempotent=idempotent), failure)

@@ -1,0 +1,212 @@
+"""Airflow 3 REST client (httpx): backfills, DAG details, DAG runs.
+
+`AirflowClient` is the façade the commands use, over one part per concern:
+
+- `transport`: httpx, retries with backoff, the auth token; every httpx exception and error status as an
+  `AirflowError` (method, path, status, Airflow's detail cut to 256 characters, never a header or a token);
+- `decode`: Airflow's answers as the core's values;
+- `server`: the release and its capabilities (read from `/api/v2/version` once), the preflight, health,
+  and each call's run filters checked against the capabilities;
+- `backfills`, `dags`, `runs`: the endpoints, grouped by what they read or change.
+
+The API facts it relies on are pinned by tests/airflow/test_contract.py, on each supported line (3.1, 3.2,
+3.3).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from controller.adapters.airflow.backfills import Backfills
+from controller.adapters.airflow.dags import Dags
+from controller.adapters.airflow.runs import Runs
+from controller.adapters.airflow.server import Server
+from controller.adapters.airflow.transport import Observer, Sleep, Transport
+from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, PlannedRun, RunSummary
+from controller.core.model.capabilities import Capabilities
+from controller.core.model.guards import SchedulerHealth
+from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff
+
+__all__ = ["AirflowClient"]
+
+
+class AirflowClient:
+    """One Airflow API server. Pass `transport` to test with a fake (httpx.MockTransport)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: Secret | None = None,
+        username: str | None = None,
+        password: Secret | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        sleep: Sleep = time.sleep,
+        rng: Callable[[], float] = random.random,
+        allow_untested: bool = False,
+        capabilities: Capabilities | None = None,
+    ) -> None:
+        self.transport = Transport(
+            base_url,
+            token=token,
+            username=username,
+            password=password,
+            transport=transport,
+            timeout=timeout,
+            backoff=backoff,
+            sleep=sleep,
+            rng=rng,
+        )
+        self.server = Server(self.transport, allow_untested=allow_untested, capabilities=capabilities)
+        self._backfills, self._dags, self._runs = Backfills(self.server), Dags(self.server), Runs(self.server)
+
+    def __repr__(self) -> str:
+        return f"AirflowClient({self.shown_url!r}, token=[secure])"
+
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self) -> AirflowClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        return self.transport.base_url
+
+    @property
+    def shown_url(self) -> str:
+        """The one form of the URL any message carries (credentials redacted)."""
+        return self.transport.shown_url
+
+    @property
+    def observer(self) -> Observer | None:
+        """Called with (method, path, status) of every request sent (None: no answer): metrics, call counts."""
+        return self.transport.observer
+
+    @observer.setter
+    def observer(self, value: Observer | None) -> None:
+        self.transport.observer = value
+
+    # --- the server -----------------------------------------------------------------------------------
+
+    def version(self) -> str:
+        """The release the server reports; one backfillctl does not support is refused here (see `judge`)."""
+        return self.server.version()
+
+    @property
+    def known_capabilities(self) -> Capabilities | None:
+        """The capabilities if the version was read already (never a call)."""
+        return self.server.known_capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this server's API has, from its version (read once)."""
+        return self.server.capabilities
+
+    def preflight(self) -> str:
+        """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work."""
+        return self.server.preflight()
+
+    def health(self) -> dict[str, Any]:
+        return self.server.health()
+
+    def token_claims(self) -> Mapping[str, Any] | None:
+        return self.server.token_claims()
+
+    def can_read_connections(self) -> bool | None:
+        return self.server.can_read_connections()
+
+    def scheduler_health(self) -> SchedulerHealth:
+        return self.server.scheduler_health()
+
+    # --- backfills ------------------------------------------------------------------------------------
+
+    def list_backfills(self, dag_id: str, *, newest: frozenset[int] | None = None) -> list[Backfill]:
+        return self._backfills.of_dag(dag_id, newest=newest)
+
+    def get_backfill(self, backfill_id: int) -> Backfill:
+        return self._backfills.get(backfill_id)
+
+    def backfill_body(self, request: BackfillRequest) -> dict[str, Any]:
+        return self._backfills.body(request)
+
+    def planned_runs(self, request: BackfillRequest) -> list[PlannedRun]:
+        return self._backfills.planned_runs(request)
+
+    def planned_runs_in_parts(
+        self, request: BackfillRequest, *, limit: int | None = None, backwards: bool = False
+    ) -> list[PlannedRun]:
+        return self._backfills.planned_runs_in_parts(request, limit=limit, backwards=backwards)
+
+    def create(self, request: BackfillRequest) -> Backfill:
+        return self._backfills.create(request)
+
+    def pause(self, backfill_id: int) -> Backfill:
+        return self._backfills.pause(backfill_id)
+
+    def unpause(self, backfill_id: int) -> Backfill:
+        return self._backfills.unpause(backfill_id)
+
+    def cancel(self, backfill_id: int) -> Backfill:
+        return self._backfills.cancel(backfill_id)
+
+    # --- DAGs -----------------------------------------------------------------------------------------
+
+    @property
+    def seen_dag_ids(self) -> set[str]:
+        """Every id the DAG listing has shown so far (a missing DAG's likely fixes)."""
+        return self._dags.seen_dag_ids
+
+    def dag(self, dag_id: str, *, with_tasks: bool = True) -> DagInfo:
+        return self._dags.get(dag_id, with_tasks=with_tasks)
+
+    def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
+        return self._dags.infos(dag_ids)
+
+    def dag_ids(self) -> set[str]:
+        return self._dags.ids()
+
+    # --- DAG runs -------------------------------------------------------------------------------------
+
+    def dag_runs(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[DagRun]:
+        return self._runs.dag_runs(dag_id, from_date, to_date, partitioned=partitioned)
+
+    def dag_runs_if_within(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool, pages: int
+    ) -> list[DagRun] | None:
+        return self._runs.dag_runs_if_within(dag_id, from_date, to_date, partitioned=partitioned, pages=pages)
+
+    def run_summary(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, page: tuple[list[DagRun], int] | None = None
+    ) -> RunSummary:
+        return self._runs.run_summary(dag_id, from_date, to_date, page=page)
+
+    def runs_or_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun] | RunSummary:
+        return self._runs.runs_or_summary(dag_id, from_date, to_date)
+
+    def queued_runs(self, dag_id: str, from_date: datetime, to_date: datetime) -> tuple[int, datetime | None]:
+        return self._runs.queued_runs(dag_id, from_date, to_date)
+
+    def range_runs(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
+    ) -> tuple[int, list[DagRun], int]:
+        return self._runs.range_runs(dag_id, from_date, to_date, kept=kept, partitioned=partitioned)
+
+    def runs_with_types(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
+    ) -> list[tuple[DagRun, str]]:
+        return self._runs.runs_with_types(dag_id, from_date, to_date, partitioned=partitioned)

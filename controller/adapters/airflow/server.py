@@ -1,0 +1,206 @@
+"""The server itself: its release and capabilities (read from `/api/v2/version` once), the preflight, its
+health; and every API call, whose run filters are first checked against the capabilities (Airflow ignores a
+query parameter it does not know and answers unfiltered: a wrong count, never an error).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from controller.adapters.airflow.decode import parse_time
+from controller.adapters.airflow.transport import Transport
+from controller.core.model.capabilities import (
+    ALLOW_UNTESTED,
+    NEWEST_KNOWN,
+    RUN_FILTERS,
+    SUPPORTED,
+    Capabilities,
+    Support,
+    has_filter,
+    judge,
+)
+from controller.core.model.guards import SchedulerHealth
+from controller.core.model.privilege import token_claims
+from controller.core.rules.retrying import Backoff
+from controller.errors import (
+    AirflowAuthError,
+    AirflowError,
+    AirflowInvalid,
+    AirflowNotFound,
+    AirflowUnavailable,
+    AirflowVersionError,
+)
+
+log = logging.getLogger("controller.adapters.airflow")  # the name JSON log lines carry: the package's
+PAGE = 100  # the server clamps larger limits to 100 silently
+
+
+def unsupported_filters(caps: Capabilities, params: Mapping[str, Any]) -> list[str]:
+    """The query parameters in `params` that the server would ignore (it answers unfiltered)."""
+    return sorted(name for name in params if not has_filter(caps, name))
+
+
+class Server:
+    def __init__(self, transport: Transport, *, allow_untested: bool, capabilities: Capabilities | None) -> None:
+        self.transport = transport
+        self.allow_untested = allow_untested  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW: a release newer than tested
+        self._capabilities = capabilities  # read from /api/v2/version once (preflight, or the first need)
+
+    def json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        idempotent: bool = False,
+    ) -> Any:
+        """One call's JSON answer; a run filter this release lacks is refused before anything is sent."""
+        if params and any(name in RUN_FILTERS for name in params) and (ignored := self._ignored(params)):
+            raise AirflowVersionError(  # the server would ignore it and answer unfiltered: a wrong count
+                f"{method} {path}: Airflow {self.capabilities.version} has no filter {', '.join(ignored)}",
+                method=method,
+                path=path,
+            )
+        return self.transport.json(method, path, json=json, params=params, idempotent=idempotent)
+
+    def paginate(self, path: str, key: str, params: dict[str, Any], *, offset: int = 0) -> Iterator[Mapping[str, Any]]:
+        while True:
+            data = self.json("GET", path, params={**params, "limit": PAGE, "offset": offset})
+            items = data[key]
+            yield from items
+            offset += len(items)
+            if not items or offset >= int(data["total_entries"]):
+                return
+
+    def _ignored(self, params: Mapping[str, Any]) -> list[str]:
+        return unsupported_filters(self.capabilities, params)
+
+    def version(self) -> str:
+        """The release the server reports; one backfillctl does not support is refused here (see `judge`)."""
+        data = self.json("GET", "/api/v2/version")
+        version = str(data.get("version", "")) if isinstance(data, dict) else ""
+        if not version or not version.split(".", maxsplit=1)[0].isdigit() or int(version.split(".")[0]) < 3:
+            raise AirflowVersionError(
+                f"Airflow at {self.transport.shown_url} reports version {version or 'unknown'}; "
+                "backfillctl needs Airflow 3",
+                method="GET",
+                path="/api/v2/version",
+                hint="point BACKFILLCTL_AIRFLOW_URL at an Airflow 3 api-server",
+            )
+        self._capabilities = self._judged(version)
+        return version
+
+    @property
+    def known_capabilities(self) -> Capabilities | None:
+        """The capabilities if the version was read already (never a call)."""
+        return self._capabilities
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this server's API has, from its version (read once)."""
+        if self._capabilities is None:
+            self.version()
+        assert self._capabilities is not None  # version() sets it or raises
+        return self._capabilities
+
+    def _judged(self, version: str) -> Capabilities:
+        verdict, path = judge(version), "/api/v2/version"
+        if verdict.capabilities is None:
+            raise AirflowVersionError(
+                verdict.message,
+                method="GET",
+                path=path,
+                hint=f"use an Airflow {SUPPORTED} api-server (upgrade this one)",
+            )
+        if verdict.support is Support.UNTESTED and not self.allow_untested:
+            raise AirflowVersionError(
+                f"{verdict.message}; refusing to run against an untested release",
+                method="GET",
+                path=path,
+                hint=f"set {ALLOW_UNTESTED}=1 to go on with the newest known release's API, or use Airflow {SUPPORTED}",
+            )
+        if verdict.support is Support.UNTESTED:
+            log.warning(
+                "UNTESTED AIRFLOW RELEASE (%s=1): %s; going on with the API of Airflow %s, the newest known",
+                ALLOW_UNTESTED,
+                verdict.message,
+                NEWEST_KNOWN,
+            )
+        return verdict.capabilities
+
+    def token_claims(self) -> Mapping[str, Any] | None:
+        """The claims of the token in use (after the preflight's login), read, not verified; None: no JWT."""
+        token = self.transport.token
+        return None if token is None else token_claims(token.reveal())
+
+    def can_read_connections(self) -> bool | None:
+        """Whether the identity may list connections (a read backfillctl never needs): True on 200, False on
+        401/403, None when the answer says neither (least privilege: `controller/core/model/privilege.py`)."""
+        try:
+            self.json("GET", "/api/v2/connections", params={"limit": 1})
+        except AirflowAuthError:
+            return False
+        except AirflowError:
+            return None
+        return True
+
+    def preflight(self) -> str:
+        """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work.
+
+        Two attempts at most, so an unreachable host fails within about 15 s and a misconfiguration at once.
+        """
+        transport = self.transport
+        quick = Backoff(transport.backoff.base, transport.backoff.cap, transport.backoff.jitter, attempts=2)
+        saved, transport.backoff = transport.backoff, quick
+        try:
+            version = self._preflight_version()
+            self.json("GET", "/api/v2/dags", params={"limit": 1})  # a refusal says "refused the credentials"
+        finally:
+            transport.backoff = saved
+        return version
+
+    def _preflight_version(self) -> str:
+        where = f"BACKFILLCTL_AIRFLOW_URL={self.transport.shown_url}"
+        try:
+            return self.version()
+        except AirflowUnavailable as exc:
+            if exc.status is None:
+                raise AirflowUnavailable(
+                    f"cannot reach Airflow at {where}: {exc.message}",
+                    method=exc.method,
+                    path=exc.path,
+                    hint="is Airflow's api-server running, and is that its address?",
+                ) from None
+            raise _not_airflow(where, exc) from None
+        except (AirflowNotFound, AirflowInvalid) as exc:
+            raise _not_airflow(where, exc) from None
+
+    def health(self) -> dict[str, Any]:
+        """`GET /api/v2/monitor/health` (no auth; always 200: the JSON tells the scheduler's status)."""
+        data = self.json("GET", "/api/v2/monitor/health")
+        return data if isinstance(data, dict) else {}
+
+    def scheduler_health(self) -> SchedulerHealth:
+        """The scheduler's status and heartbeat (the load guards' brake); an unreadable answer says why."""
+        try:
+            data = self.health()
+            scheduler = data.get("scheduler")
+            if not isinstance(scheduler, dict) or "status" not in scheduler:
+                return SchedulerHealth(error="GET /api/v2/monitor/health: the answer has no scheduler status")
+            beat = scheduler.get("latest_scheduler_heartbeat")
+            return SchedulerHealth(scheduler["status"], parse_time(beat) if isinstance(beat, str) else None)
+        except (AirflowError, ValueError) as exc:  # ValueError: a heartbeat that is not a time
+            return SchedulerHealth(error=exc.message if isinstance(exc, AirflowError) else f"bad heartbeat: {exc}")
+
+
+def _not_airflow(where: str, exc: AirflowError) -> AirflowError:
+    return AirflowVersionError(
+        f"{where} does not answer like Airflow 3's API: GET /api/v2/version -> {exc.status}",
+        method="GET",
+        path="/api/v2/version",
+        status=exc.status,
+        hint="set it to the Airflow api-server's base address (scheme, host and port, no path)",
+    )

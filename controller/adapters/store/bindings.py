@@ -1,0 +1,97 @@
+"""What the store remembers of each spec (table `bindings`): its backfills, phase, run counts and more.
+
+The JSON `detail` column holds what was added after the first schema (create facts, chunks, a guard's
+pause, a refusal, the approval), so those need no migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from controller.adapters.store.database import Clock, Database, stamp
+from controller.adapters.store.tables import bindings
+from controller.core.model.airflow import summary_from_json
+from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
+from controller.core.model.chunks import Progress
+from controller.core.model.spec import DesiredState
+
+
+class Bindings:
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self._db, self._clock = db, clock
+
+    def save(self, binding: Binding) -> None:
+        """Insert or replace what the store remembers of one spec (one transaction)."""
+        now = stamp(self._clock())
+        values = _binding_row(binding)
+        with self._db.tx(f"saving the binding of {binding.spec_name}") as conn:
+            where = bindings.c.spec_name == binding.spec_name
+            if conn.execute(select(bindings.c.spec_name).where(where)).first():
+                conn.execute(update(bindings).where(where).values(**values, updated_at=now))
+            else:
+                conn.execute(insert(bindings).values(**values, created_at=now, updated_at=now))
+
+    def get(self, spec_name: str) -> Binding | None:
+        with self._db.tx("reading a binding") as conn:
+            row = conn.execute(select(bindings).where(bindings.c.spec_name == spec_name)).mappings().first()
+            return None if row is None else _binding(dict(row))
+
+    def all(self) -> dict[str, Binding]:
+        with self._db.tx("reading bindings") as conn:
+            return {row["spec_name"]: _binding(dict(row)) for row in conn.execute(select(bindings)).mappings()}
+
+
+def _binding(row: Mapping[str, Any]) -> Binding:
+    """The one place a bindings row becomes a core value."""
+    detail = dict(row.get("detail") or {})
+    backfill_id = row["backfill_id"]
+    owned = tuple(detail.get("backfills") or (() if backfill_id is None else (backfill_id,)))
+    return Binding(
+        spec_name=row["spec_name"],
+        dag_id=row["dag_id"],
+        backfill_id=backfill_id,
+        phase=Phase(row["phase"]),
+        applied_state=DesiredState(row.get("applied_state") or DesiredState.ACTIVE.value),
+        spec_digest=row["spec_digest"],
+        reason=detail.get("reason", ""),
+        runs=None if row.get("run_counts") is None else summary_from_json(row["run_counts"]),
+        created=CreateFacts.from_json(detail),
+        backfills=owned,
+        git_commit=row.get("git_commit"),
+        airflow_url=row.get("airflow_url") or "",
+        updated_at=row.get("updated_at"),
+        guard=detail.get("guard", ""),
+        progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
+        refused=bool(detail.get("refused")),
+        approval=Approval.from_json(detail.get("approval")),
+    )
+
+
+def _binding_row(binding: Binding) -> dict[str, Any]:
+    """And back: the core value as the row's columns (the JSON detail keeps the reason and create facts)."""
+    detail: dict[str, Any] = {"reason": binding.reason, "backfills": list(binding.backfills)}
+    if binding.guard:  # a guard's pause, remembered across passes (never confused with state: paused)
+        detail["guard"] = binding.guard
+    if binding.created is not None:
+        detail.update(binding.created.as_json())
+    if binding.progress is not None:  # a chunked spec's chunks, one backfill each: JSON beside the rest, no migration
+        detail["progress"] = binding.progress.as_json()
+    if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
+        detail["refused"] = True
+    if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
+        detail["approval"] = binding.approval.as_json()
+    return {
+        "spec_name": binding.spec_name,
+        "airflow_url": binding.airflow_url,
+        "dag_id": binding.dag_id,
+        "backfill_id": binding.backfill_id,
+        "spec_digest": binding.spec_digest,
+        "git_commit": binding.git_commit,
+        "phase": binding.phase.value,
+        "run_counts": None if binding.runs is None else binding.runs.as_json(),
+        "applied_state": binding.applied_state.value,
+        "detail": detail,
+    }

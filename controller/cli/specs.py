@@ -1,0 +1,249 @@
+"""`backfillctl validate`, `new` and `init`: the commands about spec files (no Airflow needed)."""
+
+# No `from __future__ import annotations` here: typer reads every command's annotations at each start, and
+# string annotations would be compiled and evaluated again each time (tens of ms); names imported only for
+# type checking are quoted instead.
+from dataclasses import replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from controller import __version__
+from controller.cli.app import app, load_settings
+from controller.cli.output import out, utc_now
+from controller.core.documents.escaping import plain_lines
+from controller.core.documents.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
+from controller.core.model.spec import ReprocessBehavior
+from controller.core.render.scaffold import DATE_TO_HELP
+from controller.errors import ExitCode, UsageError
+
+
+class ValidateFormat(StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+@app.command()
+def validate(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="PATH", help="Spec files or folders (default: the specs folder)."),
+    ] = None,
+    output: Annotated[ValidateFormat, typer.Option("--format", help="Output format.")] = ValidateFormat.text,
+    base: Annotated[str | None, typer.Option("--base", help="Compare with this git ref (e.g. origin/main).")] = None,
+    pr_reviews: Annotated[
+        Path | None, typer.Option("--pr-reviews", help="JSON of the PR's reviews (GitHub API).")
+    ] = None,
+    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
+    head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
+) -> int:
+    """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules.
+
+    With BACKFILLCTL_AIRFLOW_URL set, also each spec's DAG: it exists, its schedule can be backfilled, and a
+    partitioned DAG's range does not reach past now.
+    """
+    from controller.commands import validate as validate_cmd
+    from controller.core.render import validation as render
+
+    settings = load_settings()
+    checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
+    now = utc_now()
+    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
+    if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
+        from controller.commands.session import make_client
+
+        result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
+    renderers = {
+        ValidateFormat.text: render.validation_text,
+        ValidateFormat.json: render.validation_json,
+        ValidateFormat.github: render.validation_github,
+    }
+    out(renderers[output](result))
+    return ExitCode.OK if result.ok else ExitCode.ERROR
+
+
+RETRY_NOTE = "Required, unless --retry-failed-of takes it from the finished spec."
+
+
+@app.command()
+def new(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
+    dag_id: Annotated[
+        str | None, typer.Option("--dag-id", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False)
+    ] = None,
+    from_date: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
+            f"or a date-time with an offset. {RETRY_NOTE}",
+        ),
+    ] = None,
+    to_date: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
+            f"(give 2025-01-31T23:00:00Z for the whole day). {RETRY_NOTE}",
+        ),
+    ] = None,
+    reprocess: Annotated[
+        ReprocessBehavior | None,
+        typer.Option(
+            "--reprocess",
+            help="Which existing runs to re-run: none (only dates without a run) | failed | completed (all). "
+            "Required: choose deliberately (--retry-failed-of: failed).",
+        ),
+    ] = None,
+    ticket: Annotated[
+        str | None,
+        typer.Option("--ticket", help=f"The change ticket that authorises the backfill. {RETRY_NOTE}"),
+    ] = None,
+    reason: Annotated[
+        str | None,
+        typer.Option(
+            "--reason",
+            help="Why the backfill is needed, in a sentence (>= 10 characters). Required, unless "
+            "--retry-failed-of writes one naming the finished spec.",
+        ),
+    ] = None,
+    approver: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approver", metavar="LOGIN", help=f"Who must approve the pull request; repeat for each. {RETRY_NOTE}"
+        ),
+    ] = None,
+    requested_by: Annotated[
+        str | None,
+        typer.Option(
+            "--requested-by", help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user)."
+        ),
+    ] = None,
+    max_active_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-active-runs",
+            min=1,
+            metavar="N",
+            help="Runs of this backfill at once (Airflow's backfill limit; default 1, or the finished spec's).",
+        ),
+    ] = None,
+    expected_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--expected-runs",
+            min=1,
+            metavar="N",
+            help="The reviewed upper bound of runs (default: Airflow's dry-run count when BACKFILLCTL_AIRFLOW_URL "
+            "is set, else left out; --retry-failed-of: the finished spec's failed runs).",
+        ),
+    ] = None,
+    retry_failed_of: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-failed-of",
+            metavar="SPEC",
+            help="Write the follow-up of a finished spec: its DAG, from its first to its last failed run, "
+            "reprocess failed, its ticket and approvers, expected_runs its failed runs (from the store).",
+        ),
+    ] = None,
+) -> int:
+    """Write a new spec that validates (nothing is written when it would not: exit 1).
+
+    With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
+    and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
+    """
+    from controller.commands.new import new_spec, retry_spec
+    from controller.core.render import validation as render
+    from controller.core.render.scaffold import NewSpec
+
+    settings = load_settings()
+    given = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
+    if retry_failed_of is not None:
+        clash = [option for option, value in given.items() if value is not None]
+        if clash:
+            raise UsageError(
+                f"{', '.join(clash)} cannot be combined with --retry-failed-of: the follow-up takes them from "
+                f"{retry_failed_of}",
+                hint="leave them out; --ticket, --reason, --approver and --max-active-runs may still be given",
+            )
+        choices = {"ticket": ticket, "reason": reason, "approvers": tuple(approver or ())}
+        actor = requested_by or settings.actor
+        spec = retry_spec(settings, retry_failed_of, name, actor, max_active_runs, choices, utc_now())
+    else:
+        required = {**given, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
+        if not (dag_id and from_date and to_date and reprocess and ticket and reason and approver):
+            _missing([option for option, value in required.items() if not value])
+        spec = NewSpec(
+            name=name,
+            dag_id=dag_id,
+            from_date=from_date,
+            to_date=to_date,
+            reprocess=reprocess,
+            max_active_runs=max_active_runs or 1,
+            requested_by=requested_by or settings.actor,
+            ticket=ticket,
+            approvers=tuple(approver),
+            expected_runs=expected_runs,
+            reason=reason,
+        )
+    if expected_runs is not None:
+        spec = replace(spec, expected_runs=expected_runs)
+    path, result, written = new_spec(spec, settings, utc_now())
+    out(f"wrote {path}\n")
+    if written.retry is not None:
+        out(plain_lines([f"retries the {written.retry.failed} failed run(s) of {written.retry.original}"]))
+    if written.counted is not None:
+        out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
+    elif written.expected_runs is None:
+        out("expected_runs: left out (BACKFILLCTL_AIRFLOW_URL is not set); `backfillctl plan` shows the count\n")
+    if result.diagnostics:
+        out(render.validation_text(result))
+    out("next: `backfillctl plan`, then open a pull request with the file\n")
+    return ExitCode.OK
+
+
+def _missing(options: list[str]) -> NoReturn:
+    """Click's words for a missing option (exit 2): they are required unless --retry-failed-of is given."""
+    raise UsageError(
+        f"Missing option '{options[0]}'" + (f" (and {', '.join(options[1:])})" if options[1:] else ""),
+        hint="`backfillctl new --help` says what each takes; --retry-failed-of SPEC takes them from a finished spec",
+    )
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(help="The new specs repository (created when missing).")],
+    workflows_repo: Annotated[
+        str,
+        typer.Option(
+            "--workflows-repo",
+            help="OWNER/REPO of backfillctl, whose reusable workflows and pre-commit hook the files call "
+            "(the default is a placeholder to replace).",
+        ),
+    ] = PLACEHOLDER_REPO,
+    ref: Annotated[
+        str, typer.Option("--ref", help="Tag or commit SHA of backfillctl to pin them to (default: this version).")
+    ] = f"v{__version__}",
+    environment: Annotated[
+        str, typer.Option("--environment", help="GitHub environment holding the reconcile job's secrets.")
+    ] = DEFAULT_ENVIRONMENT,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
+) -> int:
+    """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
+    from controller.commands.init import init_repository
+    from controller.core.documents.starter import StarterOptions
+
+    options = StarterOptions(workflows_repo, ref, environment)
+    for item in init_repository(directory, options, force=force):
+        out(f"{'overwrote' if item.replaced else 'wrote'} {item.path}\n")
+    if options.placeholder:
+        out(
+            f"note: the workflows and the pre-commit hook call {workflows_repo}, a placeholder: run init again "
+            "with --workflows-repo OWNER/REPO --force, or replace it in those files\n"
+        )
+    out(f"next: cd {directory} && backfillctl validate; then delete the example spec before the first merge\n")
+    return ExitCode.OK
