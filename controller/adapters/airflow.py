@@ -30,6 +30,7 @@ from controller.core.model.airflow import (
     BackfillRequest,
     DagInfo,
     DagRun,
+    DagVersion,
     PlannedRun,
     RunSummary,
     Schedule,
@@ -137,6 +138,9 @@ def dag_run_from_json(data: Mapping[str, Any]) -> DagRun:
         partition_key=data.get("partition_key"),
         partition_date=parse_time(data.get("partition_date")),
         queued_at=parse_time(data.get("queued_at")),
+        dag_versions=tuple(
+            DagVersion(int(v["version_number"]), v.get("bundle_version")) for v in data.get("dag_versions") or ()
+        ),
     )
 
 

@@ -123,6 +123,17 @@ class DagInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class DagVersion:
+    """One version of a DAG's code, as a run's `dag_versions` names it."""
+
+    number: int  # version_number
+    bundle_version: str | None = None  # the bundle's version (a git commit), None for an unversioned bundle
+
+    def text(self) -> str:
+        return f"DAG version {self.number}" + (f" (bundle {self.bundle_version})" if self.bundle_version else "")
+
+
+@dataclass(frozen=True, slots=True)
 class DagRun:
     """A DAG run; a partitioned DAG's runs have no logical date but a partition key and date."""
 
@@ -134,6 +145,7 @@ class DagRun:
     partition_key: str | None = None
     partition_date: datetime | None = None
     queued_at: datetime | None = None
+    dag_versions: tuple[DagVersion, ...] = ()  # the code its task instances ran on, oldest first (the last: latest)
 
 
 @dataclass(frozen=True, slots=True)
