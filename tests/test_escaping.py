@@ -196,9 +196,7 @@ def test_every_markdown_renderer_keeps_hostile_text_inert(value: str) -> None:
     assert_markdown_safe(markdown, fences=0)
     assert sum(1 for line in markdown.splitlines() if line.startswith("|")) == 3
     assert sum(1 for line in markdown.splitlines() if line.startswith("- **")) == 1
-    comment = pr_comment(
-        json.loads(plan_render.plan_json(plan)), ["specs/hostile.yaml"], {"hostile": SpecNote(value, value)}
-    )
+    comment = pr_comment(plan, ["specs/hostile.yaml"], {"hostile": SpecNote(value, value)})
     assert_markdown_safe(comment, fences=0)
     assert sum(1 for line in comment.splitlines() if line.startswith("|")) == 3
 

@@ -21,6 +21,6 @@ CHANGED = [
 
 
 def test_the_pr_comment_of_the_golden_plan_is_unchanged() -> None:
-    assert pr_comment(plan().as_json(), CHANGED, NOTES) == (GOLDEN / "pr-comment.md").read_text(encoding="utf-8")
-    complete = pr_comment(complete_plan().as_json(), ["specs/running.yaml"], {})
+    assert pr_comment(plan(), CHANGED, NOTES) == (GOLDEN / "pr-comment.md").read_text(encoding="utf-8")
+    complete = pr_comment(complete_plan(), ["specs/running.yaml"], {})
     assert complete == (GOLDEN / "pr-comment-complete.md").read_text(encoding="utf-8")

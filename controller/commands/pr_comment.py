@@ -46,4 +46,4 @@ def _byte(escape: bytes) -> bytes:
 
 def render(plan: Plan, specs: Sequence[BackfillSpec], changed: Sequence[str]) -> str:
     notes = {spec.name: SpecNote(spec.ticket, spec.reason) for spec in specs}
-    return pr_comment(plan.as_json(), changed, notes)
+    return pr_comment(plan, changed, notes)

@@ -1,4 +1,4 @@
-"""The pull request's sticky plan comment, from the plan's JSON and the files the PR changes (pure).
+"""The pull request's sticky plan comment, from the plan and the files the PR changes (pure).
 
 What the PR adds or changes comes first, one table row per spec with its ticket and reason, then one
 line for the rest of the plan. Everything that came from a spec file or from Airflow is escaped, so a
@@ -13,33 +13,30 @@ import html
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
-from controller.core.plan.planner import PLAN_FORMAT_VERSION
+from controller.core.model.spec import format_utc
+from controller.core.plan.planner import INCOMPLETE, Item, Kind, Plan, summary_counts
 from controller.core.render.plan import summary_text
-from controller.errors import ConfigError
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
 REASON_CELL = 200  # characters of a spec's reason shown in the table (the full text is in the details)
 SYMBOLS = {
-    "create": "+",
-    "adopt": "~",
-    "pause": "~",
-    "unpause": "~",
-    "cancel": "-",
-    "noop": "=",
-    "wait": "…",
-    "refuse": "!",
-    "blocked": "!",
-    "dry-run": "?",
+    Kind.CREATE: "+",
+    Kind.ADOPT: "~",
+    Kind.PAUSE: "~",
+    Kind.UNPAUSE: "~",
+    Kind.CANCEL: "-",
+    Kind.NOOP: "=",
+    Kind.WAIT: "…",
+    Kind.REFUSE: "!",
+    Kind.BLOCKED: "!",
 }
-LABELS = {"noop": "in sync", "wait": "queued", "refuse": "refused", "dry-run": "dry run"}
+LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused"}
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
-INCOMPLETE = "observation-incomplete"  # the finding kind of a DAG that could not be observed
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,33 +51,27 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def label(action: str) -> str:
-    return LABELS.get(action, action)
+def label(kind: Kind) -> str:
+    return LABELS.get(kind, kind.value)
 
 
 def pr_comment(
-    plan: Mapping[str, Any],
+    plan: Plan,
     changed_paths: Sequence[str],
     notes: Mapping[str, SpecNote],
     limit: int = LIMIT,
 ) -> str:
-    """The comment body (starting with MARKER) for `plan` (`backfillctl plan --format json`).
+    """The comment body (starting with MARKER) for `plan`.
 
     `changed_paths` are the files the PR changes below specs/ (`git diff --name-only`), `notes` the
     ticket and reason of the PR's specs by name.
     """
-    if plan.get("format_version") != PLAN_FORMAT_VERSION:
-        raise ConfigError(
-            f"unsupported plan format_version {plan.get('format_version')!r} (this backfillctl reads "
-            f"{PLAN_FORMAT_VERSION})",
-            hint="render the comment with the backfillctl that made the plan",
-        )
-    items = {item["spec"]: item for item in plan["items"]}
+    items = {item.spec: item for item in plan.items}
     names, policy, other = _classify(changed_paths)
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
-    head = [MARKER, "### backfillctl plan", "", *_refused([item for item in planned if item["action"] == "refuse"])]
-    if plan.get("complete") is False:
+    head = [MARKER, "### backfillctl plan", "", *_refused([item for item in planned if item.kind is Kind.REFUSE])]
+    if not plan.complete:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
             "than reconcile would do. Fix the cause and run the check again.",
@@ -93,8 +84,8 @@ def pr_comment(
             "| | spec | DAG | action | runs | phase | ticket | reason |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        units += [_row(item, notes.get(item["spec"])) for item in planned]
-        units += [""] + [_details(item, notes.get(item["spec"])) for item in planned]
+        units += [_row(item, notes.get(item.spec)) for item in planned]
+        units += [""] + [_details(item, notes.get(item.spec)) for item in planned]
     elif not missing and not policy:
         head += ["This pull request changes no spec."]
     units += [
@@ -104,13 +95,13 @@ def pr_comment(
     ]
     units += [f"- {code(path)}: the policy changes; it applies to every spec once merged." for path in policy]
     units += [f"- {code(path)}: changed, not a spec." for path in other]
-    dags = {item["dag_id"] for item in planned}
-    findings = [f for f in plan.get("findings", []) if f["dag_id"] in dags or f["kind"] == INCOMPLETE]
+    dags = {item.dag_id for item in planned}
+    findings = [f for f in plan.findings if f.dag_id in dags or f.kind is INCOMPLETE]
     if findings:
         units += ["", "**Findings**", ""]
-        units += [f"- **{escape(f['kind'])}** on {code(f['dag_id'])}: {escape(f['message'])}" for f in findings]
-    rest_findings = len(plan.get("findings", [])) - len(findings)
-    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{summary_text(plan['summary'])}**", ""]
+        units += [f"- **{escape(f.kind.value)}** on {code(f.dag_id)}: {escape(f.message)}" for f in findings]
+    rest_findings = len(plan.findings) - len(findings)
+    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{summary_text(summary_counts(plan))}**", ""]
     return _fit(head, units, tail, limit)
 
 
@@ -136,7 +127,7 @@ def _classify(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     return names, policy, other
 
 
-def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
+def _refused(items: Sequence[Item]) -> list[str]:
     """The comment leads with what the merge would be refused: the check fails (exit 5) for these."""
     if not items:
         return []
@@ -145,7 +136,7 @@ def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
         f"**Refused: after the merge, reconcile would refuse {count} this pull request adds or changes** "
         "(this check fails, exit 5):",
         "",
-        *[f"- {code(item['spec'])}: {escape(item['reason'])}" for item in items],
+        *[f"- {code(item.spec)}: {escape(item.reason)}" for item in items],
         "",
         "Fix the spec (review the dry run's count and set `expected_runs` to it, or narrow the range) and push "
         "again; reconcile creates nothing for a refused spec.",
@@ -153,39 +144,39 @@ def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _row(item: Mapping[str, Any], note: SpecNote | None) -> str:
-    runs = "" if item.get("runs_to_create") is None else str(item["runs_to_create"])
-    if runs and item.get("runs_in_range") is not None:
-        runs += f" of {item['runs_in_range']}"
-    action = item["action"]
+def _row(item: Item, note: SpecNote | None) -> str:
+    runs = "" if item.runs_to_create is None else str(item.runs_to_create)
+    if runs and item.runs_in_range is not None:
+        runs += f" of {item.runs_in_range}"
     ticket = escape(note.ticket) if note else ""
     reason = escape(cut(" ".join(note.reason.split()), REASON_CELL)) if note else ""
     cells = [
-        f"`{SYMBOLS.get(action, '?')}`",
-        code(item["spec"]),
-        code(item["dag_id"]),
-        escape(label(action)),
+        f"`{SYMBOLS.get(item.kind, '?')}`",
+        code(item.spec),
+        code(item.dag_id),
+        escape(label(item.kind)),
         runs,
-        escape(item["phase"]),
+        escape(item.phase.value),
         ticket,
         reason,
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def _details(item: Mapping[str, Any], note: SpecNote | None) -> str:
-    title = f"<code>{html.escape(item['spec'])}</code>: {html.escape(label(item['action']))}"
+def _details(item: Item, note: SpecNote | None) -> str:
+    title = f"<code>{html.escape(item.spec)}</code>: {html.escape(label(item.kind))}"
     lines = [f"<details><summary>{title}</summary>", ""]
     if note:
         lines.append(f"- reason: {escape(note.reason)}")
-    for key, value in sorted(item.get("facts", {}).items()):
+    for key, value in sorted(item.facts.items()):  # the spec's facts as the plan's JSON says them
         if key in ("request", "runs") or value is None:
             continue
         lines.append(f"- {code(key)}: {escape(_show(value))}")
-    if item.get("first_date") and item.get("last_date"):
-        lines.append(f"- first and last dates to run: {escape(item['first_date'])} … {escape(item['last_date'])}")
-    if item.get("reason"):
-        lines.append(f"- {'error: ' if item.get('error') else ''}{escape(item['reason'])}")
+    if item.first_date is not None and item.last_date is not None:
+        first, last = format_utc(item.first_date), format_utc(item.last_date)
+        lines.append(f"- first and last dates to run: {escape(first)} … {escape(last)}")
+    if item.reason:
+        lines.append(f"- {'error: ' if item.error else ''}{escape(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])
 
 
@@ -197,8 +188,8 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def _rest(plan: Mapping[str, Any], changed: set[str], findings: int) -> str:
-    rest = Counter(label(item["action"]) for item in plan["items"] if item["spec"] not in changed)
+def _rest(plan: Plan, changed: set[str], findings: int) -> str:
+    rest = Counter(label(item.kind) for item in plan.items if item.spec not in changed)
     parts = ", ".join(f"{count} {what}" for what, count in sorted(rest.items()))
     line = f"Other specs: {sum(rest.values())}" + (f" ({parts})" if parts else "")
     if findings:
