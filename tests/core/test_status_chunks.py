@@ -1,5 +1,5 @@
-"""Status rows and the change record of a chunked spec (issue 13): chunk k of n, ETA over later chunks, the
-running chunk's concurrency, every chunk's backfill."""
+"""Status rows and the change record of a chunked spec (consecutive Airflow backfills): chunk k of n, ETA over
+later chunks, the running chunk's concurrency, every chunk's backfill."""
 
 from __future__ import annotations
 
