@@ -391,13 +391,13 @@ def plan(
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     with open_reconciler(_settings(), read_only=True, no_store=no_store) as reconciler:
-        result, specs, _world = reconciler.plan()
+        result, specs, world = reconciler.plan()
     renderers: dict[PlanFormat, Callable[[Plan], str]] = {
         PlanFormat.text: lambda p: plan_render.plan_text(p, _width()),
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
-    _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
+    _out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow))
     refused = refusals(result, None if changed is None else pr_comment_cmd.changed_specs(changed))
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")

@@ -197,6 +197,7 @@ def dag_info_from_json(
         max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
         refusal=None if not partitioned or caps.partition_date_filter else _partitions_unreadable(dag_id, caps),
         dag_version=_dag_version(data.get("latest_dag_version")),
+        rerun_with_latest_version=data.get("rerun_with_latest_version") if caps.rerun_with_latest_version else None,
     )
 
 

@@ -120,6 +120,8 @@ class DagInfo:
     max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
     refusal: str | None = None  # why this Airflow release cannot back the DAG up exactly (None: it can)
     dag_version: str | None = None  # the latest DAG version the details name ("3", "3 (bundle abc1234)")
+    rerun_with_latest_version: bool | None = None  # the DAG's own choice for re-runs (3.3.0+ details; None: unset
+    # on the DAG, or not read: the DAG listing and older releases do not carry it)
 
 
 @dataclass(frozen=True, slots=True)

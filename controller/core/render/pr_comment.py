@@ -5,6 +5,9 @@ line for the rest of the plan. Everything that came from a spec file or from Air
 reason cannot break the table, open HTML or close a code span. The comment never exceeds GitHub's
 65,536-character limit: when it would, whole rows and sections are left out, a note says how many, and
 the summary line is kept.
+
+A spec whose runs re-run history on a DAG version that is not the latest (`run_on_latest_version: false`, the
+DAG's own `rerun_with_latest_version: false`, or a release without the field) is called out before the table.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
-from controller.core.model.spec import format_utc
+from controller.core.model.capabilities import Capabilities, run_on_latest
+from controller.core.model.spec import ReprocessBehavior, format_utc
 from controller.core.plan.planner import INCOMPLETE, Item, Kind, Plan, summary_counts
 from controller.core.render.plan import summary_text
 
@@ -60,17 +64,21 @@ def pr_comment(
     changed_paths: Sequence[str],
     notes: Mapping[str, SpecNote],
     limit: int = LIMIT,
+    *,
+    airflow: Capabilities | None = None,
 ) -> str:
     """The comment body (starting with MARKER) for `plan`.
 
     `changed_paths` are the files the PR changes below specs/ (`git diff --name-only`), `notes` the
-    ticket and reason of the PR's specs by name.
+    ticket and reason of the PR's specs by name, `airflow` the release the plan was made against (None: not
+    read, and no spec is called out for its code).
     """
     items = {item.spec: item for item in plan.items}
     names, policy, other = _classify(changed_paths)
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
     head = [MARKER, "### backfillctl plan", "", *_refused([item for item in planned if item.kind is Kind.REFUSE])]
+    head += _older_code(planned, airflow)
     if not plan.complete:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
@@ -142,6 +150,42 @@ def _refused(items: Sequence[Item]) -> list[str]:
         "again; reconcile creates nothing for a refused spec.",
         "",
     ]
+
+
+def _older_code(items: Sequence[Item], airflow: Capabilities | None) -> list[str]:
+    """The PR's specs whose re-runs will not run the DAG's latest code, each with why and the plan's code line."""
+    lines = [f"- {code(item.spec)}: {escape(why)}" for item in items if (why := _why_older(item, airflow))]
+    if not lines:
+        return []
+    return [
+        "**Re-runs on older code: these specs re-run history on the DAG version each run first ran with, not the "
+        "latest** (new runs use the latest):",
+        "",
+        *lines,
+        "",
+        "If history needs the current code, set `run_on_latest_version: true` in the spec.",
+        "",
+    ]
+
+
+def _why_older(item: Item, airflow: Capabilities | None) -> str | None:
+    spec = item.source
+    if airflow is None or spec is None or item.kind not in (Kind.CREATE, Kind.WAIT):
+        return None
+    if spec.reprocess_behavior is ReprocessBehavior.NONE:
+        return None  # nothing is re-run: every run is new, on the latest version
+    asked = item.request.run_on_latest_version if item.request is not None else spec.run_on_latest_version
+    resolved = run_on_latest(airflow, asked)
+    if resolved is True:
+        return None
+    if resolved is None:
+        why = f"Airflow {airflow.version} has no run_on_latest_version (3.1.6 or newer)"
+    elif spec.run_on_latest_version is False:
+        why = "the spec sets run_on_latest_version: false"
+    else:
+        why = "the DAG sets rerun_with_latest_version: false, and the spec does not say"
+    runs = f"reprocess {spec.reprocess_behavior.value} re-runs existing runs; {why}"
+    return runs + (f". Code: {item.code}" if item.code else "")
 
 
 def _row(item: Item, note: SpecNote | None) -> str:
