@@ -22,23 +22,11 @@ from controller.core.documents.escaping import md_text as escape
 from controller.core.model.capabilities import Capabilities, run_on_latest
 from controller.core.model.spec import ReprocessBehavior, format_utc
 from controller.core.plan.planner import INCOMPLETE, Item, Kind, Plan, summary_counts
-from controller.core.render.plan import summary_text
+from controller.core.render.plan import LABELS, SYMBOLS, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
 REASON_CELL = 200  # characters of a spec's reason shown in the table (the full text is in the details)
-SYMBOLS = {
-    Kind.CREATE: "+",
-    Kind.ADOPT: "~",
-    Kind.PAUSE: "~",
-    Kind.UNPAUSE: "~",
-    Kind.CANCEL: "-",
-    Kind.NOOP: "=",
-    Kind.WAIT: "…",
-    Kind.REFUSE: "!",
-    Kind.BLOCKED: "!",
-}
-LABELS = {Kind.NOOP: "in sync", Kind.WAIT: "queued", Kind.REFUSE: "refused"}
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
 
@@ -56,7 +44,7 @@ def cut(text: str, limit: int) -> str:
 
 
 def label(kind: Kind) -> str:
-    return LABELS.get(kind, kind.value)
+    return LABELS.get(kind, kind.value)  # the plan's words: `in sync`, `queued`, `refused`, else the kind
 
 
 def pr_comment(
