@@ -26,7 +26,6 @@ from controller.adapters import logsetup
 from controller.adapters.store.outbox import OutboxRow
 from controller.cli import _report_error, main
 from controller.commands.notify import NotifyStatus, status_render
-from controller.commands.report import with_calendar
 from controller.core.audit.chain import AuditEntry, AuditRecord, seal
 from controller.core.audit.notify import Delivery, enrich, payload
 from controller.core.checks.validation import ValidationResult
@@ -39,8 +38,10 @@ from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render import heatmap
 from controller.core.render import plan as plan_render
 from controller.core.render.audit import record_line
+from controller.core.render.change_record import change_record
 from controller.core.render.pr_comment import SpecNote, pr_comment
-from controller.core.render.status import StatusRow, report_json, report_markdown, status_text, stored_rows
+from controller.core.render.report_markdown import report_markdown
+from controller.core.render.status import StatusRow, status_text, stored_rows
 from controller.core.render.validation import validation_github, validation_text
 from controller.errors import ControllerError
 from tests.core.test_plan import spec
@@ -162,7 +163,7 @@ def test_report_markdown_cannot_forge_a_line_or_close_the_audit_trail() -> None:
         reason="real reason\n- **Outcome**: Succeeded (forged)\n<img src=x onerror=alert(1)>",
     )
     events = trail("boom ```\n## Injected")
-    lines = report_markdown(report_json(s, None, events), events).splitlines()
+    lines = report_markdown(change_record(s, None, events)).splitlines()
     assert lines[2:5] == [
         "- **Outcome**: Pending",
         "- **Ticket**: CHG-1 \\`\\`\\`",
@@ -179,7 +180,7 @@ def test_report_markdown_cannot_forge_a_line_or_close_the_audit_trail() -> None:
 @pytest.mark.parametrize("value", HOSTILE)
 def test_every_markdown_renderer_keeps_hostile_text_inert(value: str) -> None:
     s, events = hostile_spec(value), trail(value)
-    report = report_markdown(report_json(s, None, events), events)
+    report = report_markdown(change_record(s, None, events))
     assert_markdown_safe(report)
     assert sum(1 for line in report.splitlines() if line.startswith("- **")) == 8
     assert [line for line in report.splitlines() if re.match("#+ ", line)] == [
@@ -187,16 +188,15 @@ def test_every_markdown_renderer_keeps_hostile_text_inert(value: str) -> None:
         "## Audit trail",
     ]
     assert sum(1 for line in report.splitlines() if line.startswith("#1 ")) == 1
-    calendar = with_calendar(report, heatmap.from_stored(report_json(s, None, events)), events)
+    record = change_record(s, None, events)
+    calendar = report_markdown(record, heatmap.from_stored(record.intervals))
     assert_markdown_safe(calendar, fences=4)
     plan = hostile_plan(value)
     markdown = plan_render.plan_markdown(plan)
     assert_markdown_safe(markdown, fences=0)
     assert sum(1 for line in markdown.splitlines() if line.startswith("|")) == 3
     assert sum(1 for line in markdown.splitlines() if line.startswith("- **")) == 1
-    comment = pr_comment(
-        json.loads(plan_render.plan_json(plan)), ["specs/hostile.yaml"], {"hostile": SpecNote(value, value)}
-    )
+    comment = pr_comment(plan, ["specs/hostile.yaml"], {"hostile": SpecNote(value, value)})
     assert_markdown_safe(comment, fences=0)
     assert sum(1 for line in comment.splitlines() if line.startswith("|")) == 3
 
@@ -205,7 +205,7 @@ def test_every_markdown_renderer_keeps_hostile_text_inert(value: str) -> None:
 def test_slack_bodies_escape_hostile_text_in_text_and_every_mrkdwn(value: str) -> None:
     delivery = Delivery(1, "k1.team", "team", "succeeded", "slack", 3, "T", {})
     facts = {"event": "succeeded", "spec": "s", "dag_id": "d", "ticket": value, "message": value}
-    report = report_markdown(report_json(hostile_spec(value), None, []), []).split("\n## Audit trail")[0]
+    report = report_markdown(change_record(hostile_spec(value), None, [])).split("\n## Audit trail")[0]
     body = payload(delivery, enrich(facts, {"counts": {"success": 1}, "failed_partitions": [value]}, report))
     texts = [body["text"]] + [
         t["text"]

@@ -12,6 +12,8 @@ import pytest
 
 from controller.adapters.gitsource import GitSource
 from controller.commands.pr_comment import read_changed
+from controller.core.plan.planner import Plan
+from controller.core.plan.provenance import SpecOrigin
 from controller.core.render.pr_comment import pr_comment
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench
@@ -122,7 +124,7 @@ def test_queue_order_and_provenance_in_an_odd_folder(bench: Bench, folder: str) 
         ("b-first", "create", ""),
         ("a-second", "wait", "queued behind b-first"),
     ]
-    assert reconciler.provenance[first.as_posix()] == (sha, "dave@example.com")
+    assert reconciler.provenance[first.as_posix()] == SpecOrigin(sha, "dave@example.com")
 
 
 def test_the_pr_comment_lists_a_spec_in_an_odd_folder_as_a_spec(tmp_path: Path) -> None:
@@ -140,8 +142,6 @@ def test_the_pr_comment_lists_a_spec_in_an_odd_folder_as_a_spec(tmp_path: Path) 
         out = tmp_path / "changed.txt"
         out.write_text(git(tmp_path, "diff", *options, "--name-only", "main...HEAD", "--", "specs/", strip=False))
         assert sorted(read_changed(out)) == expected, options
-    summary = dict.fromkeys(("create", "pause", "cancel", "queued", "blocked"), 0)
-    plan = {"format_version": 1, "items": [], "findings": [], "summary": summary}
-    body = pr_comment(plan, read_changed(out), {})
+    body = pr_comment(Plan(()), read_changed(out), {})
     assert "changed, not a spec" not in body
     assert "- `spec-b`: not in the plan: the file was deleted or moved." in body

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from controller.commands.reconcile import PassResult
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.plan.planner import Plan
+from controller.core.render.change_record import ChunkRow
 from controller.core.render.report_html import chunks_html
 from controller.core.render.status import status_rows
 from controller.core.render.status_page import status_page
@@ -234,17 +236,9 @@ def test_store_migrate_help_says_which_commands_migrate(capsys: pytest.CaptureFi
 
 
 def test_the_html_report_has_a_chunks_section() -> None:
-    chunk = {
-        "backfill_id": 7,
-        "from_date": "2025-01-01T00:00:00Z",
-        "to_date": "2025-01-03T00:00:00Z",
-        "runs": 3,
-        "max_active_runs": 2,
-        "finished": True,
-        "succeeded": 2,
-        "failed": 1,
-    }
-    assert chunks_html([chunk, {**chunk, "backfill_id": 8, "finished": False, "succeeded": None}]) == (
+    first, last = datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 3, tzinfo=UTC)
+    chunk = ChunkRow(7, first, last, 3, 2, finished=True, succeeded=2, failed=1)
+    assert chunks_html([chunk, replace(chunk, backfill_id=8, finished=False, succeeded=None)]) == (
         "<h2>Chunks (2 Airflow backfills, one after another)</h2>\n"
         '<table class="audit" id="chunks"><tr><th>backfill</th><th>from</th><th>to</th><th>runs</th>'
         "<th>max_active_runs</th><th>succeeded</th><th>failed</th><th>state</th></tr>"

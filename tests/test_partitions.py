@@ -18,8 +18,9 @@ from controller.core.model.capabilities import newest
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
 from controller.core.plan.planner import DagObservation, DryRun, Kind, World, make_plan
+from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_markdown, plan_text
-from controller.core.render.status import report_json, report_markdown
+from controller.core.render.report_markdown import report_markdown
 from controller.core.rules.schedules import (
     failed_partitions_text,
     future_partitions,
@@ -354,7 +355,8 @@ def test_report_shows_partitions_and_failed_keys() -> None:
         runs=summarise(RANGE[4:]),
         created=CreateFacts(runs_in_range=4, runs_to_create=2, first_partition=key(1), last_partition=key(3)),
     )
-    document = report_json(spec("retry", reprocess="failed"), stored, [])
+    record = change_record(spec("retry", reprocess="failed"), stored, [])
+    document = record.as_json()
     assert document["partitions"] == {"first": key(1), "last": key(3)}
     assert document["intervals"] == {
         "complete": 1,
@@ -366,7 +368,7 @@ def test_report_shows_partitions_and_failed_keys() -> None:
         "in_range": 4,
         "reruns": [],
     }
-    text = report_markdown(document, [])
+    text = report_markdown(record)
     assert (
         "- **DAG**: `demo_partitioned`, 2024-03-01T00:00:00Z → 2024-03-04T00:00:00Z, reprocess `failed`, "
         "max_active_runs 2, forward, partitions 2024-03-01T00:00:00 … 2024-03-03T00:00:00\n"

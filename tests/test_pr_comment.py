@@ -3,86 +3,64 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from controller.cli import main
+from controller.core.model.binding import Phase
+from controller.core.model.spec import BackfillSpec
+from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
-from controller.errors import ConfigError
+from tests.core.test_plan import spec
 
-FACTS = {
-    "from_date": "2022-03-01T00:00:00Z",
-    "to_date": "2022-03-03T00:00:00Z",
-    "reprocess_behavior": "none",
-    "max_active_runs": 2,
-    "run_backwards": False,
-    "approvers": ["bob", "carol"],
-    "ticket": "CHG-4242",
-    "state": "active",
-    "expected_runs": 3,
-    "request": {"dag_id": "demo_daily"},
-}
-SUMMARY = {"create": 1, "pause": 0, "unpause": 0, "cancel": 0, "adopt": 0, "queued": 1, "blocked": 0, "refused": 0}
+MARCH1 = datetime(2022, 3, 1, tzinfo=UTC)
 
 
-def item(spec: str, dag_id: str, action: str, phase: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "spec": spec,
-        "dag_id": dag_id,
-        "action": action,
-        "phase": phase,
-        "reason": "",
-        "backfill_id": None,
-        "runs_to_create": None,
-        "runs_in_range": None,
-        "first_date": None,
-        "last_date": None,
-        "error": False,
-        "facts": {},
-        **extra,
-    }
+def walk_spec(name: str) -> BackfillSpec:
+    return spec(
+        name,
+        dag="demo_daily",
+        from_date=MARCH1,
+        to_date=MARCH1 + timedelta(days=2),
+        approvers=("bob", "carol"),
+        ticket="CHG-4242",
+        expected_runs=3,
+    )
 
 
-def plan(*items: dict[str, Any], findings: tuple[dict[str, Any], ...] = (), **summary: int) -> dict[str, Any]:
-    return {
-        "format_version": 1,
-        "checksum": "0123456789abcdef",
-        "items": list(items),
-        "findings": list(findings),
-        "summary": {**SUMMARY, **summary},
-    }
+def item(spec_name: str, dag_id: str, kind: Kind, phase: Phase, **extra: Any) -> Item:
+    return Item(spec_name, dag_id, kind, phase, **extra)
+
+
+def plan(*items: Item, findings: tuple[Finding, ...] = ()) -> Plan:
+    return Plan(tuple(items), findings)
 
 
 WALK = item(
     "walk-demo",
     "demo_daily",
-    "create",
-    "Pending",
+    Kind.CREATE,
+    Phase.PENDING,
     runs_to_create=3,
     runs_in_range=3,
-    first_date="2022-03-01T00:00:00Z",
-    last_date="2022-03-03T00:00:00Z",
-    facts=FACTS,
+    first_date=MARCH1,
+    last_date=MARCH1 + timedelta(days=2),
+    source=walk_spec("walk-demo"),
 )
-QUEUED = item("walk-more", "demo_daily", "wait", "Queued", reason="queued behind walk-demo", facts=FACTS)
-OLD = item("old-fix", "orders_daily", "noop", "Succeeded", reason="finished", backfill_id=7)
-OTHER = item("other-fix", "orders_daily", "noop", "Succeeded", reason="finished", backfill_id=8)
+QUEUED = item("walk-more", "demo_daily", Kind.WAIT, Phase.QUEUED, reason="queued behind walk-demo")
+OLD = item("old-fix", "orders_daily", Kind.NOOP, Phase.SUCCEEDED, reason="finished", backfill_id=7)
+OTHER = item("other-fix", "orders_daily", Kind.NOOP, Phase.SUCCEEDED, reason="finished", backfill_id=8)
 NOTES = {"walk-demo": SpecNote("CHG-4242", "Walk-through of the pull-request workflow.")}
 
 
 def test_changed_specs_first_with_ticket_and_reason_then_one_line_for_the_rest() -> None:
-    unmanaged = {
-        "kind": "unmanaged",
-        "dag_id": "demo_daily",
-        "spec": None,
-        "backfill_id": 9,
-        "message": "backfill #9 is active and not managed",
-    }
-    elsewhere = {"kind": "drift", "dag_id": "orders_daily", "spec": "old-fix", "backfill_id": 7, "message": "paused"}
+    unmanaged = Finding(FindingKind.UNMANAGED, "demo_daily", "backfill #9 is active and not managed", None, 9)
+    elsewhere = Finding(FindingKind.DRIFT, "orders_daily", "paused", "old-fix", 7)
     body = pr_comment(
-        plan(OLD, WALK, OTHER, findings=(unmanaged, elsewhere)),
+        plan(OLD, WALK, OTHER, QUEUED, findings=(unmanaged, elsewhere)),
         ["specs/walk-demo.yaml", "specs/policy.yaml", "specs/gone.yml", "specs/README.md", ""],
         NOTES,
     )
@@ -122,30 +100,27 @@ def test_changed_specs_first_with_ticket_and_reason_then_one_line_for_the_rest()
         "\n"
         "- **unmanaged** on `demo_daily`: backfill \\#9 is active and not managed\n"
         "\n"
-        "Other specs: 2 (2 in sync); 1 other finding. Run `backfillctl plan` for the full plan.\n"
+        "Other specs: 3 (2 in sync, 1 queued); 1 other finding. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
     )
 
 
 def test_a_pr_that_changes_no_spec() -> None:
-    assert pr_comment(plan(OLD, unpause=2, adopt=1), [], {}) == (
+    unpaused = [item(f"u{n}", "e", Kind.UNPAUSE, Phase.RUNNING) for n in (1, 2)]
+    adopted = item("a", "f", Kind.ADOPT, Phase.RUNNING)
+    assert pr_comment(plan(OLD, WALK, QUEUED, *unpaused, adopted), [], {}) == (
         f"{MARKER}\n### backfillctl plan\n\nThis pull request changes no spec.\n\n"
-        "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n\n"
+        "Other specs: 6 (1 adopt, 1 create, 1 in sync, 1 queued, 2 unpause). Run `backfillctl plan` for the full "
+        "plan.\n\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, "
         "1 already in Airflow (adopted, nothing created).**\n"
     )
 
 
 def test_an_incomplete_plan_says_so_first_with_every_unobserved_dag() -> None:
-    unobserved = {
-        "kind": "observation-incomplete",
-        "dag_id": "orders_daily",
-        "spec": None,
-        "backfill_id": None,
-        "message": "DAG orders_daily was not fully observed: HTTP 503",
-    }
-    body = pr_comment({**plan(OLD, WALK, findings=(unobserved,)), "complete": False}, ["specs/walk-demo.yaml"], {})
+    unobserved = Finding(FindingKind.INCOMPLETE, "orders_daily", "DAG orders_daily was not fully observed: HTTP 503")
+    body = pr_comment(plan(OLD, WALK, QUEUED, findings=(unobserved,)), ["specs/walk-demo.yaml"], {})
     assert body.startswith(
         f"{MARKER}\n### backfillctl plan\n\n"
         "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less than "
@@ -157,17 +132,17 @@ def test_an_incomplete_plan_says_so_first_with_every_unobserved_dag() -> None:
         "\n"
         "- **observation-incomplete** on `orders_daily`: DAG orders\\_daily was not fully observed: HTTP 503\n"
         "\n"
-        "Other specs: 1 (1 in sync). Run `backfillctl plan` for the full plan.\n"
+        "Other specs: 2 (1 in sync, 1 queued). Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
     )
-    assert "Incomplete" not in pr_comment({**plan(WALK), "complete": True}, ["specs/walk-demo.yaml"], {})
+    assert "Incomplete" not in pr_comment(plan(WALK), ["specs/walk-demo.yaml"], {})
 
 
 def test_a_planning_error_is_marked_in_the_details() -> None:
-    broken = item("walk-demo", "demo_daily", "dry-run", "Pending", error=True, reason="dry run failed: HTTP 500")
+    broken = item("walk-demo", "demo_daily", Kind.WAIT, Phase.PENDING, error=True, reason="dry run failed: HTTP 500")
     body = pr_comment(plan(broken), ["specs/walk-demo.yaml"], {})
-    assert "| `?` | `walk-demo` | `demo_daily` | dry run |  | Pending |  |  |\n" in body
+    assert "| `…` | `walk-demo` | `demo_daily` | queued |  | Pending |  |  |\n" in body
     assert "- error: dry run failed: HTTP 500\n" in body
 
 
@@ -200,17 +175,17 @@ def test_spec_and_server_text_cannot_break_the_table_or_open_html() -> None:
     hostile = item(
         "x",
         "dag|`<b>`",
-        "blocked",
-        "Blocked\n| injected | row |",
+        Kind.BLOCKED,
+        Phase.BLOCKED,
         reason="Airflow said: <script>alert(1)</script>\n\n## heading",
         error=True,
-        facts={"approvers": ["a|b", "<i>"]},
+        source=spec("x", approvers=("a|b", "<i>")),
     )
     note = SpecNote("CHG-1 | x", "Because `reasons` | <details open>\nsecond line")
     body = pr_comment(plan(hostile), ["specs/x.yaml"], {"x": note})
     row = next(line for line in body.splitlines() if line.startswith("| `!`"))
     assert row == (
-        "| `!` | `x` | dag\\|\\`\\<b\\>\\` | blocked | | Blocked \\| injected \\| row \\| | CHG-1 \\| x | "
+        "| `!` | `x` | dag\\|\\`\\<b\\>\\` | blocked | | Blocked | CHG-1 \\| x | "
         "Because \\`reasons\\` \\| \\<details open\\> second line |"
     ).replace("| | Blocked", "|  | Blocked")
     assert len(re.findall(r"(?<!\\)\|", row)) == 9  # eight cells, no more
@@ -229,12 +204,13 @@ def test_long_reasons_are_cut_in_the_table_and_kept_in_the_details() -> None:
     assert f"- reason: {reason.strip()}\n" in body
 
 
-def many(count: int) -> tuple[dict[str, Any], list[str], dict[str, SpecNote]]:
+def many(count: int) -> tuple[Plan, list[str], dict[str, SpecNote]]:
     items = [
-        item(f"spec-{n:04d}", "demo_daily", "create", "Pending", runs_to_create=1, facts=FACTS) for n in range(count)
+        item(f"spec-{n:04d}", "demo_daily", Kind.CREATE, Phase.PENDING, runs_to_create=1, source=walk_spec("w"))
+        for n in range(count)
     ]
-    notes = {i["spec"]: SpecNote("CHG-1", "x" * 150) for i in items}
-    return plan(*items, create=count), [f"specs/{i['spec']}.yaml" for i in items], notes
+    notes = {i.spec: SpecNote("CHG-1", "x" * 150) for i in items}
+    return plan(*items), [f"specs/{i.spec}.yaml" for i in items], notes
 
 
 def test_a_huge_plan_is_cut_to_githubs_limit_keeping_the_summary() -> None:
@@ -252,7 +228,7 @@ def test_a_huge_plan_is_cut_to_githubs_limit_keeping_the_summary() -> None:
         "\n"
         "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
         "\n"
-        "**Plan: 400 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+        "**Plan: 400 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.**\n"
     )
 
 
@@ -272,15 +248,8 @@ def test_the_limit_is_exact() -> None:
         "\n"
         "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
         "\n"
-        "**Plan: 3 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
+        "**Plan: 3 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.**\n"
     )
-
-
-def test_an_unknown_plan_format_is_refused() -> None:
-    with pytest.raises(ConfigError) as caught:
-        pr_comment({**plan(), "format_version": 2}, [], {})
-    assert caught.value.message == "unsupported plan format_version 2 (this backfillctl reads 1)"
-    assert caught.value.hint == "render the comment with the backfillctl that made the plan"
 
 
 def test_plan_pr_comment_needs_markdown(capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,9 @@ from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.spec import DesiredState
 from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render import plan as plan_render
-from controller.core.render.status import report_json, report_markdown, status_rows, status_text
+from controller.core.render.change_record import change_record
+from controller.core.render.report_markdown import report_markdown
+from controller.core.render.status import status_rows, status_text
 from tests.core.test_plan import JAN1, spec
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -102,7 +104,7 @@ def report() -> str:
         )
         events.append(record)
         prev = record.hash
-    return report_markdown(report_json(s, binding, events), events)
+    return report_markdown(change_record(s, binding, events))
 
 
 RENDERED = {

@@ -73,7 +73,7 @@ def plan(
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
-    out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed))
+    out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow))
     refused = refusals(result, only)
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")

@@ -80,14 +80,11 @@ def report(
 
     With BACKFILLCTL_AIRFLOW_URL set, the calendar (markdown and html) has a cell for every run of the range.
     """
-    import json
-
     from controller.commands import report as report_cmd
-    from controller.commands.status import report_document
 
     settings = load_settings()
     if output is ReportFormat.json:
-        text = json.dumps(report_document(settings, name, utc_now())[0], indent=2) + "\n"
+        text = report_cmd.json_report(settings, name, utc_now())
     elif output is ReportFormat.html:
         text = report_cmd.html_report(settings, name, utc_now())
     else:

@@ -24,7 +24,7 @@ from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.plan.planner import Item, Kind, World, matches_request
-from controller.core.plan.provenance import approved_by
+from controller.core.plan.provenance import UNKNOWN_ORIGIN, approved_by
 from controller.core.rules.chunks import chunk_text
 from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
@@ -137,7 +137,7 @@ class Applier:
                 message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
             )
         body = item.request or BackfillRequest.from_spec(spec)
-        author = self.recorder.provenance.get(spec.path, ("", ""))[1] or "unknown"
+        author = self.recorder.provenance.get(spec.path, UNKNOWN_ORIGIN).author or "unknown"
         if item.promoting:
             self.recorder.audit(
                 "promote", AuditPhase.OBSERVATION, spec, outcome="promoted", message="`promote: true` after the canary"

@@ -27,7 +27,8 @@ from controller.core.documents.escaping import plain_lines
 from controller.core.model.policy import Policy
 from controller.core.model.secret import url_problem
 from controller.core.model.spec import BackfillSpec
-from controller.core.render import status
+from controller.core.render.change_record import change_record
+from controller.core.render.report_markdown import report_markdown
 from controller.core.rules.retrying import Backoff
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class _Reports:
         runs = None if binding.runs is None else binding.runs.as_json()
         if spec is None:
             return runs, None
-        text = status.report_markdown(status.report_json(spec, binding, ()), ())
+        text = report_markdown(change_record(spec, binding, ()))
         return runs, text.split("\n## Audit trail")[0].rstrip() + "\n"
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from controller.adapters import files
+from controller.core.model.capabilities import Capabilities
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.planner import Plan
 from controller.core.render.pr_comment import SpecNote, changed_specs, pr_comment
@@ -44,6 +45,8 @@ def _byte(escape: bytes) -> bytes:
     return bytes([int(escape, 8)]) if len(escape) == 3 else _ESCAPES.get(escape, escape)
 
 
-def render(plan: Plan, specs: Sequence[BackfillSpec], changed: Sequence[str]) -> str:
+def render(
+    plan: Plan, specs: Sequence[BackfillSpec], changed: Sequence[str], airflow: Capabilities | None = None
+) -> str:
     notes = {spec.name: SpecNote(spec.ticket, spec.reason) for spec in specs}
-    return pr_comment(plan.as_json(), changed, notes)
+    return pr_comment(plan, changed, notes, airflow=airflow)

@@ -42,7 +42,7 @@ from controller.core.plan.planner import (
     refusals,
     stuck,
 )
-from controller.core.plan.provenance import Evidence, Gate, gate_plan
+from controller.core.plan.provenance import Evidence, Gate, SpecOrigin, gate_plan
 from controller.core.render.plan import findings
 from controller.errors import InvalidSpecs, StalePlan
 
@@ -120,7 +120,7 @@ class Reconciler:
         self.told: SpecSource | None = None  # said once, and again when the files differ (--watch)
         self.git = git or GitSource(settings.specs_dir)
         self.commit = self.git.head()
-        self.provenance: dict[str, tuple[str, str]] = {}  # spec path → (last commit, introducing author)
+        self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
@@ -158,7 +158,7 @@ class Reconciler:
             relative = self.git.relative(Path(spec.path)) if intros else ""
             if relative in last:
                 intro = intros.get(relative)
-                self.provenance[spec.path] = (last[relative].sha, intro.author_email if intro else "")
+                self.provenance[spec.path] = SpecOrigin(last[relative].sha, intro.author_email if intro else "")
 
         def key(spec: BackfillSpec) -> tuple[float, str]:
             found = intros.get(self.git.relative(Path(spec.path))) if intros else None

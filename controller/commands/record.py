@@ -22,6 +22,7 @@ from controller.core.model.chunks import Progress
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, DesiredState
 from controller.core.plan.planner import UNOBSERVED, Item, Kind, Plan
+from controller.core.plan.provenance import UNKNOWN_ORIGIN, SpecOrigin
 
 LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
 
@@ -32,7 +33,7 @@ class Recorder:
         settings: Settings,
         store: Store,
         commit: str | None,
-        provenance: Mapping[str, tuple[str, str]],
+        provenance: Mapping[str, SpecOrigin],
         airflow_url: str,
         *,
         policy: Policy = DEFAULT_POLICY,  # its `notify` decides the outbox rows of each record
@@ -53,7 +54,7 @@ class Recorder:
             actor=self.settings.actor,
             controller_version=__version__,
             git_commit=self.commit,
-            spec_commit=self.provenance.get(spec.path, (None, ""))[0] if spec else None,
+            spec_commit=self.provenance.get(spec.path, UNKNOWN_ORIGIN).commit if spec else None,
             spec_name=spec.name if spec else None,
             spec_path=spec.path if spec else None,
             spec_digest=spec.digest if spec else None,

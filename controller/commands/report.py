@@ -1,96 +1,108 @@
-"""`backfillctl report NAME --format html` and the heat map of the markdown report.
+"""`backfillctl report NAME [--format markdown|json|html]`: the change record of one spec, built once and rendered.
 
-With BACKFILLCTL_AIRFLOW_URL set, every run of the spec's range is read from Airflow (read only) so each
-interval or partition gets its cell; without it, only what the store recorded is shown, and the map says so.
+The record is what the store and the audit log hold. With BACKFILLCTL_AIRFLOW_URL set, every run of the spec's
+range is read from Airflow (read only): each interval or partition gets its cell in the calendar, the record says
+which DAG versions the spec's runs ran on, and the markdown lists the dates re-run since its outcome was recorded.
+Without it, only what the store recorded is shown, and the calendar says so.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from controller.commands import audit as audit_cmd
 from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.status import report_document
-from controller.core.audit.chain import AuditRecord
-from controller.core.documents.escaping import md_fence, md_text
-from controller.core.model.airflow import Rerun
-from controller.core.model.ranges import expand, ranges_from_json
-from controller.core.model.spec import parse_date
+from controller.core.model.airflow import DagRun, Rerun
+from controller.core.model.ranges import expand
 from controller.core.plan.ownership import own_runs
 from controller.core.render import heatmap
+from controller.core.render.change_record import ChangeRecord, ran_on
 from controller.core.render.report_html import report_html
-from controller.core.render.status import report_markdown
+from controller.core.render.report_markdown import report_markdown
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)
 
 
-def heat_map(settings: Settings, document: Mapping[str, Any]) -> heatmap.HeatMap:
-    if settings.airflow_url is None:
-        return heatmap.from_stored(document)
-    with make_client(settings) as client:
-        try:
-            info = client.dag(document["dag_id"], with_tasks=False)
-        except AirflowNotFound:
-            info = None
-        partitioned = info is not None and info.partitioned
-        try:
-            runs = client.runs_with_types(
-                document["dag_id"],
-                parse_date(document["from_date"]),
-                parse_date(document["to_date"]),
-                partitioned=partitioned,
-            )
-        except AirflowError as exc:
-            log.warning("the heat map shows what the store knows: %s", exc.message)
-            return heatmap.from_stored(document)
-    return heatmap.from_runs(runs)
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What Airflow shows of the spec's range now (None without Airflow, or when it could not be read)."""
+
+    runs: list[tuple[DagRun, str]] | None  # every run of the range, with its run type
+
+
+def json_report(settings: Settings, name: str, now: datetime) -> str:
+    record, _observed = observed_record(settings, name, now)
+    return json.dumps(record.as_json(), indent=2) + "\n"
 
 
 def html_report(settings: Settings, name: str, now: datetime) -> str:
-    document, events = report_document(settings, name, now)
-    return report_html(document, heat_map(settings, document), events)
+    record, observed = observed_record(settings, name, now)
+    return report_html(record, heat_map(record, observed))
 
 
 def markdown_report(settings: Settings, name: str, now: datetime) -> str:
     """The markdown change record with a compact text calendar before the audit trail, and the dates re-run
     since its outcome was recorded (with Airflow configured)."""
-    document, events = report_document(settings, name, now)
-    text = with_calendar(report_markdown(document, events), heat_map(settings, document), events)
-    return with_reruns(text, reruns_since(settings, document))
+    record, observed = observed_record(settings, name, now)
+    return report_markdown(record, heat_map(record, observed), reruns_since(settings, record))
 
 
-def reruns_since(settings: Settings, document: Mapping[str, Any]) -> list[Rerun]:
-    """The spec's own dates queued again after its backfill's creation window (a later spec's reprocess, a
-    clear by hand), with who did it and their state now; its own outcome stays what its runs did."""
-    dates = expand(ranges_from_json(document.get("own_dates")) or ())
-    if settings.airflow_url is None or document.get("backfill_id") is None or not dates:
-        return []
-    owners = {i: n for n, b in audit_cmd.stored_bindings(settings).items() for i in (*b.backfills, b.backfill_id) if i}
+def observed_record(settings: Settings, name: str, now: datetime) -> tuple[ChangeRecord, Observed]:
+    """The stored record, with the code its runs ran on when Airflow could be read."""
+    record = report_document(settings, name, now)
+    observed = Observed(None if settings.airflow_url is None else _read_runs(settings, record))
+    if observed.runs is None:
+        return record, observed
+    return replace(record, ran_on=ran_on(record.events, _own(record, observed.runs))), observed
+
+
+def _read_runs(settings: Settings, record: ChangeRecord) -> list[tuple[DagRun, str]] | None:
+    spec = record.spec
     with make_client(settings) as client:
         try:
-            listed = client.list_backfills(document["dag_id"])
-            runs = client.dag_runs(document["dag_id"], min(dates), max(dates), partitioned=bool(document["partitions"]))
+            info = client.dag(spec.dag_id, with_tasks=False)
+        except AirflowNotFound:
+            info = None
+        partitioned = info is not None and info.partitioned
+        try:
+            return client.runs_with_types(spec.dag_id, spec.from_date, spec.to_date, partitioned=partitioned)
+        except AirflowError as exc:
+            log.warning("the change record shows what the store knows: %s", exc.message)
+            return None
+
+
+def _own(record: ChangeRecord, runs: Sequence[tuple[DagRun, str]]) -> list[DagRun]:
+    """The spec's backfill runs: at its own dates when the store knows them, else every backfill run of the range."""
+    own = None if record.own_dates is None else set(expand(record.own_dates))
+    backfill = [run for run, run_type in runs if run_type == "backfill"]
+    return [r for r in backfill if own is None or (r.logical_date or r.partition_date) in own]
+
+
+def heat_map(record: ChangeRecord, observed: Observed) -> heatmap.HeatMap:
+    return heatmap.from_stored(record.intervals) if observed.runs is None else heatmap.from_runs(observed.runs)
+
+
+def reruns_since(settings: Settings, record: ChangeRecord) -> list[Rerun]:
+    """The spec's own dates queued again after its backfill's creation window (a later spec's reprocess, a
+    clear by hand), with who did it and their state now; its own outcome stays what its runs did."""
+    dates = expand(record.own_dates or ())
+    if settings.airflow_url is None or record.backfill_id is None or not dates:
+        return []
+    owners = {i: n for n, b in audit_cmd.stored_bindings(settings).items() for i in (*b.backfills, b.backfill_id) if i}
+    dag_id = record.spec.dag_id
+    with make_client(settings) as client:
+        try:
+            listed = client.list_backfills(dag_id)
+            runs = client.dag_runs(dag_id, min(dates), max(dates), partitioned=record.partitions is not None)
         except AirflowError as exc:
             log.warning("the re-runs since are not shown: %s", exc.message)
             return []
-    mine = next((b for b in listed if b.id == document["backfill_id"]), None)
+    mine = next((b for b in listed if b.id == record.backfill_id), None)
     return [] if mine is None else list(own_runs(mine, dates, runs, listed, owners).summary.reruns)
-
-
-def with_reruns(markdown: str, reruns: Sequence[Rerun]) -> str:
-    if not reruns:
-        return markdown
-    lines = "\n".join(f"- {md_text(r.text())}" for r in reruns)
-    section = f"\n## Re-run since\n\nIts own outcome stays what its runs did.\n\n{lines}\n\n## Calendar\n"
-    return markdown.replace("\n## Calendar\n", section, 1)
-
-
-def with_calendar(markdown: str, themap: heatmap.HeatMap, _events: list[AuditRecord]) -> str:
-    block = "\n".join(md_fence(heatmap.heatmap_text(themap).splitlines()))
-    section = f"\n## Calendar\n\n{block}\n\n## Audit trail\n"
-    return markdown.replace("\n## Audit trail\n", section, 1)

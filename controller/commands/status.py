@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from controller.commands import audit as audit_cmd
 from controller.commands.session import open_reconciler
 from controller.commands.settings import Settings
 from controller.commands.validate import validate_paths
-from controller.core.audit.chain import AuditRecord
 from controller.core.render import status
+from controller.core.render.change_record import ChangeRecord, change_record
 from controller.errors import UsageError
 
 
@@ -40,12 +39,12 @@ def status_view(settings: Settings, now: datetime, name: str | None = None) -> S
     return StatusView(chosen, view.incomplete, view.offline)
 
 
-def report_document(settings: Settings, name: str, now: datetime) -> tuple[dict[str, Any], list[AuditRecord]]:
-    """The change record of one spec (as JSON-ready data) and its audit events."""
+def report_document(settings: Settings, name: str, now: datetime) -> ChangeRecord:
+    """The change record of one spec, from the store and its audit events."""
     specs = validate_paths([], settings.specs_dir, now).specs
     spec = next((s for s in specs if s.name == name), None)
     if spec is None:
         raise UsageError(f"no spec named {name!r} under {settings.specs_dir}", hint="the name is the file name")
     stored, events = audit_cmd.spec_record(settings, name)
     retries = [s for s in specs if s.retry_of == name]  # follow-ups over its failed runs (`new --retry-failed-of`)
-    return status.report_json(spec, stored, events, retries), events
+    return change_record(spec, stored, events, retries)

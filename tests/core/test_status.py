@@ -23,12 +23,11 @@ from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.ranges import compact
 from controller.core.model.spec import DesiredState, ReprocessBehavior
 from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.render.change_record import change_record
+from controller.core.render.report_markdown import report_markdown, rerun_text
 from controller.core.render.status import (
     StatusRow,
     eta_text,
-    report_json,
-    report_markdown,
-    rerun_text,
     status_rows,
     status_text,
     stored_rows,
@@ -323,7 +322,7 @@ def test_report_json() -> None:
         created=CreateFacts(runs_to_create=6, runs_in_range=7, dates=compact([JAN1, JAN1 + timedelta(days=4)])),
     )
     trail = events()
-    report = report_json(s, recorded, trail)
+    report = change_record(s, recorded, trail).as_json()
     assert {k: v for k, v in report.items() if k != "audit"} == {
         "format_version": 1,
         "spec": "r",
@@ -364,17 +363,17 @@ def test_report_json() -> None:
         "retried_by": [],
     }
     assert report["audit"] == [e.as_json() for e in trail]
-    lines = report_markdown(report, []).splitlines()
+    lines = report_markdown(change_record(s, recorded, trail)).splitlines()
     assert (
         "- **Re-run before its outcome was read**: 2025-01-05 re-run by spec x \\(\\#9\\), now success "
         "\\(what its own run did is not known\\)"
     ) in lines
     known = {"date": "2025-01-05T00:00:00+00:00", "by": "hand", "state": "failed", "own": "success"}
-    assert rerun_text(known) == "2025-01-05 re-run by hand, now failed (its own run: success)"
+    assert rerun_text(Rerun.from_json(known)) == "2025-01-05 re-run by hand, now failed (its own run: success)"
 
 
 def test_report_json_before_anything_happened() -> None:
-    report = report_json(spec("r"), None, [])
+    report = change_record(spec("r"), None, []).as_json()
     assert (report["outcome"], report["backfill_id"], report["git_commit"], report["direction"]) == (
         "Pending",
         None,
@@ -393,9 +392,9 @@ def test_report_json_before_anything_happened() -> None:
         "reruns": [],
     }
     assert report["own_dates"] is None
-    only_range = report_json(spec("r"), stored("r", created=CreateFacts(runs_in_range=7)), [])
+    only_range = change_record(spec("r"), stored("r", created=CreateFacts(runs_in_range=7)), []).as_json()
     assert only_range["intervals"]["skipped"] is None
-    only_create = report_json(spec("r"), stored("r", created=CreateFacts(runs_to_create=7)), [])
+    only_create = change_record(spec("r"), stored("r", created=CreateFacts(runs_to_create=7)), []).as_json()
     assert only_create["intervals"]["skipped"] is None
 
 
@@ -414,7 +413,7 @@ def test_report_markdown() -> None:
         created=CreateFacts(runs_to_create=7, runs_in_range=7),
     )
     trail = events()[:2]
-    text = report_markdown(report_json(s, recorded, trail), trail)
+    text = report_markdown(change_record(s, recorded, trail))
     lines = text.splitlines()
     assert lines[:10] == [
         "# Change record: r",
@@ -433,7 +432,7 @@ def test_report_markdown() -> None:
     assert len(lines) == 17
     assert lines[-1] == "```"
     assert text.endswith("```\n")
-    empty = report_markdown(report_json(spec("r"), None, []), [])
+    empty = report_markdown(change_record(spec("r"), None, []))
     assert "- **Outcome**: Pending\n" in empty
     assert "at commit `unknown`" in empty
     assert "- **Intervals**: 0 complete, 0 failed (none), ? skipped of ? in range\n" in empty
@@ -450,7 +449,7 @@ def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
     for seq, entry in enumerate(entries, start=1):
         trail.append(seal(seq, f"2026-11-01T10:0{seq}:00Z", entry, prev))
         prev = trail[-1].hash
-    assert report_json(spec("r"), None, trail)["completed_at"] == "2026-11-01T10:02:00Z"
+    assert change_record(spec("r"), None, trail).as_json()["completed_at"] == "2026-11-01T10:02:00Z"
 
 
 def test_status_without_dry_runs_shows_what_reconcile_last_refused_or_blocked() -> None:

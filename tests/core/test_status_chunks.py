@@ -1,5 +1,5 @@
-"""Status rows and the change record of a chunked spec (issue 13): chunk k of n, ETA over later chunks, the
-running chunk's concurrency, every chunk's backfill."""
+"""Status rows and the change record of a chunked spec (consecutive Airflow backfills): chunk k of n, ETA over
+later chunks, the running chunk's concurrency, every chunk's backfill."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.plan.planner import Item, Kind, Plan
-from controller.core.render.status import StatusRow, report_json, report_markdown, status_rows, stored_rows
+from controller.core.render.change_record import change_record
+from controller.core.render.report_markdown import report_markdown
+from controller.core.render.status import StatusRow, status_rows, stored_rows
 from tests.core.test_plan import JAN1, spec
 
 DAY = timedelta(days=1)
@@ -129,7 +131,7 @@ def test_stored_rows_list_a_chunked_specs_backfills() -> None:
 def test_the_change_record_lists_every_chunk() -> None:
     binding = Binding("s", "d", 2, Phase.RUNNING, runs=summary(success=1, failed=2, running=1), progress=PROGRESS)
     later = Progress(20, (*PROGRESS.chunks, chunk(3, 8, 9)))
-    report = report_json(spec("s"), binding, [])
+    report = change_record(spec("s"), binding, []).as_json()
     assert report["chunks"] == [
         {
             "backfill_id": 1,
@@ -152,20 +154,23 @@ def test_the_change_record_lists_every_chunk() -> None:
             "failed": 2,
         },
     ]
-    unknown = report_json(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=later), [])["chunks"]
+    unknown = change_record(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=later), []).as_json()["chunks"]
     assert [(c["backfill_id"], c["succeeded"], c["failed"], c["finished"]) for c in unknown] == [
         (1, 4, 0, True),
         (2, None, None, False),
         (3, None, None, False),
     ]
-    assert report_json(spec("s"), Binding("s", "d", 2, Phase.RUNNING), [])["chunks"] is None
-    assert report_json(spec("s"), None, [])["chunks"] is None
-    assert report_json(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=Progress(3)), [])["chunks"] == []
+    assert change_record(spec("s"), Binding("s", "d", 2, Phase.RUNNING), []).as_json()["chunks"] is None
+    assert change_record(spec("s"), None, []).as_json()["chunks"] is None
+    assert (
+        change_record(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=Progress(3)), []).as_json()["chunks"]
+        == []
+    )
 
 
 def test_the_change_record_in_markdown_says_every_chunk() -> None:
     binding = Binding("s", "d", 2, Phase.RUNNING, runs=summary(success=1, failed=2, running=1), progress=PROGRESS)
-    lines = report_markdown(report_json(spec("s"), binding, []), []).splitlines()
+    lines = report_markdown(change_record(spec("s"), binding, [])).splitlines()
     at = lines.index("- **Chunks**: 2 Airflow backfill(s), one after another")
     assert lines[at - 1].startswith("- **Intervals**: ")
     assert lines[at + 1 : at + 4] == [
@@ -176,8 +181,8 @@ def test_the_change_record_in_markdown_says_every_chunk() -> None:
         "",
     ]
     unknown = Binding("s", "d", 2, Phase.RUNNING, progress=Progress(20, (chunk(2, 4, 7, 3),)))
-    lines = report_markdown(report_json(spec("s"), unknown, []), []).splitlines()
+    lines = report_markdown(change_record(spec("s"), unknown, [])).splitlines()
     assert "  - backfill #2: 2025-01-05T00:00:00Z → 2025-01-08T00:00:00Z, 4 run(s), max_active_runs 3 (active)" in lines
     for empty in (Progress(3), None):
-        text = report_markdown(report_json(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=empty), []), [])
+        text = report_markdown(change_record(spec("s"), Binding("s", "d", 2, Phase.RUNNING, progress=empty), []))
         assert "Chunks" not in text

@@ -3,15 +3,17 @@ and the change record's links between a spec and its retry."""
 
 from __future__ import annotations
 
+from controller.core.render.change_record import change_record
+from controller.core.render.report_markdown import _retry_lines
 from controller.core.render.status import (
     StatusRow,
-    _retry_lines,
     phase_counts,
     phase_line,
     spec_findings,
     status_report,
     status_text,
 )
+from tests.core.test_plan import spec
 
 
 def row(spec: str, phase: str, note: str = "", *, refused: bool = False) -> StatusRow:
@@ -69,10 +71,11 @@ def test_a_long_finding_wraps_within_the_width() -> None:
 
 
 def test_the_retry_links_of_a_change_record() -> None:
-    assert _retry_lines({}) == []
-    assert _retry_lines({"retry_of": "orders-2025q1", "retried_by": []}) == [
+    assert _retry_lines(change_record(spec("s"), None, [])) == []
+    assert _retry_lines(change_record(spec("s", retry_of="orders-2025q1"), None, [])) == [
         "- **Retries the failed runs of**: `orders-2025q1`"
     ]
-    assert _retry_lines(
-        {"retried_by": [{"spec": "r1", "path": "specs/r1.yaml"}, {"spec": "r 2", "path": "specs/r2.yaml"}]}
-    ) == ["- **Failed runs retried by**: `r1` (`specs/r1.yaml`), r 2 (`specs/r2.yaml`)"]
+    retries = [spec("r1"), spec("r 2", path="specs/r2.yaml")]
+    assert _retry_lines(change_record(spec("s"), None, [], retries)) == [
+        "- **Failed runs retried by**: `r1` (`specs/r1.yaml`), r 2 (`specs/r2.yaml`)"
+    ]

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.adapters.logsetup import PASS_ID, configure
 from controller.adapters.monitor import Health, Metrics, MonitorServer, endpoint_template
 from controller.core.model.airflow import DagRun
+from controller.core.render.change_record import Intervals
 from controller.core.render.heatmap import calendar, from_runs, from_stored, heatmap_text
 from controller.core.render.report_html import heatmap_html
 from controller.core.render.status import StatusRow
@@ -52,17 +53,8 @@ def test_hourly_runs_get_a_row_per_day_and_a_column_per_hour() -> None:
 
 
 def test_offline_map_places_only_the_failed_dates_and_says_so() -> None:
-    report = {
-        "intervals": {
-            "complete": 5,
-            "failed": 2,
-            "failed_dates": ["2025-01-03T00:00:00Z", "2025-01-02"],
-            "never_started": 0,
-            "skipped": 1,
-            "in_range": 8,
-        }
-    }
-    themap = from_stored(report)
+    dates = (datetime(2025, 1, 3, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC))
+    themap = from_stored(Intervals(5, 2, dates, (), 0, 1, 8, ()))
     assert [c.label for c in themap.cells] == ["2025-01-02", "2025-01-03"]
     assert dict(themap.unplaced) == {"succeeded": 5, "skipped": 1}
     html = heatmap_html(themap)

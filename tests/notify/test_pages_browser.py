@@ -6,34 +6,38 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from controller.core.audit.chain import AuditEntry, seal
-from controller.core.model.airflow import DagRun
+from controller.core.model.airflow import DagRun, RunSummary
+from controller.core.model.binding import Approval, ApprovedReview, Binding, CreateFacts, Phase
+from controller.core.model.spec import ReprocessBehavior
+from controller.core.render.change_record import change_record
 from controller.core.render.heatmap import from_runs
 from controller.core.render.report_html import COLOURS, report_html
+from tests.core.test_plan import spec
 from tests.notify.browser import dump_dom, hex_rgb, screenshot
 
 CELL = 14 * 14
-REPORT = {
-    "spec": "orders-<fix>",
-    "outcome": "CompletedWithFailures",
-    "backfill_id": 7,
-    "ticket": "CHG-1",
-    "reason": "Revenue rounding <b>bug</b>",
-    "requested_by": "carol",
-    "approvers": ["dave"],
-    "approved_by": "dave in #41 (review 9001, 2026-11-01T10:00Z)",
-    "dag_id": "orders_daily",
-    "from_date": "2025-01-01T00:00:00Z",
-    "to_date": "2025-02-09T00:00:00Z",
-    "reprocess_behavior": "failed",
-    "max_active_runs": 3,
-    "direction": "forward",
-    "path": "specs/orders-fix.yaml",
-    "digest": "sha256:x",
-    "git_commit": None,
-    "created_at": None,
-    "completed_at": None,
-    "intervals": {"complete": 30, "failed": 5, "skipped": 3, "in_range": 40, "never_started": 2},
-}
+SPEC = spec(
+    "orders-<fix>",
+    dag="orders_daily",
+    reason="Revenue rounding <b>bug</b>",
+    requested_by="carol",
+    approvers=("dave",),
+    to_date=datetime(2025, 2, 9, tzinfo=UTC),
+    reprocess_behavior=ReprocessBehavior.FAILED,
+    max_active_runs=3,
+    path="specs/orders-fix.yaml",
+    digest="sha256:x",
+)
+APPROVAL = Approval(41, None, (ApprovedReview("dave", 9001, "c", "2026-11-01T10:00:00Z"),))
+STORED = Binding(
+    "orders-<fix>",
+    "orders_daily",
+    7,
+    Phase.COMPLETED_WITH_FAILURES,
+    runs=RunSummary({"success": 30, "failed": 5}, never_started=2),
+    created=CreateFacts(37, 40),
+    approval=APPROVAL,
+)
 
 
 def test_heat_map_cells_and_colours_as_rendered(tmp_path: Path) -> None:
@@ -51,7 +55,7 @@ def test_heat_map_cells_and_colours_as_rendered(tmp_path: Path) -> None:
         runs.append((DagRun(f"r{n}", when, state, when if started else None, None), run_type))
     record = seal(1, "2025-03-01T00:00:00.000000Z", AuditEntry("create", "intent", "ci", "0"), "0" * 64)
     page = tmp_path / "report.html"
-    page.write_text(report_html(REPORT, from_runs(runs), [record]))
+    page.write_text(report_html(change_record(SPEC, STORED, [record]), from_runs(runs)))
     dom = dump_dom(page.as_uri())
     assert 'id="heatmap" data-cells="40" data-unit="day"' in dom
     counts = {s: dom.count(f'data-state="{s}"') for s in COLOURS}

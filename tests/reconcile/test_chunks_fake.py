@@ -17,8 +17,9 @@ from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.plan.planner import Kind
+from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_text
-from controller.core.render.status import report_json, status_rows
+from controller.core.render.status import status_rows
 from tests.fakes.airflow import parse
 from tests.reconcile.harness import Bench, count_calls, fake
 
@@ -99,7 +100,7 @@ def test_chunks_are_created_one_after_another_in_order(bench: Bench) -> None:
     assert row.note == "chunk 4 of 4; 48 run(s) succeeded"
     spec = result.current.items[0].source
     assert spec is not None
-    report = report_json(spec, bench.store.binding("ch"), bench.events("ch"))
+    report = change_record(spec, bench.store.binding("ch"), bench.events("ch")).as_json()
     assert [(c["backfill_id"], c["runs"], c["succeeded"], c["finished"]) for c in report["chunks"]] == [
         (1, 12, 12, True),
         (2, 12, 12, True),

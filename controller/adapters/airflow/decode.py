@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from controller.core.model.airflow import Backfill, DagInfo, DagRun, PlannedRun, Schedule, periodic_from_summary
+from controller.core.model.airflow import (
+    Backfill,
+    DagInfo,
+    DagRun,
+    DagVersion,
+    PlannedRun,
+    Schedule,
+    periodic_from_summary,
+)
 from controller.core.model.capabilities import Capabilities
 from controller.errors import AirflowError, AirflowUnavailable, truncate
 
@@ -53,6 +61,7 @@ def dag_run_from_json(data: Mapping[str, Any]) -> DagRun:
         partition_key=data.get("partition_key"),
         partition_date=parse_time(data.get("partition_date")),
         queued_at=parse_time(data.get("queued_at")),
+        dag_versions=_dag_versions(data.get("dag_versions")),
     )
 
 
@@ -109,6 +118,9 @@ def dag_info_from_json(
         max_active_tasks=data["max_active_tasks"] if isinstance(data.get("max_active_tasks"), int) else None,
         refusal=None if not partitioned or caps.partition_date_filter else _partitions_unreadable(dag_id, caps),
         dag_version=_dag_version(data.get("latest_dag_version")),
+        rerun_with_latest_version=_flag(data.get("rerun_with_latest_version"))
+        if caps.rerun_with_latest_version
+        else None,
     )
 
 
@@ -126,3 +138,20 @@ def _partitions_unreadable(dag_id: str, caps: Capabilities) -> str:
         "(partition_date_gte/lte: Airflow 3.3.1), so backfillctl cannot count its runs exactly; "
         "upgrade Airflow to 3.3.1 or newer to backfill it"
     )
+
+
+def _dag_versions(data: Any) -> tuple[DagVersion, ...]:
+    """The versions a run ran on; an entry without an integer version number says nothing and is left out."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(
+        DagVersion(v["version_number"], v.get("bundle_version") if isinstance(v.get("bundle_version"), str) else None)
+        for v in data
+        if isinstance(v, dict)
+        and isinstance(v.get("version_number"), int)
+        and not isinstance(v["version_number"], bool)
+    )
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None

@@ -120,6 +120,19 @@ class DagInfo:
     max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
     refusal: str | None = None  # why this Airflow release cannot back the DAG up exactly (None: it can)
     dag_version: str | None = None  # the latest DAG version the details name ("3", "3 (bundle abc1234)")
+    rerun_with_latest_version: bool | None = None  # the DAG's own choice for re-runs (3.3.0+ details; None: unset
+    # on the DAG, or not read: the DAG listing and older releases do not carry it)
+
+
+@dataclass(frozen=True, slots=True)
+class DagVersion:
+    """One version of a DAG's code, as a run's `dag_versions` names it."""
+
+    number: int  # version_number
+    bundle_version: str | None = None  # the bundle's version (a git commit), None for an unversioned bundle
+
+    def text(self) -> str:
+        return f"DAG version {self.number}" + (f" (bundle {self.bundle_version})" if self.bundle_version else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +147,7 @@ class DagRun:
     partition_key: str | None = None
     partition_date: datetime | None = None
     queued_at: datetime | None = None
+    dag_versions: tuple[DagVersion, ...] = ()  # the code its task instances ran on, oldest first (the last: latest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,13 +143,16 @@ def newest() -> Capabilities:
     return capabilities_of(NEWEST_KNOWN)
 
 
-def run_on_latest(caps: Capabilities, asked: bool | None) -> bool | None:
-    """The `run_on_latest_version` a create or dry run sends: the spec's, else true (the API's default
-    from 3.1.6 through 3.2.x and 3.3's last fallback), always explicit so that no line's default decides;
-    None where the release has no such field (3.1.0-3.1.5, where re-runs keep their DAG version)."""
+def run_on_latest(caps: Capabilities, asked: bool | None, dag_default: bool | None = None) -> bool | None:
+    """The `run_on_latest_version` a create or dry run sends: the spec's; else, from 3.3.0, the DAG's own
+    `rerun_with_latest_version` (what Airflow itself would fall back to); else true (the API's default from
+    3.1.6 through 3.2.x and 3.3's last fallback). Always explicit, so that no line's default decides; None
+    where the release has no such field (3.1.0-3.1.5, where re-runs keep their DAG version)."""
     if not caps.run_on_latest_version:
         return None
-    return True if asked is None else asked
+    if asked is not None:
+        return asked
+    return dag_default if dag_default is not None and caps.rerun_with_latest_version else True
 
 
 def unsupported_request(caps: Capabilities, asked: bool | None) -> str | None:
@@ -162,12 +165,18 @@ def unsupported_request(caps: Capabilities, asked: bool | None) -> str | None:
     return None
 
 
-def rerun_code(caps: Capabilities, asked: bool | None) -> str:
-    """Which code the backfill's runs will use, in the plan's words."""
-    if run_on_latest(caps, asked) is False:
-        return "new runs: the latest DAG version; re-runs: the DAG version each run first ran with"
+def rerun_code(caps: Capabilities, asked: bool | None, dag_default: bool | None = None) -> str:
+    """Which code the backfill's runs will use, in the plan's words (saying so when the DAG's own
+    `rerun_with_latest_version` decided)."""
+    resolved = run_on_latest(caps, asked, dag_default)
+    by_dag = asked is None and dag_default is not None and caps.rerun_with_latest_version
+    if resolved is False:
+        return "new runs: the latest DAG version; re-runs: the DAG version each run first ran with" + (
+            " (the DAG's rerun_with_latest_version: false)" if by_dag else ""
+        )
     if caps.run_on_latest_version:
-        return "every run: the latest DAG version (run_on_latest_version: true)"
+        source = ", the DAG's rerun_with_latest_version" if by_dag else ""
+        return f"every run: the latest DAG version (run_on_latest_version: true{source})"
     return (
         f"new runs: the latest DAG version; re-runs: the DAG version each run first ran with "
         f"(Airflow {caps.version} has no run_on_latest_version)"

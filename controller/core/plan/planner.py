@@ -376,7 +376,11 @@ def _code(item: Item, world: World) -> Item:
     where = f"Airflow {world.airflow.version}"
     if info is not None and info.dag_version is not None:
         where += f", DAG version {info.dag_version}"
-    return replace(item, code=f"{where}: {rerun_code(world.airflow, item.source.run_on_latest_version)}")
+    asked, dag_default = item.source.run_on_latest_version, info.rerun_with_latest_version if info else None
+    request = item.request  # the DAG's own choice is sent explicitly, as Airflow 3.3 would fall back to it
+    if request is not None and asked is None and dag_default is not None and world.airflow.rerun_with_latest_version:
+        request = replace(request, run_on_latest_version=dag_default)
+    return replace(item, request=request, code=f"{where}: {rerun_code(world.airflow, asked, dag_default)}")
 
 
 def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:

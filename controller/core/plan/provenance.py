@@ -21,6 +21,17 @@ NOT_RECORDED = "approval not recorded"
 
 
 @dataclass(frozen=True, slots=True)
+class SpecOrigin:
+    """Where a spec file comes from in git (what its audit records and its create intent name)."""
+
+    commit: str | None = None  # the last commit that touched the file (None: not in git)
+    author: str = ""  # the email of the commit that added the file ("": not known)
+
+
+UNKNOWN_ORIGIN = SpecOrigin()  # a spec outside git, or read without it
+
+
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """The merged pull request's reviews (`reconcile --pr-reviews --pr-number --pr-author`)."""
 

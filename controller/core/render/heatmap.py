@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.core.model.airflow import DagRun, latest_per_partition
-from controller.core.model.spec import parse_date
+from controller.core.render.change_record import Intervals
 
 STATES = ("succeeded", "failed", "skipped", "never_started", "in_progress")
 LABELS = {
@@ -74,17 +74,13 @@ def from_runs(runs: Sequence[tuple[DagRun, str]]) -> HeatMap:
     return HeatMap(tuple(sorted(cells, key=lambda c: (c.when, c.label))), complete=True)
 
 
-def from_stored(report: Mapping[str, object]) -> HeatMap:
+def from_stored(intervals: Intervals) -> HeatMap:
     """Offline: the failed dates the store recorded are placed; other counts are shown beside the map."""
-    intervals = report.get("intervals")
-    assert isinstance(intervals, Mapping)
-    failed_dates = [str(d) for d in intervals.get("failed_dates") or []]
-    cells = tuple(Cell(parse_date(d), _label(parse_date(d)), "failed") for d in sorted(failed_dates))
-    skipped = intervals.get("skipped")
+    cells = tuple(Cell(d, _label(d), "failed") for d in sorted(intervals.failed_dates))
     unplaced = {
-        "succeeded": int(str(intervals.get("complete") or 0)),
-        "never_started": int(str(intervals.get("never_started") or 0)),
-        "skipped": int(str(skipped)) if skipped is not None else 0,
+        "succeeded": intervals.complete,
+        "never_started": intervals.never_started,
+        "skipped": intervals.skipped or 0,
     }
     note = (
         "Only the failed dates the store recorded are placed: the controller does not know the DAG's schedule. "

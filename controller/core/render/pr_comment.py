@@ -1,10 +1,13 @@
-"""The pull request's sticky plan comment, from the plan's JSON and the files the PR changes (pure).
+"""The pull request's sticky plan comment, from the plan and the files the PR changes (pure).
 
 What the PR adds or changes comes first, one table row per spec with its ticket and reason, then one
 line for the rest of the plan. Everything that came from a spec file or from Airflow is escaped, so a
 reason cannot break the table, open HTML or close a code span. The comment never exceeds GitHub's
 65,536-character limit: when it would, whole rows and sections are left out, a note says how many, and
 the summary line is kept.
+
+A spec whose runs re-run history on a DAG version that is not the latest (`run_on_latest_version: false`, the
+DAG's own `rerun_with_latest_version: false`, or a release without the field) is called out before the table.
 """
 
 from __future__ import annotations
@@ -13,33 +16,19 @@ import html
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
-from controller.core.plan.planner import PLAN_FORMAT_VERSION
-from controller.core.render.plan import summary_text
-from controller.errors import ConfigError
+from controller.core.model.capabilities import Capabilities, run_on_latest
+from controller.core.model.spec import ReprocessBehavior, format_utc
+from controller.core.plan.planner import INCOMPLETE, Item, Kind, Plan, summary_counts
+from controller.core.render.plan import LABELS, SYMBOLS, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
 REASON_CELL = 200  # characters of a spec's reason shown in the table (the full text is in the details)
-SYMBOLS = {
-    "create": "+",
-    "adopt": "~",
-    "pause": "~",
-    "unpause": "~",
-    "cancel": "-",
-    "noop": "=",
-    "wait": "…",
-    "refuse": "!",
-    "blocked": "!",
-    "dry-run": "?",
-}
-LABELS = {"noop": "in sync", "wait": "queued", "refuse": "refused", "dry-run": "dry run"}
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
-INCOMPLETE = "observation-incomplete"  # the finding kind of a DAG that could not be observed
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,28 +43,25 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def label(action: str) -> str:
-    return LABELS.get(action, action)
+def label(kind: Kind) -> str:
+    return LABELS.get(kind, kind.value)  # the plan's words: `in sync`, `queued`, `refused`, else the kind
 
 
 def pr_comment(
-    plan: Mapping[str, Any],
+    plan: Plan,
     changed_paths: Sequence[str],
     notes: Mapping[str, SpecNote],
     limit: int = LIMIT,
+    *,
+    airflow: Capabilities | None = None,
 ) -> str:
-    """The comment body (starting with MARKER) for `plan` (`backfillctl plan --format json`).
+    """The comment body (starting with MARKER) for `plan`.
 
     `changed_paths` are the files the PR changes below specs/ (`git diff --name-only`), `notes` the
-    ticket and reason of the PR's specs by name.
+    ticket and reason of the PR's specs by name, `airflow` the release the plan was made against (None: not
+    read, and no spec is called out for its code).
     """
-    if plan.get("format_version") != PLAN_FORMAT_VERSION:
-        raise ConfigError(
-            f"unsupported plan format_version {plan.get('format_version')!r} (this backfillctl reads "
-            f"{PLAN_FORMAT_VERSION})",
-            hint="render the comment with the backfillctl that made the plan",
-        )
-    items = {item["spec"]: item for item in plan["items"]}
+    items = {item.spec: item for item in plan.items}
     names, policy, other = _classify(changed_paths)
     planned = [items[name] for name in names if name in items]
     missing = [name for name in names if name not in items]
@@ -83,9 +69,10 @@ def pr_comment(
         MARKER,
         "### backfillctl plan",
         "",
-        *_refused([i for i in planned if i["action"] == "refuse" or i.get("refused_at_head")]),
+        *_refused([item for item in planned if item.kind is Kind.REFUSE or item.refused_at_head is not None]),
     ]
-    if plan.get("complete") is False:
+    head += _older_code(planned, airflow)
+    if not plan.complete:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
             "than reconcile would do. Fix the cause and run the check again.",
@@ -98,8 +85,8 @@ def pr_comment(
             "| | spec | DAG | action | runs | phase | ticket | reason |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        units += [_row(item, notes.get(item["spec"])) for item in planned]
-        units += [""] + [_details(item, notes.get(item["spec"])) for item in planned]
+        units += [_row(item, notes.get(item.spec)) for item in planned]
+        units += [""] + [_details(item, notes.get(item.spec)) for item in planned]
     elif not missing and not policy:
         head += ["This pull request changes no spec."]
     units += [
@@ -109,13 +96,13 @@ def pr_comment(
     ]
     units += [f"- {code(path)}: the policy changes; it applies to every spec once merged." for path in policy]
     units += [f"- {code(path)}: changed, not a spec." for path in other]
-    dags = {item["dag_id"] for item in planned}
-    findings = [f for f in plan.get("findings", []) if f["dag_id"] in dags or f["kind"] == INCOMPLETE]
+    dags = {item.dag_id for item in planned}
+    findings = [f for f in plan.findings if f.dag_id in dags or f.kind is INCOMPLETE]
     if findings:
         units += ["", "**Findings**", ""]
-        units += [f"- **{escape(f['kind'])}** on {code(f['dag_id'])}: {escape(f['message'])}" for f in findings]
-    rest_findings = len(plan.get("findings", [])) - len(findings)
-    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{summary_text(plan['summary'])}**", ""]
+        units += [f"- **{escape(f.kind.value)}** on {code(f.dag_id)}: {escape(f.message)}" for f in findings]
+    rest_findings = len(plan.findings) - len(findings)
+    tail = ["", _rest(plan, set(names), rest_findings), "", f"**{summary_text(summary_counts(plan))}**", ""]
     return _fit(head, units, tail, limit)
 
 
@@ -141,7 +128,7 @@ def _classify(paths: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
     return names, policy, other
 
 
-def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
+def _refused(items: Sequence[Item]) -> list[str]:
     """The comment leads with what the merge would be refused: the check fails (exit 5) for these."""
     if not items:
         return []
@@ -150,7 +137,7 @@ def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
         f"**Refused: after the merge, reconcile would refuse {count} this pull request adds or changes** "
         "(this check fails, exit 5):",
         "",
-        *[f"- {code(item['spec'])}: {escape(item['reason'])}" for item in items],
+        *[f"- {code(item.spec)}: {escape(item.reason)}" for item in items],
         "",
         "Fix the spec (review the dry run's count and set `expected_runs` to it, or narrow the range) and push "
         "again; reconcile creates nothing for a refused spec.",
@@ -158,39 +145,75 @@ def _refused(items: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _row(item: Mapping[str, Any], note: SpecNote | None) -> str:
-    runs = "" if item.get("runs_to_create") is None else str(item["runs_to_create"])
-    if runs and item.get("runs_in_range") is not None:
-        runs += f" of {item['runs_in_range']}"
-    action = item["action"]
+def _older_code(items: Sequence[Item], airflow: Capabilities | None) -> list[str]:
+    """The PR's specs whose re-runs will not run the DAG's latest code, each with why and the plan's code line."""
+    lines = [f"- {code(item.spec)}: {escape(why)}" for item in items if (why := _why_older(item, airflow))]
+    if not lines:
+        return []
+    return [
+        "**Re-runs on older code: these specs re-run history on the DAG version each run first ran with, not the "
+        "latest** (new runs use the latest):",
+        "",
+        *lines,
+        "",
+        "If history needs the current code, set `run_on_latest_version: true` in the spec.",
+        "",
+    ]
+
+
+def _why_older(item: Item, airflow: Capabilities | None) -> str | None:
+    spec = item.source
+    if airflow is None or spec is None or item.kind not in (Kind.CREATE, Kind.WAIT):
+        return None
+    if spec.reprocess_behavior is ReprocessBehavior.NONE:
+        return None  # nothing is re-run: every run is new, on the latest version
+    asked = item.request.run_on_latest_version if item.request is not None else spec.run_on_latest_version
+    resolved = run_on_latest(airflow, asked)
+    if resolved is True:
+        return None
+    if resolved is None:
+        why = f"Airflow {airflow.version} has no run_on_latest_version (3.1.6 or newer)"
+    elif spec.run_on_latest_version is False:
+        why = "the spec sets run_on_latest_version: false"
+    else:
+        why = "the DAG sets rerun_with_latest_version: false, and the spec does not say"
+    runs = f"reprocess {spec.reprocess_behavior.value} re-runs existing runs; {why}"
+    return runs + (f". Code: {item.code}" if item.code else "")
+
+
+def _row(item: Item, note: SpecNote | None) -> str:
+    runs = "" if item.runs_to_create is None else str(item.runs_to_create)
+    if runs and item.runs_in_range is not None:
+        runs += f" of {item.runs_in_range}"
     ticket = escape(note.ticket) if note else ""
     reason = escape(cut(" ".join(note.reason.split()), REASON_CELL)) if note else ""
     cells = [
-        f"`{SYMBOLS.get(action, '?')}`",
-        code(item["spec"]),
-        code(item["dag_id"]),
-        escape(label(action)),
+        f"`{SYMBOLS.get(item.kind, '?')}`",
+        code(item.spec),
+        code(item.dag_id),
+        escape(label(item.kind)),
         runs,
-        escape(item["phase"]),
+        escape(item.phase.value),
         ticket,
         reason,
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def _details(item: Mapping[str, Any], note: SpecNote | None) -> str:
-    title = f"<code>{html.escape(item['spec'])}</code>: {html.escape(label(item['action']))}"
+def _details(item: Item, note: SpecNote | None) -> str:
+    title = f"<code>{html.escape(item.spec)}</code>: {html.escape(label(item.kind))}"
     lines = [f"<details><summary>{title}</summary>", ""]
     if note:
         lines.append(f"- reason: {escape(note.reason)}")
-    for key, value in sorted(item.get("facts", {}).items()):
+    for key, value in sorted(item.facts.items()):  # the spec's facts as the plan's JSON says them
         if key in ("request", "runs") or value is None:
             continue
         lines.append(f"- {code(key)}: {escape(_show(value))}")
-    if item.get("first_date") and item.get("last_date"):
-        lines.append(f"- first and last dates to run: {escape(item['first_date'])} … {escape(item['last_date'])}")
-    if item.get("reason"):
-        lines.append(f"- {'error: ' if item.get('error') else ''}{escape(item['reason'])}")
+    if item.first_date is not None and item.last_date is not None:
+        first, last = format_utc(item.first_date), format_utc(item.last_date)
+        lines.append(f"- first and last dates to run: {escape(first)} … {escape(last)}")
+    if item.reason:
+        lines.append(f"- {'error: ' if item.error else ''}{escape(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])
 
 
@@ -202,8 +225,8 @@ def _show(value: object) -> str:
     return str(value)
 
 
-def _rest(plan: Mapping[str, Any], changed: set[str], findings: int) -> str:
-    rest = Counter(label(item["action"]) for item in plan["items"] if item["spec"] not in changed)
+def _rest(plan: Plan, changed: set[str], findings: int) -> str:
+    rest = Counter(label(item.kind) for item in plan.items if item.spec not in changed)
     parts = ", ".join(f"{count} {what}" for what, count in sorted(rest.items()))
     line = f"Other specs: {sum(rest.values())}" + (f" ({parts})" if parts else "")
     if findings:

@@ -6,11 +6,12 @@ interval or partition; the legend and the counts beside it say what each colour 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from controller.core.audit.chain import AuditRecord
+from controller.core.model.spec import format_utc
+from controller.core.render.change_record import ChangeRecord, ChunkRow
 from controller.core.render.heatmap import LABELS, STATES, HeatMap, calendar
 
 COLOURS = {
@@ -36,56 +37,51 @@ STYLE = (
 )
 
 
-def report_html(report: Mapping[str, Any], heatmap: HeatMap, events: Sequence[AuditRecord]) -> str:
-    i = report["intervals"]
+def report_html(record: ChangeRecord, heatmap: HeatMap) -> str:
+    s, i = record.spec, record.intervals
     facts = [
-        (
-            "Outcome",
-            f"{report['outcome']}" + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
-        ),
-        ("Ticket", report["ticket"]),
-        ("Reason", report["reason"]),
-        ("Requested by", report["requested_by"]),
-        ("Approved by", report["approved_by"]),
-        ("DAG", report["dag_id"]),
-        ("Range", f"{report['from_date']} → {report['to_date']}"),
-        (
-            "Run",
-            f"reprocess {report['reprocess_behavior']}, max_active_runs {report['max_active_runs']}, "
-            f"{report['direction']}",
-        ),
-        ("Spec", f"{report['path']} ({report['digest']}) at commit {report['git_commit'] or 'unknown'}"),
-        ("Created / completed", f"{report['created_at'] or '-'} / {report['completed_at'] or '-'}"),
+        ("Outcome", record.outcome.value + (f" (backfill #{record.backfill_id})" if record.backfill_id else "")),
+        ("Ticket", s.ticket),
+        ("Reason", s.reason),
+        ("Requested by", s.requested_by),
+        ("Approved by", record.approved_by),
+        ("DAG", s.dag_id),
+        ("Range", f"{format_utc(s.from_date)} → {format_utc(s.to_date)}"),
+        ("Run", f"reprocess {s.reprocess_behavior.value}, max_active_runs {s.max_active_runs}, {record.direction}"),
+        ("Spec", f"{s.path} ({s.digest}) at commit {record.git_commit or 'unknown'}"),
+        ("Created / completed", f"{record.created_at or '-'} / {record.completed_at or '-'}"),
         (
             "Intervals",
-            f"{i['complete']} complete, {i['failed']} failed, {_q(i['skipped'])} skipped of {_q(i['in_range'])} "
-            f"in range" + (f", {i['never_started']} never started" if i["never_started"] else ""),
+            f"{i.complete} complete, {i.failed} failed, {_q(i.skipped)} skipped of {_q(i.in_range)} "
+            f"in range" + (f", {i.never_started} never started" if i.never_started else ""),
         ),
     ]
-    if report.get("retry_of"):
-        facts.append(("Retries the failed runs of", report["retry_of"]))
-    if report.get("retried_by"):
-        facts.append(("Failed runs retried by", ", ".join(f"{r['spec']} ({r['path']})" for r in report["retried_by"])))
+    if s.retry_of:
+        facts.append(("Retries the failed runs of", s.retry_of))
+    if record.retried_by:
+        facts.append(("Failed runs retried by", ", ".join(f"{r.spec} ({r.path})" for r in record.retried_by)))
+    if record.ran_on is not None:
+        facts.append(("Code", record.ran_on.text()))
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>Change record: {escape(report['spec'])}</title><style>{STYLE}</style></head><body>\n"
-        f"<h1>Change record: {escape(report['spec'])}</h1>\n<dl>{rows}</dl>\n"
-        f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n{chunks_html(report.get('chunks'))}"
-        f"<h2>Audit trail ({len(events)} records)</h2>\n{_audit(events)}\n</body></html>\n"
+        f"<title>Change record: {escape(s.name)}</title><style>{STYLE}</style></head><body>\n"
+        f"<h1>Change record: {escape(s.name)}</h1>\n<dl>{rows}</dl>\n"
+        f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n{chunks_html(record.chunks)}"
+        f"<h2>Audit trail ({len(record.events)} records)</h2>\n{_audit(record.events)}\n</body></html>\n"
     )
 
 
-def chunks_html(chunks: Sequence[Mapping[str, Any]] | None) -> str:
+def chunks_html(chunks: Sequence[ChunkRow] | None) -> str:
     """A chunked spec's Airflow backfills, one row each, in the order they ran (nothing for one backfill)."""
     if not chunks:
         return ""
     columns = ("backfill", "from", "to", "runs", "max_active_runs", "succeeded", "failed", "state")
     head = "<tr>" + "".join(f"<th>{c}</th>" for c in columns) + "</tr>"
     rows = "".join(
-        f"<tr><td>#{c['backfill_id']}</td><td>{escape(c['from_date'])}</td><td>{escape(c['to_date'])}</td>"
-        f"<td>{c['runs']}</td><td>{c['max_active_runs']}</td><td>{_q(c['succeeded'])}</td>"
-        f"<td>{_q(c['failed'])}</td><td>{'finished' if c['finished'] else 'active'}</td></tr>"
+        f"<tr><td>#{c.backfill_id}</td><td>{escape(format_utc(c.first))}</td><td>{escape(format_utc(c.last))}</td>"
+        f"<td>{c.runs}</td><td>{c.max_active_runs}</td><td>{_q(c.succeeded)}</td>"
+        f"<td>{_q(c.failed)}</td><td>{'finished' if c.finished else 'active'}</td></tr>"
         for c in chunks
     )
     return (
@@ -94,7 +90,7 @@ def chunks_html(chunks: Sequence[Mapping[str, Any]] | None) -> str:
     )
 
 
-def _q(value: Any) -> str:
+def _q(value: int | None) -> str:
     return "?" if value is None else str(value)
 
 

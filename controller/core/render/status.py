@@ -1,4 +1,4 @@
-"""Status rows and the change report (pure): from plan items, stored bindings and audit records."""
+"""Status rows (pure): from plan items and stored bindings; `status` as text."""
 
 from __future__ import annotations
 
@@ -7,20 +7,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.core.audit.chain import AuditRecord
-from controller.core.documents.escaping import md_code, md_fence, md_text, plain_lines
-from controller.core.model.airflow import Rerun, RunSummary
-from controller.core.model.binding import Binding, CreateFacts, Phase
-from controller.core.model.chunks import Progress
-from controller.core.model.ranges import ranges_json
-from controller.core.model.spec import BackfillSpec, format_utc
+from controller.core.documents.escaping import plain_lines
+from controller.core.model.airflow import RunSummary
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.spec import BackfillSpec
 from controller.core.plan.planner import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
-from controller.core.plan.provenance import approved_by
-from controller.core.render.audit import record_line
 from controller.core.render.layout import Column, hang, left_out_line, table
 from controller.core.rules.chunks import chunk_text
-
-REPORT_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,159 +211,3 @@ def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
     """`status` as text: the counts per phase first, the table, then every blocked or refused spec."""
     found = [w for kind, message in spec_findings(rows) for w in hang(f"! {kind}: {message}", width)]
     return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
-
-
-def report_json(
-    spec: BackfillSpec,
-    binding: Binding | None,
-    events: Sequence[AuditRecord],
-    retries: Sequence[BackfillSpec] = (),
-) -> dict[str, Any]:
-    runs = (binding.runs if binding else None) or RunSummary({})
-    created_facts = (binding.created if binding else None) or CreateFacts()
-    created = next(
-        (
-            e.time
-            for e in events
-            if e.entry.action == "create" and e.entry.phase == "outcome" and e.entry.backfill_id is not None
-        ),
-        None,
-    )
-    finished = next(
-        (e.time for e in reversed(events) if e.entry.outcome in ("Succeeded", "CompletedWithFailures", "Cancelled")),
-        None,
-    )
-    in_range, to_create = created_facts.runs_in_range, created_facts.runs_to_create
-    return {
-        "format_version": REPORT_FORMAT_VERSION,
-        "spec": spec.name,
-        "path": spec.path,
-        "digest": spec.digest,
-        "git_commit": binding.git_commit if binding else None,
-        "ticket": spec.ticket,
-        "reason": spec.reason,
-        "requested_by": spec.requested_by,
-        "approvers": list(spec.approvers),
-        "approval": None if binding is None or binding.approval is None else binding.approval.as_json(),
-        "approved_by": approved_by(binding.approval if binding else None, spec.approvers),
-        "dag_id": spec.dag_id,
-        "from_date": format_utc(spec.from_date),
-        "to_date": format_utc(spec.to_date),
-        "reprocess_behavior": spec.reprocess_behavior.value,
-        "max_active_runs": spec.max_active_runs,
-        "direction": "backwards" if spec.run_backwards else "forward",
-        "desired_state": spec.state.value,
-        "backfill_id": binding.backfill_id if binding else None,
-        "outcome": binding.phase.value if binding else "Pending",
-        "created_at": created,
-        "completed_at": finished,
-        "intervals": {
-            "complete": runs.count("success"),
-            "failed": runs.count("failed"),
-            "failed_dates": [d.isoformat() for d in runs.failed_dates],
-            "failed_partitions": list(runs.failed_partitions),
-            "never_started": runs.never_started,
-            "skipped": None if in_range is None or to_create is None else in_range - to_create,
-            "in_range": in_range,
-            "reruns": [r.as_json() for r in runs.reruns],  # own dates re-run by others before the outcome was read
-        },
-        "own_dates": None if created_facts.dates is None else ranges_json(created_facts.dates),
-        "partitions": _partitions(created_facts),
-        "chunks": None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
-        "retry_of": spec.retry_of,
-        "retried_by": [{"spec": r.name, "path": r.path} for r in retries],
-        "audit": [e.as_json() for e in events],
-    }
-
-
-def _chunks(progress: Progress, binding: Binding) -> list[dict[str, Any]]:
-    """Every chunk's backfill, dates, runs and concurrency (the active one's runs as last observed)."""
-    rows = []
-    for chunk in progress.chunks:
-        summary = chunk.summary or (binding.runs if chunk.backfill_id == binding.backfill_id else None)
-        rows.append(
-            {
-                "backfill_id": chunk.backfill_id,
-                "from_date": format_utc(chunk.first),
-                "to_date": format_utc(chunk.last),
-                "runs": chunk.runs,
-                "max_active_runs": chunk.max_active_runs,
-                "finished": chunk.summary is not None,
-                "succeeded": None if summary is None else summary.count("success"),
-                "failed": None if summary is None else summary.count("failed"),
-            }
-        )
-    return rows
-
-
-def _partitions(created: CreateFacts) -> dict[str, str] | None:
-    """First and last partition key the create ran, for a partitioned DAG (None otherwise)."""
-    first, last = created.first_partition, created.last_partition
-    return None if first is None or last is None else {"first": first, "last": last}
-
-
-def _chunk_lines(chunks: Sequence[Mapping[str, Any]] | None) -> list[str]:
-    if not chunks:
-        return []
-    lines = [f"- **Chunks**: {len(chunks)} Airflow backfill(s), one after another"]
-    for c in chunks:
-        ran = f", {c['succeeded']} succeeded, {c['failed']} failed" if c["succeeded"] is not None else ""
-        lines.append(
-            f"  - backfill #{c['backfill_id']}: {c['from_date']} → {c['to_date']}, {c['runs']} run(s), "
-            f"max_active_runs {c['max_active_runs']}{ran}" + ("" if c["finished"] else " (active)")
-        )
-    return lines
-
-
-def _retry_lines(report: Mapping[str, Any]) -> list[str]:
-    """Links between a spec and the follow-ups that re-run its failed runs."""
-    lines = [f"- **Retries the failed runs of**: {md_code(report['retry_of'])}"] if report.get("retry_of") else []
-    retries = report.get("retried_by") or []
-    if retries:
-        shown = ", ".join(f"{md_code(r['spec'])} ({md_code(r['path'])})" for r in retries)
-        lines.append(f"- **Failed runs retried by**: {shown}")
-    return lines
-
-
-def rerun_text(rerun: Mapping[str, Any]) -> str:
-    """A re-run as the change record says it, its own run's outcome too when known."""
-    own = f" (its own run: {rerun['own']})" if rerun.get("own") else " (what its own run did is not known)"
-    return Rerun.from_json(rerun).text() + own
-
-
-def _or_unknown(value: Any) -> str:
-    return "?" if value is None else str(value)
-
-
-def report_markdown(report: Mapping[str, Any], events: Sequence[AuditRecord]) -> str:
-    """The change record; every value from the spec, the store or Airflow is escaped (one line each)."""
-    i = report["intervals"]
-    failed = md_text(", ".join(i.get("failed_partitions") or [d[:10] for d in i["failed_dates"]]) or "none")
-    parts = report.get("partitions")
-    partitions = f", partitions {md_text(parts['first'])} … {md_text(parts['last'])}" if parts else ""
-    lines = [
-        f"# Change record: {md_text(report['spec'])}",
-        "",
-        f"- **Outcome**: {md_text(report['outcome'])}"
-        + (f" (backfill #{report['backfill_id']})" if report["backfill_id"] else ""),
-        f"- **Ticket**: {md_text(report['ticket'])}",
-        f"- **Reason**: {md_text(report['reason'])}",
-        f"- **Requested by**: {md_text(report['requested_by'])}; **approved by**: {md_text(report['approved_by'])}",
-        f"- **Spec**: {md_code(report['path'])} digest {md_code(report['digest'])} "
-        f"at commit {md_code(report['git_commit'] or 'unknown')}",
-        f"- **DAG**: {md_code(report['dag_id'])}, {report['from_date']} → {report['to_date']}, reprocess "
-        f"`{report['reprocess_behavior']}`, max_active_runs {report['max_active_runs']}, {report['direction']}"
-        + partitions,
-        f"- **Created**: {report['created_at'] or '-'}; **completed**: {report['completed_at'] or '-'}",
-        f"- **Intervals**: {i['complete']} complete, {i['failed']} failed ({failed}), "
-        f"{_or_unknown(i['skipped'])} skipped of {_or_unknown(i['in_range'])} in range"
-        + (f", {i['never_started']} never started (cancelled)" if i["never_started"] else ""),
-        *[f"- **Re-run before its outcome was read**: {md_text(rerun_text(r))}" for r in i.get("reruns") or ()],
-        *_chunk_lines(report.get("chunks")),
-        *_retry_lines(report),
-        "",
-        "## Audit trail",
-        "",
-        *md_fence([record_line(e) for e in events]),
-    ]
-    return "\n".join(lines) + "\n"
