@@ -24,7 +24,7 @@ import typer
 
 from controller import __version__
 from controller.commands.settings import Settings
-from controller.core.audit.chain import ACTIONS
+from controller.core.audit.vocabulary import ACTIONS
 from controller.core.documents.escaping import plain, plain_lines
 from controller.core.documents.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
 from controller.core.model.spec import ReprocessBehavior, parse_date

@@ -28,6 +28,7 @@ from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditEntry
 from controller.core.audit.notify import outbox_rows
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Phase
 from controller.core.plan import stuck
 from controller.core.plan.planner import Item
@@ -128,7 +129,7 @@ class PassHooks:
         One call per candidate (its queued runs, read concurrently); a backfill created in this pass cannot be
         stuck yet, and the scheduler's health is read only when something is stuck (it names the cause)."""
         threshold = reconciler.policy.notify.stuck_after_minutes
-        created = {item.spec for item, outcome in result.applied if outcome == "created"}
+        created = {item.spec for item, outcome in result.applied if outcome == Outcome.CREATED}
         health: stuck.SchedulerHealth | None = None
         try:
             items = [i for i in stuck.candidates(result.current) if i.spec not in created]
@@ -166,15 +167,15 @@ class PassHooks:
 
     def _append_stuck(self, reconciler: Reconciler, found: stuck.Stuck, message: str) -> None:
         entry = AuditEntry(
-            action="finding",
-            phase="observation",
+            action=Action.FINDING,
+            phase=AuditPhase.OBSERVATION,
             actor=self.settings.actor,
             controller_version=__version__,
             git_commit=reconciler.commit,
             spec_name=found.spec,
             dag_id=found.dag_id,
             backfill_id=found.backfill_id,
-            outcome="stuck",
+            outcome=Outcome.STUCK,
             message=message,
         )
         spec = next((s for s in reconciler.load()[0] if s.name == found.spec), None)

@@ -14,6 +14,7 @@ from controller.adapters.store import Lease, NoStore, Store
 from controller.commands.reconcile import Reconciler, make_client
 from controller.commands.settings import Settings
 from controller.core.audit.chain import controller_event
+from controller.core.audit.vocabulary import Action, Outcome
 from controller.core.documents.escaping import plain
 from controller.errors import LockHeld
 
@@ -110,7 +111,10 @@ def _acquire(  # noqa: PLR0917
         if previous is not None:
             store.append(
                 controller_event(
-                    "lease", settings.actor, "taken-over", f"took over the expired lease of {previous.describe()}"
+                    Action.LEASE,
+                    settings.actor,
+                    Outcome.TAKEN_OVER,
+                    f"took over the expired lease of {previous.describe()}",
                 )
             )
         return mine

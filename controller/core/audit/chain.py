@@ -12,19 +12,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from controller import __version__
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.spec import canonical_json
 
 GENESIS = "0" * 64
-
-
-class AuditPhase(StrEnum):
-    INTENT = "intent"  # written and committed before a mutating call
-    OUTCOME = "outcome"  # what the call did
-    OBSERVATION = "observation"  # what was seen (phases, findings, adoptions, passes)
 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order (the store writes it)
@@ -34,11 +28,11 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time or
 class AuditEntry:
     """What a caller records; the store adds seq, time, prev_hash and hash."""
 
-    action: str
-    phase: str  # intent | outcome | observation
+    action: str  # an `Action` (read back from the store as the text it is)
+    phase: str  # an `AuditPhase`
     actor: str
     controller_version: str
-    outcome: str | None = None
+    outcome: str | None = None  # an `Outcome`, an observed `Phase`, or a finding's kind
     git_commit: str | None = None
     spec_commit: str | None = None
     spec_name: str | None = None
@@ -54,7 +48,9 @@ class AuditEntry:
 ENTRY_FIELDS = tuple(f.name for f in fields(AuditEntry))
 
 
-def controller_event(action: str, actor: str, outcome: str, message: str, phase: str = "observation") -> AuditEntry:
+def controller_event(
+    action: Action, actor: str, outcome: Outcome, message: str, phase: AuditPhase = AuditPhase.OBSERVATION
+) -> AuditEntry:
     """An event about the controller itself (lease, unlock, pass), not about one spec."""
     return AuditEntry(
         action=action, phase=phase, actor=actor, controller_version=__version__, outcome=outcome, message=message
@@ -229,19 +225,3 @@ def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[st
         )
         return Finding(seq, "FORGED", message)
     return None
-
-
-# every action the controller records; `audit show --action` accepts exactly these
-ACTIONS = (
-    "adopt",
-    "cancel",
-    "create",
-    "finding",
-    "lease",
-    "observe",
-    "pause",
-    "promote",
-    "reconcile",
-    "unlock",
-    "unpause",
-)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core.audit.chain import AuditRecord
+from controller.core.audit.vocabulary import Action, AuditPhase
 from controller.core.documents.escaping import md_code, md_fence, md_text, plain_lines
 from controller.core.model.airflow import Rerun, RunSummary
 from controller.core.model.binding import Binding, CreateFacts, Phase
@@ -232,12 +233,13 @@ def report_json(
         (
             e.time
             for e in events
-            if e.entry.action == "create" and e.entry.phase == "outcome" and e.entry.backfill_id is not None
+            if (e.entry.action, e.entry.phase) == (Action.CREATE, AuditPhase.OUTCOME)
+            and e.entry.backfill_id is not None
         ),
         None,
     )
     finished = next(
-        (e.time for e in reversed(events) if e.entry.outcome in ("Succeeded", "CompletedWithFailures", "Cancelled")),
+        (e.time for e in reversed(events) if e.entry.outcome in {p for p in Phase if p.terminal}),
         None,
     )
     in_range, to_create = created_facts.runs_in_range, created_facts.runs_to_create
