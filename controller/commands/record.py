@@ -86,22 +86,35 @@ class Recorder:
     def refusal(self, message: str) -> None:
         self._append(controller_event(Action.RECONCILE, self.settings.actor, Outcome.REFUSED, message), None)
 
-    def findings(self, plan: Plan) -> None:
-        """Each finding is audited when it appears or its message changes (not again on every pass)."""
+    def findings(self, plan: Plan, specs: Mapping[str, BackfillSpec]) -> None:
+        """The planner's findings, each audited when it appears or its message changes."""
         recorded = self.store.recorded_findings()
-        for finding in plan.findings:
-            if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
-                self.written += 1
-                self.store.append(
-                    self._observed(
-                        Action.FINDING,
-                        spec_name=finding.spec,
-                        dag_id=finding.dag_id,
-                        backfill_id=finding.backfill_id,
-                        outcome=finding.kind,
-                        message=finding.message,
-                    )
-                )
+        for f in plan.findings:
+            spec = specs.get(f.spec) if f.spec is not None else None
+            self.finding(
+                f.kind, f.dag_id, f.message, spec_name=f.spec, backfill_id=f.backfill_id, spec=spec, recorded=recorded
+            )
+
+    def finding(
+        self,
+        kind: str,  # the planner's `FindingKind`, or `Outcome.STUCK`
+        dag_id: str,
+        message: str,
+        *,
+        spec_name: str | None,
+        backfill_id: int | None,
+        spec: BackfillSpec | None,
+        recorded: Mapping[tuple[str, str, int | None], str],
+    ) -> bool:
+        """Every finding's one way to the audit log, with the notification its kind is: audited when it appears or
+        its message changes (`recorded`: the latest message of each, by kind, DAG and backfill), not every pass."""
+        if recorded.get((kind, dag_id, backfill_id)) == message:
+            return False
+        entry = self._observed(
+            Action.FINDING, spec_name=spec_name, dag_id=dag_id, backfill_id=backfill_id, outcome=kind, message=message
+        )
+        self._append(entry, spec)
+        return True
 
     def _observed(self, action: Action, **fields: Any) -> AuditEntry:
         """An observation of this pass not made from a spec file (a finding, a deleted spec's outcome)."""
