@@ -148,7 +148,7 @@ def seal(seq: int, time: str, entry: AuditEntry, prev_hash: str, key: bytes | No
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class ChainProblem:
     seq: int
     kind: str  # GAP | DUPLICATE | INVALID | BROKEN | UNKEYED | FORGED | TRUNCATED
     message: str
@@ -159,13 +159,13 @@ class VerifyResult:
     count: int
     head_seq: int
     head_hash: str
-    finding: Finding | None
+    problem: ChainProblem | None
     keyed_from: int | None = None  # the first seq that carries a MAC (every later one must carry one too)
     key_checked: bool = False  # the MACs were checked against a key
 
     @property
     def ok(self) -> bool:
-        return self.finding is None
+        return self.problem is None
 
 
 def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key: bytes | None = None) -> VerifyResult:
@@ -176,52 +176,54 @@ def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key
     prev, expected_seq, count, anchor_seen, keyed_from = GENESIS, 1, 0, expect_head is None, None
     mac = None if key is None else mac_of(key)
     for link in links:
-        finding = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
-        if finding is not None:
-            return VerifyResult(count, expected_seq - 1, prev, finding, keyed_from, key is not None)
+        problem = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
+        if problem is not None:
+            return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
         if keyed_from is None and link[4] is not None:
             keyed_from = link[0]
         anchor_seen = anchor_seen or link[2] == expect_head
         prev, expected_seq, count = link[2], link[0] + 1, count + 1
-    finding = None
+    problem = None
     if not anchor_seen:
         message = f"the expected head {expect_head} is not in the chain, which ends at seq {expected_seq - 1}"
-        finding = Finding(expected_seq, "TRUNCATED", message)
-    return VerifyResult(count, expected_seq - 1, prev, finding, keyed_from, key is not None)
+        problem = ChainProblem(expected_seq, "TRUNCATED", message)
+    return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
 
 
-def _check(link: ChainLink, prev: str, expected_seq: int) -> Finding | None:
+def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | None:
     seq, prev_hash, hash_, body, _ = link
     if seq != expected_seq:
         return _out_of_sequence(seq, expected_seq)
     if isinstance(body, Unreadable):
-        return Finding(seq, "INVALID", f"seq {seq} cannot be read: {body.reason}")
+        return ChainProblem(seq, "INVALID", f"seq {seq} cannot be read: {body.reason}")
     if prev_hash != prev:
-        return Finding(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
+        return ChainProblem(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
     if chain_hash(prev, body) != hash_:
-        return Finding(seq, "INVALID", f"seq {seq} was modified after it was written")
+        return ChainProblem(seq, "INVALID", f"seq {seq} was modified after it was written")
     return None
 
 
-def _out_of_sequence(seq: int, expected_seq: int) -> Finding:
+def _out_of_sequence(seq: int, expected_seq: int) -> ChainProblem:
     if seq < 1:
-        return Finding(seq, "INVALID", f"seq {seq} is outside the chain, which starts at seq 1: a row added by hand")
+        return ChainProblem(
+            seq, "INVALID", f"seq {seq} is outside the chain, which starts at seq 1: a row added by hand"
+        )
     if seq < expected_seq:
-        return Finding(seq, "DUPLICATE", f"seq {seq} occurs more than once")
-    return Finding(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
+        return ChainProblem(seq, "DUPLICATE", f"seq {seq} occurs more than once")
+    return ChainProblem(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
 
 
-def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> Finding | None:
+def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> ChainProblem | None:
     seq, _, hash_, _, mac = link
     if mac is None:
         if keyed_from is None:
             return None
         message = f"seq {seq} carries no MAC, but the chain is keyed from seq {keyed_from}: added without the key"
-        return Finding(seq, "UNKEYED", message)
+        return ChainProblem(seq, "UNKEYED", message)
     if mac_of_key is not None and mac != mac_of_key(hash_):  # an offline check of stored data: no timing oracle
         message = (
             f"seq {seq} was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten "
             "or re-hashed without the key, or written with another key)"
         )
-        return Finding(seq, "FORGED", message)
+        return ChainProblem(seq, "FORGED", message)
     return None
