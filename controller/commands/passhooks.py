@@ -27,6 +27,7 @@ from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit.vocabulary import Outcome
 from controller.core.model.binding import Phase
+from controller.core.model.guards import SchedulerHealth
 from controller.core.plan import stuck
 from controller.core.plan.planner import Item
 from controller.core.render import status, status_page
@@ -127,7 +128,7 @@ class PassHooks:
         stuck yet, and the scheduler's health is read only when something is stuck (it names the cause)."""
         threshold = reconciler.policy.notify.stuck_after_minutes
         created = {item.spec for item, outcome in result.applied if outcome == Outcome.CREATED}
-        health: stuck.SchedulerHealth | None = None
+        health: SchedulerHealth | None = None
         try:
             items = [i for i in stuck.candidates(result.current) if i.spec not in created]
             recorded = reconciler.store.recorded_findings() if items else {}
@@ -137,7 +138,7 @@ class PassHooks:
                     queued, oldest = read.result()  # a failed read stops here, after the candidates before it
                     if not stuck.overdue(queued, oldest, self.clock(), threshold):
                         continue
-                    health = health or stuck.scheduler_health(reconciler.client.health())
+                    health = health or reconciler.client.scheduler_health()
                     found = stuck.find_stuck(
                         item,
                         queued,
