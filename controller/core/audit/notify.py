@@ -192,13 +192,18 @@ def _runs(runs: Any) -> str | None:
 def _details(facts: Mapping[str, Any]) -> str:
     """mrkdwn: the message, the failed dates and the report, each escaped (Slack parses `<…>` anywhere)."""
     lines = [slack_text(facts["message"])] if facts.get("message") else []
-    failed: Sequence[str] = facts.get("failed_partitions") or [d[:10] for d in facts.get("failed_dates") or []]
+    failed: Sequence[str] = facts.get("failed_partitions") or [_when(d) for d in facts.get("failed_dates") or []]
     if failed:
         shown = ", ".join(failed[:30]) + (f" … and {len(failed) - 30} more" if len(failed) > 30 else "")
         lines.append(f"*Failed ({len(failed)})*: {slack_text(shown)}")
     if facts.get("report"):
         lines.append(slack_pre(str(facts["report"])[: SLACK_TEXT_LIMIT - 200]))
     return "\n".join(lines)
+
+
+def _when(moment: str) -> str:
+    """A daily run's date; any other run's whole time (an hourly DAG's failures of one day stay apart)."""
+    return moment[:10] if moment.endswith("T00:00:00Z") else moment
 
 
 def payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
