@@ -1,4 +1,4 @@
-"""What happens around each reconcile pass besides reconciling (issue 15): deliver the notification outbox,
+"""What happens around each reconcile pass besides reconciling: deliver the notification outbox,
 update metrics and health, refresh the status page, log the pass.
 
 `PassHooks` is opened once by `reconcile_loop`; `around(reconciler)` wraps one pass. Nothing here may stop
