@@ -65,9 +65,9 @@ def test_edit_gap_reorder_truncate() -> None:
     edited = [*records[:2], replace(records[2], entry=replace(records[2].entry, message="x")), *records[3:]]
     gap = records[:3] + records[4:]
     swapped = [*records[:3], records[4], records[3], records[5]]
-    findings = [verify_chain(r.link() for r in rs).finding for rs in (edited, gap, swapped)]
+    findings = [verify_chain(r.link() for r in rs).problem for rs in (edited, gap, swapped)]
     assert [(f.kind, f.seq) for f in findings if f] == [("INVALID", 3), ("GAP", 4), ("GAP", 4)]
     truncated = verify_chain((r.link() for r in records[:4]), expect_head=records[-1].hash)
-    assert truncated.finding is not None
-    assert (truncated.finding.kind, truncated.finding.seq) == ("TRUNCATED", 5)
+    assert truncated.problem is not None
+    assert (truncated.problem.kind, truncated.problem.seq) == ("TRUNCATED", 5)
     assert verify_chain((r.link() for r in records), expect_head=records[3].hash).ok

@@ -12,7 +12,7 @@ import typer
 
 from controller.cli.app import audit_app, load_settings, store_app
 from controller.cli.output import out, utc_now
-from controller.core.audit.chain import ACTIONS
+from controller.core.audit.vocabulary import ACTIONS
 from controller.core.documents.escaping import plain_lines
 from controller.core.model.spec import parse_date
 from controller.errors import ExitCode

@@ -17,13 +17,13 @@ from typing import Any
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.record import Recorder
-from controller.core.audit.chain import AuditPhase
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill, BackfillRequest
 from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
-from controller.core.plan.planner import Item, Kind, World, matches_request
+from controller.core.plan.planner import HALT, Item, Kind, World, matches_request
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, approved_by
 from controller.core.rules.chunks import chunk_text
 from controller.core.rules.retrying import Backoff
@@ -32,12 +32,13 @@ from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError
 log = logging.getLogger(__name__)
 CREATE_BACKOFF = Backoff(attempts=3)  # creates whose answer was lost: observe, then try again after this delay
 APPLIED = {Kind.PAUSE: DesiredState.PAUSED, Kind.UNPAUSE: DesiredState.ACTIVE, Kind.CANCEL: DesiredState.CANCELLED}
+STEERS = {Kind.PAUSE: Action.PAUSE, Kind.UNPAUSE: Action.UNPAUSE, Kind.CANCEL: Action.CANCEL}
 
 
 @dataclass(frozen=True, slots=True)
 class Applied:
     item: Item
-    outcome: str  # created | adopted | recovered-after-ambiguous | done | already-completed | conflict | …
+    outcome: Outcome
     error: str | None = None  # what went wrong, for the pass's error lines
     created: Backfill | None = None  # Airflow's answer to a create: the new backfill, as it was observed
 
@@ -57,14 +58,19 @@ class Applier:
     def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
         for backfill_id, message in self._adoptions(item, spec):
             self.recorder.audit(
-                "adopt", AuditPhase.OBSERVATION, spec, outcome="adopted", backfill_id=backfill_id, message=message
+                Action.ADOPT,
+                AuditPhase.OBSERVATION,
+                spec,
+                outcome=Outcome.ADOPTED,
+                backfill_id=backfill_id,
+                message=message,
             )
         # the dates its runs' queue times show it made or re-ran: what its outcome counts from now on
         created = None if item.dates is None else CreateFacts(dates=item.dates, whole=item.whole)
         self.recorder.bind(
             spec, item.backfill_id, item.phase, item.reason, item.runs, created=created, progress=item.progress
         )
-        return Applied(item, "adopted")
+        return Applied(item, Outcome.ADOPTED)
 
     def _adoptions(self, item: Item, spec: BackfillSpec) -> list[tuple[int | None, str]]:
         """One audited adoption per backfill: a chunked spec's chunks found after a lost store each get theirs."""
@@ -81,33 +87,36 @@ class Applier:
     def _steer(self, item: Item, spec: BackfillSpec) -> Applied:
         backfill_id = item.backfill_id
         if backfill_id is None:  # the planner only steers bound backfills
-            return Applied(item, "failed", f"{spec.name}: no backfill to {item.kind.value}")
+            return Applied(item, Outcome.FAILED, f"{spec.name}: no backfill to {item.kind.value}")
         call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
         path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
         request = {"method": "PUT", "path": path}
+        action = STEERS[item.kind]
         self.recorder.audit(
-            item.kind.value, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=item.reason
+            action, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=item.reason
         )
         try:
             self.store.check_lease()  # the intent was fenced; a lease lost since then stops the call too
             call[item.kind](backfill_id)
-            outcome, status = "done", 200
+            # a halt is its own outcome (and event): never `state: paused`, nor a guard's pause
+            halting = item.kind is Kind.PAUSE and item.guard == HALT
+            outcome, status = (Outcome.HALTED if halting else Outcome.DONE), 200
         except AirflowConflict as exc:
-            outcome, status = "already-completed", exc.status or 409
+            outcome, status = Outcome.ALREADY_COMPLETED, exc.status or 409
         except AirflowError as exc:
             response = {"status": exc.status, "detail": exc.detail}
             self.recorder.audit(
-                item.kind.value,
+                action,
                 AuditPhase.OUTCOME,
                 spec,
-                outcome="failed",
+                outcome=Outcome.FAILED,
                 backfill_id=backfill_id,
                 response=response,
                 message=exc.message,
             )
-            return Applied(item, "failed", f"{spec.name}: {exc.message}")
+            return Applied(item, Outcome.FAILED, f"{spec.name}: {exc.message}")
         self.recorder.audit(
-            item.kind.value,
+            action,
             AuditPhase.OUTCOME,
             spec,
             outcome=outcome,
@@ -117,7 +126,7 @@ class Applier:
         # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
         phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
         # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
-        applied = APPLIED[item.kind] if outcome == "done" else None
+        applied = APPLIED[item.kind] if outcome is Outcome.DONE else None
         guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
         applied = None if guard else applied
         self.recorder.bind(
@@ -130,23 +139,27 @@ class Applier:
     def _create(self, item: Item, spec: BackfillSpec, world: World) -> Applied:
         if spec.name in world.intents:
             self.recorder.audit(
-                "create",
+                Action.CREATE,
                 AuditPhase.OBSERVATION,
                 spec,
-                outcome="abandoned",
+                outcome=Outcome.ABANDONED,
                 message=f"an earlier create intent ({world.intents[spec.name].isoformat()}) left no backfill",
             )
         body = item.request or BackfillRequest.from_spec(spec)
         author = self.recorder.provenance.get(spec.path, UNKNOWN_ORIGIN).author or "unknown"
         if item.promoting:
             self.recorder.audit(
-                "promote", AuditPhase.OBSERVATION, spec, outcome="promoted", message="`promote: true` after the canary"
+                Action.PROMOTE,
+                AuditPhase.OBSERVATION,
+                spec,
+                outcome=Outcome.PROMOTED,
+                message="`promote: true` after the canary",
             )
         before = self.recorder.bindings.get(spec.name)
         approval = self.recorder.approvals.get(spec.name) or (before.approval if before is not None else None)
         request = {"method": "POST", "path": "/api/v2/backfills", "body": self.client.backfill_body(body)}
         intent = self.recorder.audit(
-            "create",
+            Action.CREATE,
             AuditPhase.INTENT,
             spec,
             request={
@@ -187,10 +200,10 @@ class Applier:
         try:
             created = self.client.create(body)
         except AirflowConflict:
-            recovered = self._recover(item, spec, since, "adopted-after-409")
+            recovered = self._recover(item, spec, since, Outcome.ADOPTED_AFTER_409)
             return recovered or self._queued_after_conflict(item, spec, maybe_landed=attempt > 1)
         except AirflowAmbiguous as exc:
-            recovered = self._recover(item, spec, since, "recovered-after-ambiguous")
+            recovered = self._recover(item, spec, since, Outcome.RECOVERED)
             if recovered is None:
                 log.warning(
                     "attempt #%d/%d failed; will retry after checking nothing was created: %s",
@@ -204,18 +217,18 @@ class Applier:
         response = {"status": 200, "backfill_id": created.id}
         chunk = None if item.chunk is None else f"{chunk_text(item.chunk)} created"
         self.recorder.audit(
-            "create",
+            Action.CREATE,
             AuditPhase.OUTCOME,
             spec,
-            outcome="created",
+            outcome=Outcome.CREATED,
             backfill_id=created.id,
             response=response,
             message=chunk,
         )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
-        return Applied(item, "created", created=created)
+        return Applied(item, Outcome.CREATED, created=created)
 
-    def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: str) -> Applied | None:
+    def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: Outcome) -> Applied | None:
         body = item.request or BackfillRequest.from_spec(spec)
         found = [
             b for b in self.client.list_backfills(spec.dag_id) if matches_request(body, b) and b.created_at >= since
@@ -224,7 +237,7 @@ class Applier:
             return None
         backfill = max(found, key=lambda b: b.id)
         self.recorder.audit(
-            "create",
+            Action.CREATE,
             AuditPhase.OUTCOME,
             spec,
             outcome=outcome,
@@ -237,10 +250,10 @@ class Applier:
 
     def _queued_after_conflict(self, item: Item, spec: BackfillSpec, *, maybe_landed: bool) -> Applied:
         self.recorder.audit(
-            "create",
+            Action.CREATE,
             AuditPhase.OUTCOME,
             spec,
-            outcome="conflict",
+            outcome=Outcome.CONFLICT,
             response={"status": 409},
             message="another backfill became active on this DAG; queued",
         )
@@ -251,7 +264,7 @@ class Applier:
             "another backfill is active on this DAG",
             progress=self._progress(spec) if maybe_landed else self._unasked(spec),
         )
-        return Applied(item, "conflict")
+        return Applied(item, Outcome.CONFLICT)
 
     def _create_failed(
         self,
@@ -264,17 +277,17 @@ class Applier:
         maybe_landed: bool = False,
     ) -> Applied:
         self.recorder.audit(
-            "create",
+            Action.CREATE,
             AuditPhase.OUTCOME,
             spec,
-            outcome="rejected",
+            outcome=Outcome.REJECTED,
             response={"status": status, "detail": detail},
             message=message,
         )
         # a create that may have landed keeps its pending chunk, so a late backfill is adopted, never run again
         progress = self._progress(spec) if maybe_landed else self._unasked(spec)
         self.recorder.bind(spec, self._last_backfill(spec), Phase.BLOCKED, message, progress=progress)
-        return Applied(item, "rejected", f"{spec.path}: {spec.name}: {message}")
+        return Applied(item, Outcome.REJECTED, f"{spec.path}: {spec.name}: {message}")
 
     # --- a chunked spec's bookkeeping ------------------------------------------------------------------------
 

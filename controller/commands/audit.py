@@ -19,6 +19,7 @@ from controller.adapters.store.audit_log import EventFilter
 from controller.adapters.store.lease import Lease
 from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, controller_event
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding
 from controller.errors import StoreError
 
@@ -72,7 +73,9 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
     with Store(settings.store_url, audit_key=settings.audit_key) as store:
         released = store.unlock(lease_id)
         message = f"released the lease of {released.describe()}"
-        store.append(controller_event("unlock", settings.actor, "released", message, phase="outcome"))
+        store.append(
+            controller_event(Action.UNLOCK, settings.actor, Outcome.RELEASED, message, phase=AuditPhase.OUTCOME)
+        )
         return released
 
 

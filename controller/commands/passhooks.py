@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from controller import __version__
 from controller.adapters.logsetup import PASS_ID
 from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_counts
 from controller.adapters.store.outbox import PENDING
@@ -25,9 +24,9 @@ from controller.commands import notify as notify_cmd
 from controller.commands.observe import POOL
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
-from controller.core.audit.chain import AuditEntry
-from controller.core.audit.notify import outbox_rows
+from controller.core.audit.vocabulary import Outcome
 from controller.core.model.binding import Phase
+from controller.core.model.guards import SchedulerHealth
 from controller.core.plan import stuck
 from controller.core.plan.planner import Item
 from controller.core.render import status, status_page
@@ -127,8 +126,8 @@ class PassHooks:
         One call per candidate (its queued runs, read concurrently); a backfill created in this pass cannot be
         stuck yet, and the scheduler's health is read only when something is stuck (it names the cause)."""
         threshold = reconciler.policy.notify.stuck_after_minutes
-        created = {item.spec for item, outcome in result.applied if outcome == "created"}
-        health: stuck.SchedulerHealth | None = None
+        created = {item.spec for item, outcome in result.applied if outcome == Outcome.CREATED}
+        health: SchedulerHealth | None = None
         try:
             items = [i for i in stuck.candidates(result.current) if i.spec not in created]
             recorded = reconciler.store.recorded_findings() if items else {}
@@ -138,7 +137,7 @@ class PassHooks:
                     queued, oldest = read.result()  # a failed read stops here, after the candidates before it
                     if not stuck.overdue(queued, oldest, self.clock(), threshold):
                         continue
-                    health = health or stuck.scheduler_health(reconciler.client.health())
+                    health = health or reconciler.client.scheduler_health()
                     found = stuck.find_stuck(
                         item,
                         queued,
@@ -148,10 +147,8 @@ class PassHooks:
                         now=self.clock(),
                         threshold_minutes=threshold,
                     )
-                    if found is not None and recorded.get(("stuck", found.dag_id, found.backfill_id)) != (
-                        message := found.message(threshold)
-                    ):
-                        self._append_stuck(reconciler, found, message)
+                    if found is not None:
+                        self._audit_stuck(reconciler, found, found.message(threshold), recorded)
         except ControllerError as exc:
             log.warning("stuck check skipped this pass: %s", exc.message)
 
@@ -163,23 +160,25 @@ class PassHooks:
         backfill = reconciler.client.get_backfill(item.backfill_id or 0)
         return reconciler.client.queued_runs(backfill.dag_id, backfill.from_date, backfill.to_date)
 
-    def _append_stuck(self, reconciler: Reconciler, found: stuck.Stuck, message: str) -> None:
-        entry = AuditEntry(
-            action="finding",
-            phase="observation",
-            actor=self.settings.actor,
-            controller_version=__version__,
-            git_commit=reconciler.commit,
+    @staticmethod
+    def _audit_stuck(
+        reconciler: Reconciler, found: stuck.Stuck, message: str, recorded: Mapping[tuple[str, str, int | None], str]
+    ) -> None:
+        """Through the pass's recorder, as every finding is (the spec as this pass loaded it: its receivers)."""
+        recorder, loaded = reconciler.recorder, reconciler.loaded.get(found.spec)
+        if recorder is None:  # no pass ran: nothing was found stuck
+            return
+        written = recorder.finding(
+            Outcome.STUCK,
+            found.dag_id,
+            message,
             spec_name=found.spec,
-            dag_id=found.dag_id,
             backfill_id=found.backfill_id,
-            outcome="stuck",
-            message=message,
+            spec=loaded.spec if loaded is not None else None,
+            recorded=recorded,
         )
-        spec = next((s for s in reconciler.load()[0] if s.name == found.spec), None)
-        rows = outbox_rows(entry, reconciler.policy.notify, spec)
-        reconciler.store.append(entry, rows) if rows else reconciler.store.append(entry)
-        log.warning("stuck: %s: %s", found.spec, message, extra={"spec": found.spec, "dag": found.dag_id})
+        if written:
+            log.warning("stuck: %s: %s", found.spec, message, extra={"spec": found.spec, "dag": found.dag_id})
 
     def _deliver(self, reconciler: Reconciler) -> None:
         try:

@@ -126,6 +126,7 @@ class Reconciler:
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
         self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
+        self.recorder: Recorder | None = None  # the last pass's (the pass hooks audit stuck findings through it)
 
     # --- the specs -----------------------------------------------------------------------------------------
 
@@ -212,6 +213,7 @@ class Reconciler:
         recorder = Recorder(
             self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
         )
+        self.recorder = recorder
         self._tell(source, recorder, dry_run)
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
         plan = make_plan(specs, policy, world)
@@ -239,7 +241,7 @@ class Reconciler:
             after = gate_plan(make_plan(specs, policy, after_world), self._gate(specs, policy, recorder))[0]
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
-        recorder.findings(after or plan)
+        recorder.findings(after or plan, by_name)
         recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after, source)

@@ -14,8 +14,9 @@ from typing import Any
 from controller import __version__
 from controller.adapters.store import Store
 from controller.commands.settings import Settings
-from controller.core.audit.chain import AuditEntry, AuditPhase, AuditRecord, controller_event
+from controller.core.audit.chain import AuditEntry, AuditRecord, controller_event
 from controller.core.audit.notify import outbox_rows
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
@@ -47,7 +48,15 @@ class Recorder:
 
     # --- audit --------------------------------------------------------------------------------------------
 
-    def audit(self, action: str, phase: str, spec: BackfillSpec | None, **fields: Any) -> AuditRecord:
+    def audit(
+        self,
+        action: Action,
+        phase: AuditPhase,
+        spec: BackfillSpec | None,
+        *,
+        outcome: Outcome | Phase | None = None,
+        **fields: Any,
+    ) -> AuditRecord:
         entry = AuditEntry(
             action=action,
             phase=phase,
@@ -59,6 +68,7 @@ class Recorder:
             spec_path=spec.path if spec else None,
             spec_digest=spec.digest if spec else None,
             dag_id=spec.dag_id if spec else None,
+            outcome=outcome,
             **fields,
         )
         return self._append(entry, spec)
@@ -72,29 +82,42 @@ class Recorder:
     def dirty(self, files: list[str]) -> None:
         """--allow-dirty applied files no commit holds: said in the log, as the reviewed ones are not these."""
         message = f"--allow-dirty: applying spec files that differ from HEAD: {', '.join(files)}"
-        self._append(controller_event("reconcile", self.settings.actor, "allow-dirty", message), None)
+        self._append(controller_event(Action.RECONCILE, self.settings.actor, Outcome.ALLOW_DIRTY, message), None)
 
     def refusal(self, message: str) -> None:
-        self._append(controller_event("reconcile", self.settings.actor, "refused", message), None)
+        self._append(controller_event(Action.RECONCILE, self.settings.actor, Outcome.REFUSED, message), None)
 
-    def findings(self, plan: Plan) -> None:
-        """Each finding is audited when it appears or its message changes (not again on every pass)."""
+    def findings(self, plan: Plan, specs: Mapping[str, BackfillSpec]) -> None:
+        """The planner's findings, each audited when it appears or its message changes."""
         recorded = self.store.recorded_findings()
-        for finding in plan.findings:
-            if recorded.get((finding.kind, finding.dag_id, finding.backfill_id)) != finding.message:
-                self.written += 1
-                self.store.append(
-                    self._observed(
-                        "finding",
-                        spec_name=finding.spec,
-                        dag_id=finding.dag_id,
-                        backfill_id=finding.backfill_id,
-                        outcome=finding.kind,
-                        message=finding.message,
-                    )
-                )
+        for f in plan.findings:
+            spec = specs.get(f.spec) if f.spec is not None else None
+            self.finding(
+                f.kind, f.dag_id, f.message, spec_name=f.spec, backfill_id=f.backfill_id, spec=spec, recorded=recorded
+            )
 
-    def _observed(self, action: str, **fields: Any) -> AuditEntry:
+    def finding(
+        self,
+        kind: str,  # the planner's `FindingKind`, or `Outcome.STUCK`
+        dag_id: str,
+        message: str,
+        *,
+        spec_name: str | None,
+        backfill_id: int | None,
+        spec: BackfillSpec | None,
+        recorded: Mapping[tuple[str, str, int | None], str],
+    ) -> bool:
+        """Every finding's one way to the audit log, with the notification its kind is: audited when it appears or
+        its message changes (`recorded`: the latest message of each, by kind, DAG and backfill), not every pass."""
+        if recorded.get((kind, dag_id, backfill_id)) == message:
+            return False
+        entry = self._observed(
+            Action.FINDING, spec_name=spec_name, dag_id=dag_id, backfill_id=backfill_id, outcome=kind, message=message
+        )
+        self._append(entry, spec)
+        return True
+
+    def _observed(self, action: Action, **fields: Any) -> AuditEntry:
         """An observation of this pass not made from a spec file (a finding, a deleted spec's outcome)."""
         return AuditEntry(
             action=action,
@@ -108,13 +131,13 @@ class Recorder:
     def pass_done(self, plan: Plan, changed: int, now: datetime) -> None:
         """A pass that changed or found something is recorded; an idle one only as liveness, at most hourly."""
         if changed or self.written:
-            outcome = "applied" if changed else "no-changes"
+            outcome = Outcome.APPLIED if changed else Outcome.NO_CHANGES
         elif self._quiet_since(now):
-            outcome = "idle"
+            outcome = Outcome.IDLE
         else:
             return
         message = f"{changed} change(s); plan {plan.checksum()}"
-        self.audit("reconcile", AuditPhase.OBSERVATION, None, outcome=outcome, message=message)
+        self.audit(Action.RECONCILE, AuditPhase.OBSERVATION, None, outcome=outcome, message=message)
 
     def _quiet_since(self, now: datetime) -> bool:
         """The log has had no record for LIVENESS_EVERY (or none at all)."""
@@ -173,11 +196,11 @@ class Recorder:
         """A deleted spec's finished backfill: its outcome in its binding (shown again if the spec comes back)."""
         before = self.bindings[item.spec]
         entry = self._observed(
-            "observe",
+            Action.OBSERVE,
             spec_name=item.spec,
             dag_id=item.dag_id,
             backfill_id=item.backfill_id,
-            outcome=item.phase.value,
+            outcome=item.phase,
             message=f"{item.reason} (the spec file is deleted)",
         )
         self._append(entry, None)
@@ -202,10 +225,10 @@ class Recorder:
             )
             if changed:
                 self.audit(
-                    "observe",
+                    Action.OBSERVE,
                     AuditPhase.OBSERVATION,
                     spec,
-                    outcome=item.phase.value,
+                    outcome=item.phase,
                     backfill_id=item.backfill_id,
                     message=item.reason,
                 )

@@ -17,6 +17,7 @@ from controller.adapters.store.lease import Lease
 from controller.commands.reconcile import Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit.chain import controller_event
+from controller.core.audit.vocabulary import Action, Outcome
 from controller.core.documents.escaping import plain
 from controller.core.model.privilege import connections_warning, role_of, role_warning
 from controller.errors import LockHeld
@@ -151,7 +152,10 @@ def _acquire(  # noqa: PLR0917
         if previous is not None:
             store.append(
                 controller_event(
-                    "lease", settings.actor, "taken-over", f"took over the expired lease of {previous.describe()}"
+                    Action.LEASE,
+                    settings.actor,
+                    Outcome.TAKEN_OVER,
+                    f"took over the expired lease of {previous.describe()}",
                 )
             )
         return mine

@@ -19,7 +19,7 @@ from controller.core.audit.chain import (
     SCALARS,
     AuditEntry,
     AuditRecord,
-    Finding,
+    ChainProblem,
     Unreadable,
     VerifyResult,
     chain_hash,
@@ -145,14 +145,14 @@ def test_a_forged_record_with_a_patched_successor_is_caught() -> None:
     patched = replace(records[2], prev_hash=forged.hash)
     tampered = [records[0], forged, patched, records[3]]
     result = verify_chain((r.link() for r in tampered), expect_head=records[3].hash)
-    assert result.finding == Finding(3, "INVALID", "seq 3 was modified after it was written")
+    assert result.problem == ChainProblem(3, "INVALID", "seq 3 was modified after it was written")
     assert (result.ok, result.count, result.head_seq, result.head_hash) == (False, 2, 2, forged.hash)
 
 
 def test_verify_findings_and_messages() -> None:
     records = chain(5)
     intact = verify_chain(r.link() for r in records)
-    assert (intact.ok, intact.count, intact.head_seq, intact.head_hash, intact.finding) == (
+    assert (intact.ok, intact.count, intact.head_seq, intact.head_hash, intact.problem) == (
         True,
         5,
         5,
@@ -160,16 +160,16 @@ def test_verify_findings_and_messages() -> None:
         None,
     )
     gap = verify_chain(r.link() for r in [*records[:2], *records[3:]])
-    assert gap.finding == Finding(3, "GAP", "seq 3 is missing (next is 4)")
+    assert gap.problem == ChainProblem(3, "GAP", "seq 3 is missing (next is 4)")
     assert (gap.count, gap.head_seq, gap.head_hash) == (2, 2, records[1].hash)
     replaced = [records[0], replace(records[1], prev_hash="1" * 64), *records[2:]]
     broken = verify_chain(r.link() for r in replaced)
-    assert broken.finding == Finding(2, "BROKEN", "seq 2 does not follow seq 1 (reordered or replaced)")
+    assert broken.problem == ChainProblem(2, "BROKEN", "seq 2 does not follow seq 1 (reordered or replaced)")
     first_bad = verify_chain(r.link() for r in [replace(records[0], hash="2" * 64), *records[1:]])
-    assert first_bad.finding == Finding(1, "INVALID", "seq 1 was modified after it was written")
+    assert first_bad.problem == ChainProblem(1, "INVALID", "seq 1 was modified after it was written")
     assert (first_bad.count, first_bad.head_seq, first_bad.head_hash) == (0, 0, GENESIS)
     starts_late = verify_chain(r.link() for r in records[1:])
-    assert starts_late.finding == Finding(1, "GAP", "seq 1 is missing (next is 2)")
+    assert starts_late.problem == ChainProblem(1, "GAP", "seq 1 is missing (next is 2)")
 
 
 def test_expect_head_anywhere_in_the_chain_and_truncation() -> None:
@@ -177,12 +177,14 @@ def test_expect_head_anywhere_in_the_chain_and_truncation() -> None:
     for anchor in records:
         assert verify_chain((r.link() for r in records), expect_head=anchor.hash).ok
     truncated = verify_chain((r.link() for r in records[:2]), expect_head=records[3].hash)
-    assert truncated.finding == Finding(
+    assert truncated.problem == ChainProblem(
         3, "TRUNCATED", f"the expected head {records[3].hash} is not in the chain, which ends at seq 2"
     )
     assert (truncated.count, truncated.head_seq, truncated.head_hash) == (2, 2, records[1].hash)
     empty = verify_chain(iter(()), expect_head="abc")
-    assert empty.finding == Finding(1, "TRUNCATED", "the expected head abc is not in the chain, which ends at seq 0")
+    assert empty.problem == ChainProblem(
+        1, "TRUNCATED", "the expected head abc is not in the chain, which ends at seq 0"
+    )
     assert verify_chain(iter(())).ok
 
 
@@ -231,11 +233,11 @@ def test_an_appended_record_with_a_recomputed_hash_fails_only_with_the_key() -> 
     forged = seal(4, "2026-01-01T00:00:09Z", replace(SECOND, message="forged"), records[2].hash)
     unkeyed = verify_chain((r.link() for r in [*records, forged]), expect_head=forged.hash, key=KEY)
     message = "seq 4 carries no MAC, but the chain is keyed from seq 1: added without the key"
-    assert unkeyed == VerifyResult(3, 3, records[2].hash, Finding(4, "UNKEYED", message), 1, True)
+    assert unkeyed == VerifyResult(3, 3, records[2].hash, ChainProblem(4, "UNKEYED", message), 1, True)
     assert not verify_chain(r.link() for r in [*records, forged]).ok  # a missing MAC needs no key to be seen
     fake = replace(forged, mac="0" * 64)
     forged_mac = verify_chain((r.link() for r in [*records, fake]), expect_head=fake.hash, key=KEY)
-    assert forged_mac.finding == Finding(
+    assert forged_mac.problem == ChainProblem(
         4,
         "FORGED",
         "seq 4 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
@@ -249,13 +251,13 @@ def test_a_rewritten_and_re_hashed_record_fails_with_the_key() -> None:
     records = keyed_chain(3)
     other = seal(2, records[1].time, replace(records[1].entry, message="rewritten"), records[0].hash, b"x" * 32)
     rehashed = [records[0], other, seal(3, records[2].time, records[2].entry, other.hash, b"x" * 32)]
-    assert verify_chain((r.link() for r in rehashed), key=KEY).finding == Finding(
+    assert verify_chain((r.link() for r in rehashed), key=KEY).problem == ChainProblem(
         2,
         "FORGED",
         "seq 2 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
         "re-hashed without the key, or written with another key)",
     )
-    assert verify_chain((r.link() for r in rehashed), key=b"x" * 32).finding == Finding(
+    assert verify_chain((r.link() for r in rehashed), key=b"x" * 32).problem == ChainProblem(
         1,
         "FORGED",
         "seq 1 was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten or "
@@ -267,20 +269,20 @@ def test_rows_that_break_the_sequence_or_cannot_be_read_are_findings() -> None:
     records = chain(3)
     links = [r.link() for r in records]
     zero = (0, GENESIS, "a" * 64, "{}", None)
-    assert verify_chain([zero, *links]).finding == Finding(
+    assert verify_chain([zero, *links]).problem == ChainProblem(
         0, "INVALID", "seq 0 is outside the chain, which starts at seq 1: a row added by hand"
     )
     negative = verify_chain([(-5, GENESIS, "a" * 64, "{}", None), *links])
-    assert negative.finding == Finding(
+    assert negative.problem == ChainProblem(
         -5, "INVALID", "seq -5 is outside the chain, which starts at seq 1: a row added by hand"
     )
     assert (negative.count, negative.head_seq, negative.head_hash) == (0, 0, GENESIS)
     duplicate = verify_chain([links[0], links[1], links[1], links[2]])
-    assert duplicate.finding == Finding(2, "DUPLICATE", "seq 2 occurs more than once")
+    assert duplicate.problem == ChainProblem(2, "DUPLICATE", "seq 2 occurs more than once")
     assert (duplicate.count, duplicate.head_seq) == (2, 2)
     bad = (2, records[0].hash, records[1].hash, Unreadable(2, "message holds a BLOB, not text"), None)
     unreadable = verify_chain([links[0], bad, links[2]])
-    assert unreadable.finding == Finding(2, "INVALID", "seq 2 cannot be read: message holds a BLOB, not text")
+    assert unreadable.problem == ChainProblem(2, "INVALID", "seq 2 cannot be read: message holds a BLOB, not text")
     assert Unreadable(2, "x").describe() == "audit record seq 2 is unreadable: x"
 
 
@@ -300,5 +302,5 @@ def test_verify_text_says_what_the_key_proves() -> None:
     }
     for (first, checked), line in cases.items():
         assert verify_text(VerifyResult(3, 3, "h", None, first, checked)) == head + line + "\n"
-    failed = VerifyResult(2, 2, "h", Finding(3, "UNKEYED", "m"), 1, True)
+    failed = VerifyResult(2, 2, "h", ChainProblem(3, "UNKEYED", "m"), 1, True)
     assert verify_text(failed) == "UNKEYED at seq 3: m\n  verified 2 events before it; last good seq 2 hash h\n"

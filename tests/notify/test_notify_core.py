@@ -105,6 +105,15 @@ def test_slack_payload_has_a_fallback_text_blocks_and_the_key() -> None:
     assert body["blocks"][1]["fields"][-1] == {"type": "mrkdwn", "text": "*Runs*\n7 success"}
 
 
+def test_slack_details_list_daily_failures_by_date_and_hourly_ones_by_time() -> None:
+    delivery = Delivery(1, "k1.team-orders", "team-orders", "completed_with_failures", "slack", 3, "T", {})
+    facts = {"event": "completed_with_failures", "spec": "s"}
+    daily = enrich(facts, {"failed_dates": ["2025-01-02T00:00:00Z", "2025-01-04T00:00:00Z"]}, None)
+    hourly = enrich(facts, {"failed_dates": ["2025-01-02T00:00:00Z", "2025-01-02T03:00:00Z"]}, None)
+    assert "*Failed (2)*: 2025-01-02, 2025-01-04" in json.dumps(payload(delivery, daily))
+    assert "*Failed (2)*: 2025-01-02, 2025-01-02T03:00:00Z" in json.dumps(payload(delivery, hourly))
+
+
 def test_receiver_lookup() -> None:
     assert POLICY.receiver("oncall") == Receiver("oncall", "HOOK_ONCALL", "slack")
     assert POLICY.receiver("nobody") is None

@@ -1,5 +1,6 @@
-"""Issue 15 end to end against the real Apache Airflow 3.3.2: notifications that survive a receiver outage and a
-restart, no secret in any output, metrics that move, /healthz going 503, and the pages in headless Chromium.
+"""Running for weeks, end to end against the real Apache Airflow 3.3.2: notifications that survive a receiver
+outage and a restart, no secret in any output, metrics that move, /healthz going 503, and the pages in headless
+Chromium.
 
 Dates are in 2019/2020 (no other test uses them), picked at random for each run so a rerun against the same
 Airflow (BACKFILLCTL_TEST_AIRFLOW_URL) starts clean; ranges start on an odd day, so `demo_flaky` (failing on odd

@@ -6,12 +6,13 @@ from datetime import UTC, datetime, timedelta
 
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Phase
+from controller.core.model.guards import SchedulerHealth
 from controller.core.plan.planner import Finding, Item, Kind, Plan
-from controller.core.plan.stuck import SchedulerHealth, candidates, find_stuck, overdue, scheduler_health
+from controller.core.plan.stuck import candidates, find_stuck, overdue
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 ITEM = Item("s", "orders_daily", Kind.NOOP, Phase.RUNNING, "in sync", 7, runs=RunSummary({"queued": 2}))
-HEALTHY = SchedulerHealth("healthy", "2025-06-01T11:59:50Z")
+HEALTHY = SchedulerHealth("healthy", datetime(2025, 6, 1, 11, 59, 50, tzinfo=UTC))
 
 
 def ago(minutes: int) -> datetime:
@@ -46,11 +47,18 @@ def test_causes_in_order_dag_paused_scheduler_then_slots() -> None:
         "2 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none runs; likely cause: "
         "the DAG orders_daily is paused in Airflow (backfill runs wait for it): unpause the DAG"
     )
-    down = scheduler_health({"scheduler": {"status": "unhealthy", "latest_scheduler_heartbeat": "2025-06-01T10:00Z"}})
+    down = SchedulerHealth("unhealthy", datetime(2025, 6, 1, 10, 0, tzinfo=UTC))
     found = find_stuck(ITEM, 2, ago(45), plan(), health=down, now=NOW, threshold_minutes=30)
     assert found is not None
-    assert found.cause == "the scheduler is unhealthy, latest heartbeat 2025-06-01T10:00Z: check the scheduler process"
+    assert (
+        found.cause == "the scheduler is unhealthy, latest heartbeat 2025-06-01T10:00:00Z: check the scheduler process"
+    )
     found = find_stuck(ITEM, 2, ago(45), plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.cause.startswith("no free slot: the scheduler is healthy and the DAG unpaused")
-    assert scheduler_health({}) == SchedulerHealth(None, None)
+    unread = SchedulerHealth(error="GET /api/v2/monitor/health -> 503: down")
+    found = find_stuck(ITEM, 2, ago(45), plan(), health=unread, now=NOW, threshold_minutes=30)
+    assert found is not None
+    assert (
+        found.cause == "not known: the scheduler's health could not be read (GET /api/v2/monitor/health -> 503: down)"
+    )

@@ -184,7 +184,7 @@ def test_too_many_failures_pause_the_active_chunk_until_a_new_resume_value(bench
     halted = bench.run()
     reason = "halted: 3 of 5 finished runs failed (60% > 20%); fix the cause, then set a new `resume` value"
     assert [(i.kind.value, i.phase.value, i.reason, o) for i, o in halted.applied] == [
-        ("pause", "Halted", reason, "done")
+        ("pause", "Halted", reason, "halted")
     ]
     assert fake(bench).backfills[1]["is_paused"] is True
     binding = bench.store.binding("flk")

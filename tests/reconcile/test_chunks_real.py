@@ -358,7 +358,7 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     events = bench.events("halting")
     show(events)
     pauses = [e.entry for e in events if e.entry.action == "pause"]
-    assert [(p.phase, p.outcome) for p in pauses] == [("intent", None), ("outcome", "done")], pauses
+    assert [(p.phase, p.outcome) for p in pauses] == [("intent", None), ("outcome", "halted")], pauses
     message = pauses[0].message or ""
     assert "failed" in message, message
     assert any(ch.isdigit() for ch in message), message  # the figures

@@ -82,7 +82,7 @@ def test_request_and_response_round_trip(make: Callable[..., Store], store_url: 
 def test_edited_payload_is_detected(make: Callable[..., Store], store_url: str) -> None:
     store = filled(make, store_url)
     sql(store, "UPDATE audit_events SET message = 'nothing to see' WHERE seq = 5")
-    finding = store.verify().finding
+    finding = store.verify().problem
     assert finding is not None
     assert (finding.kind, finding.seq, finding.message) == ("INVALID", 5, "seq 5 was modified after it was written")
 
@@ -90,7 +90,7 @@ def test_edited_payload_is_detected(make: Callable[..., Store], store_url: str) 
 def test_deleted_record_is_a_gap(make: Callable[..., Store], store_url: str) -> None:
     store = filled(make, store_url)
     sql(store, "DELETE FROM audit_events WHERE seq = 6")
-    finding = store.verify().finding
+    finding = store.verify().problem
     assert finding is not None
     assert (finding.kind, finding.seq, finding.message) == ("GAP", 6, "seq 6 is missing (next is 7)")
 
@@ -100,7 +100,7 @@ def test_reordered_records_are_detected(make: Callable[..., Store], store_url: s
     sql(store, "UPDATE audit_events SET seq = 1000 WHERE seq = 4")
     sql(store, "UPDATE audit_events SET seq = 4 WHERE seq = 5")
     sql(store, "UPDATE audit_events SET seq = 5 WHERE seq = 1000")
-    finding = store.verify().finding
+    finding = store.verify().problem
     assert finding is not None
     assert (finding.kind, finding.seq) == ("BROKEN", 4)
 
@@ -111,9 +111,9 @@ def test_truncated_tail_needs_the_saved_head(make: Callable[..., Store], store_u
     sql(store, "DELETE FROM audit_events WHERE seq > 7")
     assert store.verify().ok  # without an anchor a truncation is invisible (documented)
     result = store.verify(expect_head=head)
-    assert result.finding is not None
-    assert result.finding.kind == "TRUNCATED"
-    assert result.finding.message == f"the expected head {head} is not in the chain, which ends at seq 7"
+    assert result.problem is not None
+    assert result.problem.kind == "TRUNCATED"
+    assert result.problem.message == f"the expected head {head} is not in the chain, which ends at seq 7"
     store.append(entry(99))
     assert make(store_url).verify(expect_head=store.verify().head_hash).ok
 

@@ -12,19 +12,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from controller import __version__
+from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.spec import canonical_json
 
 GENESIS = "0" * 64
-
-
-class AuditPhase(StrEnum):
-    INTENT = "intent"  # written and committed before a mutating call
-    OUTCOME = "outcome"  # what the call did
-    OBSERVATION = "observation"  # what was seen (phases, findings, adoptions, passes)
 
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order (the store writes it)
@@ -34,11 +28,11 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time or
 class AuditEntry:
     """What a caller records; the store adds seq, time, prev_hash and hash."""
 
-    action: str
-    phase: str  # intent | outcome | observation
+    action: str  # an `Action` (read back from the store as the text it is)
+    phase: str  # an `AuditPhase`
     actor: str
     controller_version: str
-    outcome: str | None = None
+    outcome: str | None = None  # an `Outcome`, an observed `Phase`, or a finding's kind
     git_commit: str | None = None
     spec_commit: str | None = None
     spec_name: str | None = None
@@ -54,7 +48,9 @@ class AuditEntry:
 ENTRY_FIELDS = tuple(f.name for f in fields(AuditEntry))
 
 
-def controller_event(action: str, actor: str, outcome: str, message: str, phase: str = "observation") -> AuditEntry:
+def controller_event(
+    action: Action, actor: str, outcome: Outcome, message: str, phase: AuditPhase = AuditPhase.OBSERVATION
+) -> AuditEntry:
     """An event about the controller itself (lease, unlock, pass), not about one spec."""
     return AuditEntry(
         action=action, phase=phase, actor=actor, controller_version=__version__, outcome=outcome, message=message
@@ -152,7 +148,7 @@ def seal(seq: int, time: str, entry: AuditEntry, prev_hash: str, key: bytes | No
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class ChainProblem:
     seq: int
     kind: str  # GAP | DUPLICATE | INVALID | BROKEN | UNKEYED | FORGED | TRUNCATED
     message: str
@@ -163,13 +159,13 @@ class VerifyResult:
     count: int
     head_seq: int
     head_hash: str
-    finding: Finding | None
+    problem: ChainProblem | None
     keyed_from: int | None = None  # the first seq that carries a MAC (every later one must carry one too)
     key_checked: bool = False  # the MACs were checked against a key
 
     @property
     def ok(self) -> bool:
-        return self.finding is None
+        return self.problem is None
 
 
 def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key: bytes | None = None) -> VerifyResult:
@@ -180,68 +176,54 @@ def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key
     prev, expected_seq, count, anchor_seen, keyed_from = GENESIS, 1, 0, expect_head is None, None
     mac = None if key is None else mac_of(key)
     for link in links:
-        finding = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
-        if finding is not None:
-            return VerifyResult(count, expected_seq - 1, prev, finding, keyed_from, key is not None)
+        problem = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
+        if problem is not None:
+            return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
         if keyed_from is None and link[4] is not None:
             keyed_from = link[0]
         anchor_seen = anchor_seen or link[2] == expect_head
         prev, expected_seq, count = link[2], link[0] + 1, count + 1
-    finding = None
+    problem = None
     if not anchor_seen:
         message = f"the expected head {expect_head} is not in the chain, which ends at seq {expected_seq - 1}"
-        finding = Finding(expected_seq, "TRUNCATED", message)
-    return VerifyResult(count, expected_seq - 1, prev, finding, keyed_from, key is not None)
+        problem = ChainProblem(expected_seq, "TRUNCATED", message)
+    return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
 
 
-def _check(link: ChainLink, prev: str, expected_seq: int) -> Finding | None:
+def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | None:
     seq, prev_hash, hash_, body, _ = link
     if seq != expected_seq:
         return _out_of_sequence(seq, expected_seq)
     if isinstance(body, Unreadable):
-        return Finding(seq, "INVALID", f"seq {seq} cannot be read: {body.reason}")
+        return ChainProblem(seq, "INVALID", f"seq {seq} cannot be read: {body.reason}")
     if prev_hash != prev:
-        return Finding(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
+        return ChainProblem(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
     if chain_hash(prev, body) != hash_:
-        return Finding(seq, "INVALID", f"seq {seq} was modified after it was written")
+        return ChainProblem(seq, "INVALID", f"seq {seq} was modified after it was written")
     return None
 
 
-def _out_of_sequence(seq: int, expected_seq: int) -> Finding:
+def _out_of_sequence(seq: int, expected_seq: int) -> ChainProblem:
     if seq < 1:
-        return Finding(seq, "INVALID", f"seq {seq} is outside the chain, which starts at seq 1: a row added by hand")
+        return ChainProblem(
+            seq, "INVALID", f"seq {seq} is outside the chain, which starts at seq 1: a row added by hand"
+        )
     if seq < expected_seq:
-        return Finding(seq, "DUPLICATE", f"seq {seq} occurs more than once")
-    return Finding(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
+        return ChainProblem(seq, "DUPLICATE", f"seq {seq} occurs more than once")
+    return ChainProblem(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
 
 
-def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> Finding | None:
+def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> ChainProblem | None:
     seq, _, hash_, _, mac = link
     if mac is None:
         if keyed_from is None:
             return None
         message = f"seq {seq} carries no MAC, but the chain is keyed from seq {keyed_from}: added without the key"
-        return Finding(seq, "UNKEYED", message)
+        return ChainProblem(seq, "UNKEYED", message)
     if mac_of_key is not None and mac != mac_of_key(hash_):  # an offline check of stored data: no timing oracle
         message = (
             f"seq {seq} was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten "
             "or re-hashed without the key, or written with another key)"
         )
-        return Finding(seq, "FORGED", message)
+        return ChainProblem(seq, "FORGED", message)
     return None
-
-
-# every action the controller records; `audit show --action` accepts exactly these
-ACTIONS = (
-    "adopt",
-    "cancel",
-    "create",
-    "finding",
-    "lease",
-    "observe",
-    "pause",
-    "promote",
-    "reconcile",
-    "unlock",
-    "unpause",
-)

@@ -13,47 +13,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from controller.core.audit import vocabulary
 from controller.core.audit.chain import AuditEntry
 from controller.core.documents.escaping import plain, slack_pre, slack_text
-from controller.core.model.notify_policy import NotifyPolicy
+from controller.core.model.notify_policy import Event, NotifyPolicy
 from controller.core.model.spec import BackfillSpec, format_utc, parse_date
 
 NOTIFY_FORMAT_VERSION = 1
-TERMINAL_EVENTS = frozenset({"succeeded", "completed_with_failures", "cancelled"})
+TERMINAL_EVENTS = frozenset({Event.SUCCEEDED, Event.COMPLETED_WITH_FAILURES, Event.CANCELLED})
 FORMATS = ("slack", "json")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SLACK_TEXT_LIMIT = 2900  # Slack refuses section texts over 3000 characters
 
-# observed phases (action `observe`, outcome = the new phase) that are events
-_PHASE_EVENTS = {
-    "Succeeded": "succeeded",
-    "CompletedWithFailures": "completed_with_failures",
-    "Cancelled": "cancelled",
-    "Orphaned": "orphaned",
-    "Paused": "paused",
-    "Blocked": "refused",
-    "Halted": "halted",
-    "AwaitingPromotion": "created",
-}
-_CREATED = frozenset({"created", "recovered-after-ambiguous", "adopted-after-409"})
-_ACTION_EVENTS = {  # (action, outcome) of other records that are events
-    ("pause", "done"): "paused",
-    ("promote", "done"): "promoted",
-    ("promote", "promoted"): "promoted",
-    ("finding", "stuck"): "stuck",
-    ("reconcile", "refused"): "refused",
-}
 
-
-def event_of(entry: AuditEntry) -> str | None:
+def event_of(entry: AuditEntry) -> Event | None:
     """The notification event an audit entry is, if any (intents and plain observations are not)."""
-    if entry.phase == "intent" or entry.outcome is None:
-        return None
-    if entry.action == "observe":
-        return _PHASE_EVENTS.get(entry.outcome)
-    if entry.action == "create":
-        return "created" if entry.outcome in _CREATED else None
-    return _ACTION_EVENTS.get((entry.action, entry.outcome))
+    return vocabulary.event_of(entry.action, entry.phase, entry.outcome)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,17 +120,17 @@ def json_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
-_TITLES = {
-    "created": "Backfill created",
-    "promoted": "Backfill promoted after its canary",
-    "paused": "Backfill paused",
-    "halted": "Backfill halted (too many failures)",
-    "stuck": "Backfill stuck",
-    "succeeded": "Backfill succeeded",
-    "completed_with_failures": "Backfill completed with failures",
-    "cancelled": "Backfill cancelled",
-    "refused": "Backfill refused",
-    "orphaned": "Backfill orphaned (its spec was deleted)",
+_TITLES: dict[str, str] = {
+    Event.CREATED: "Backfill created",
+    Event.PROMOTED: "Backfill promoted after its canary",
+    Event.PAUSED: "Backfill paused",
+    Event.HALTED: "Backfill halted (too many failures)",
+    Event.STUCK: "Backfill stuck",
+    Event.SUCCEEDED: "Backfill succeeded",
+    Event.COMPLETED_WITH_FAILURES: "Backfill completed with failures",
+    Event.CANCELLED: "Backfill cancelled",
+    Event.REFUSED: "Backfill refused",
+    Event.ORPHANED: "Backfill orphaned (its spec was deleted)",
 }
 
 
@@ -217,13 +192,18 @@ def _runs(runs: Any) -> str | None:
 def _details(facts: Mapping[str, Any]) -> str:
     """mrkdwn: the message, the failed dates and the report, each escaped (Slack parses `<…>` anywhere)."""
     lines = [slack_text(facts["message"])] if facts.get("message") else []
-    failed: Sequence[str] = facts.get("failed_partitions") or [d[:10] for d in facts.get("failed_dates") or []]
+    failed: Sequence[str] = facts.get("failed_partitions") or [_when(d) for d in facts.get("failed_dates") or []]
     if failed:
         shown = ", ".join(failed[:30]) + (f" … and {len(failed) - 30} more" if len(failed) > 30 else "")
         lines.append(f"*Failed ({len(failed)})*: {slack_text(shown)}")
     if facts.get("report"):
         lines.append(slack_pre(str(facts["report"])[: SLACK_TEXT_LIMIT - 200]))
     return "\n".join(lines)
+
+
+def _when(moment: str) -> str:
+    """A daily run's date; any other run's whole time (an hourly DAG's failures of one day stay apart)."""
+    return moment[:10] if moment.endswith("T00:00:00Z") else moment
 
 
 def payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,20 +7,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
-EVENTS = (
-    "created",
-    "promoted",
-    "paused",
-    "halted",
-    "stuck",
-    "succeeded",
-    "completed_with_failures",
-    "cancelled",
-    "refused",
-    "orphaned",
-)
+
+class Event(StrEnum):
+    """The notification events a policy may subscribe to; which audit record is which event is
+    `core/audit/vocabulary.py`."""
+
+    CREATED = "created"
+    PROMOTED = "promoted"
+    PAUSED = "paused"
+    HALTED = "halted"
+    STUCK = "stuck"
+    SUCCEEDED = "succeeded"
+    COMPLETED_WITH_FAILURES = "completed_with_failures"
+    CANCELLED = "cancelled"
+    REFUSED = "refused"
+    ORPHANED = "orphaned"
+
+
+EVENTS: tuple[str, ...] = tuple(Event)
 DEFAULT_STUCK_MINUTES = 30
 
 

@@ -7,26 +7,13 @@ the oldest queue time from `RunSummary` instead of reading the queued runs again
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.core.model.binding import Phase
+from controller.core.model.guards import SchedulerHealth
 from controller.core.model.spec import format_utc
 from controller.core.plan.planner import Item, Plan
-
-
-@dataclass(frozen=True, slots=True)
-class SchedulerHealth:
-    status: str | None  # "healthy" / "unhealthy" / None (not known)
-    latest_heartbeat: str | None = None
-
-
-def scheduler_health(data: Mapping[str, Any] | None) -> SchedulerHealth:
-    """From `GET /api/v2/monitor/health` (always HTTP 200: the JSON says what is healthy)."""
-    scheduler = (data or {}).get("scheduler") or {}
-    return SchedulerHealth(scheduler.get("status"), scheduler.get("latest_scheduler_heartbeat"))
 
 
 def candidates(plan: Plan) -> list[Item]:
@@ -80,8 +67,10 @@ def find_stuck(
 def likely_cause(dag_id: str, plan: Plan, health: SchedulerHealth) -> str:
     if any(f.kind == "dag-paused" and f.dag_id == dag_id for f in plan.findings):
         return f"the DAG {dag_id} is paused in Airflow (backfill runs wait for it): unpause the DAG"
+    if health.error is not None:
+        return f"not known: the scheduler's health could not be read ({health.error})"
     if health.status is not None and health.status != "healthy":
-        beat = f", latest heartbeat {health.latest_heartbeat}" if health.latest_heartbeat else ", no heartbeat"
+        beat = f", latest heartbeat {format_utc(health.heartbeat)}" if health.heartbeat else ", no heartbeat"
         return f"the scheduler is {health.status}{beat}: check the scheduler process"
     return (
         "no free slot: the scheduler is healthy and the DAG unpaused, so check the pools (default_pool), "

@@ -37,10 +37,10 @@ def record_json(record: AuditRecord) -> str:
 
 
 def verify_text(result: VerifyResult) -> str:
-    if result.finding is None:
+    if result.problem is None:
         head = f"OK: {result.count} events, chain intact; head seq {result.head_seq} hash {result.head_hash}\n"
         return head + f"  {keyed_text(result)}\n"
-    f = result.finding
+    f = result.problem
     return (
         f"{f.kind} at seq {f.seq}: {f.message}\n"
         f"  verified {result.count} events before it; last good seq {result.head_seq} hash {result.head_hash}\n"

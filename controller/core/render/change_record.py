@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.audit.chain import AuditRecord
+from controller.core.audit.vocabulary import Action, AuditPhase
 from controller.core.model.airflow import DagRun, DagVersion, Rerun, RunSummary
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
@@ -228,7 +229,7 @@ def change_record(
 
 def _created(event: AuditRecord) -> bool:
     entry = event.entry
-    return entry.action == "create" and entry.phase == "outcome" and entry.backfill_id is not None
+    return entry.action == Action.CREATE and entry.phase == AuditPhase.OUTCOME and entry.backfill_id is not None
 
 
 def _intervals(runs: RunSummary, created: CreateFacts) -> Intervals:
