@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from alembic.script import ScriptDirectory
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 
 from controller.adapters.store import Store
 from controller.adapters.store.database import KNOWN_REVISIONS, MIGRATIONS, SCHEMA_HEAD, _alembic
@@ -216,7 +216,7 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
-    assert store.migrate() == ("0001", "0006")
+    assert store.migrate() == ("0001", "0007")
     old = store.bindings()["s"]
     assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
         3,
@@ -246,7 +246,7 @@ def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store
     sql(store, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(StoreError) as refused:
         make(store_url)
-    assert "has schema revision 9999, newer than this backfillctl knows (head 0006)" in refused.value.message
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0007)" in refused.value.message
 
 
 def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:
@@ -367,3 +367,18 @@ def test_a_specs_own_dates_and_reruns_round_trip_without_a_migration(
         jan1 + timedelta(days=5),
     ]
     assert store.revision() == SCHEMA_HEAD
+
+
+def test_migration_0007_adds_the_pass_state_tables_and_downgrades_cleanly(
+    make: Callable[..., Store], store_url: str
+) -> None:
+    store = make(store_url)
+    assert store.revision() == "0007"
+    tables = set(inspect(store.engine).get_table_names())
+    assert {"analysis_state", "stops", "spec_index"} <= tables
+    with store.engine.begin() as conn:
+        _alembic(conn, "downgrade", "0006")
+    assert not {"analysis_state", "stops", "spec_index"} & set(inspect(store.engine).get_table_names())
+    with store.engine.begin() as conn:
+        _alembic(conn, "upgrade", "head")
+    assert store.revision() == "0007"

@@ -77,3 +77,41 @@ notifications = Table(  # the outbox (migration 0005): one row per (audit record
     Column("created_at", String(40), nullable=False),
     Column("delivered_at", String(40)),
 )
+
+# migration 0007: what a pass keeps besides bindings
+analysis_state = Table(  # each downstream system's metric analysis, carried from pass to pass (JSON, versioned)
+    "analysis_state",
+    metadata,
+    Column("system", String(100), primary_key=True),
+    Column("state", JSON, nullable=False),
+    Column("updated_at", String(40), nullable=False),
+)
+
+stops = Table(  # emergency stops: `target_kind` spec | downstream; lifted by an owner, an expiry or a resume
+    "stops",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("target_kind", String(20), nullable=False),
+    Column("target", String(250), nullable=False, index=True),
+    Column("reason", Text, nullable=False),
+    Column("actor", String(200), nullable=False),
+    Column("actor_source", String(40), nullable=False),  # cli (the store credentials' word) | workflow (GitHub's)
+    Column("created_at", String(40), nullable=False),
+    Column("expires_at", String(40)),
+    Column("lifted_at", String(40), index=True),
+    Column("lifted_by", String(200)),
+    Column("lift_reason", Text),
+)
+
+spec_index = Table(  # finished spec files by git blob id: an unchanged file is not parsed or validated again
+    "spec_index",
+    metadata,
+    Column("blob_id", String(64), primary_key=True),
+    Column("path", String(500), nullable=False),
+    Column("spec_name", String(100), nullable=False, index=True),
+    Column("dag_id", String(250), nullable=False),
+    Column("spec_digest", String(80), nullable=False),
+    Column("phase", String(32), nullable=False),
+    Column("facts", JSON, nullable=True),
+    Column("indexed_at", String(40), nullable=False),
+)
