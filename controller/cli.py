@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # the heavy modules (httpx, SQLAlchemy, GitPython, rich) load
     from rich.table import Table
 
     from controller.commands.reconcile import PassResult
-    from controller.core.plan.planner import Plan
     from controller.core.plan.provenance import Evidence
+    from controller.core.plan.values import Plan
     from controller.core.render.status import StatusRow
 
 app = typer.Typer(
@@ -384,7 +384,7 @@ def plan(
     """
     from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.session import open_reconciler
-    from controller.core.plan.planner import refusals
+    from controller.core.plan.values import refusals
     from controller.core.render import plan as plan_render
 
     if pr_comment is not None and output is not PlanFormat.markdown:

@@ -17,7 +17,7 @@ from controller.core.audit.chain import AuditEntry, seal
 from controller.core.model.airflow import BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.spec import DesiredState
-from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render import plan as plan_render
 from controller.core.render.status import report_json, report_markdown, status_rows, status_text
 from tests.core.test_plan import JAN1, spec

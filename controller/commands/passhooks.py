@@ -30,7 +30,7 @@ from controller.core.audit.chain import AuditEntry
 from controller.core.audit.notify import outbox_rows
 from controller.core.model.binding import Phase
 from controller.core.plan import stuck
-from controller.core.plan.planner import Item
+from controller.core.plan.values import Item
 from controller.core.render import status, status_page
 from controller.core.render.plan import findings
 from controller.errors import ControllerError

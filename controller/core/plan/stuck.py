@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.core.model.binding import Phase
 from controller.core.model.spec import format_utc
-from controller.core.plan.planner import Item, Plan
+from controller.core.plan.values import Item, Plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
-from controller.core.plan.planner import PLAN_FORMAT_VERSION
+from controller.core.plan.values import PLAN_FORMAT_VERSION
 from controller.core.render.plan import summary_text
 from controller.errors import ConfigError
 

@@ -14,8 +14,9 @@ from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, format_utc
-from controller.core.plan.planner import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
+from controller.core.plan.admission import running_concurrency
 from controller.core.plan.provenance import approved_by
+from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.audit import record_line
 from controller.core.render.layout import Column, hang, left_out_line, table
 from controller.core.rules.chunks import chunk_text
@@ -74,7 +75,7 @@ def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> Statu
     """A plan without dry runs (status) only knows `awaiting dry run`; what reconcile last decided about the same
     spec file, a refusal or a block, is what holds the spec."""
     source = item.source
-    if item.reason != AWAITING_DRY_RUN or binding is None or binding.phase is not Phase.BLOCKED or source is None:
+    if not item.awaiting_dry_run or binding is None or binding.phase is not Phase.BLOCKED or source is None:
         return row
     if binding.spec_digest != source.digest:  # edited since: the next pass decides again
         return row
