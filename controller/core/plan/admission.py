@@ -110,8 +110,8 @@ def admit_creates(items: list[Item], specs: Sequence[BackfillSpec], policy: Poli
 
 
 def _holds_budget(item: Item) -> bool:
-    """An active managed backfill holds its share, paused or not (a guard's pause ends by itself)."""
-    if item.backfill_id is None or item.source is None:
+    """An active backfill of a spec holds its share, paused or not (a guard's pause ends by itself)."""
+    if item.backfill_id is None:
         return False
     return item.kind is Kind.CANCEL or item.phase in (Phase.RUNNING, Phase.PAUSED)
 

@@ -86,7 +86,7 @@ def chunked(ctx: Context, spec: BackfillSpec, binding: Binding, progress: Progre
 
 
 def _chunk_step(ctx: Context, spec: BackfillSpec, binding: Binding, progress: Progress) -> Step:
-    current = ctx.backfill(binding.backfill_id) if binding.backfill_id is not None else None
+    current = ctx.backfill(binding.backfill_id)
     if current is None and binding.backfill_id is not None:
         return bound(ctx, spec, binding)  # its backfill is gone: blocked, as for any spec
     runs = _chunk_runs(ctx, progress, current.id) if current is not None else RunSummary({})
@@ -277,23 +277,12 @@ def adopt_chunks(ctx: Context, spec: BackfillSpec, found: Sequence[Backfill]) ->
     """A chunked spec's chunks found in Airflow (its store was lost): its progress rebuilt from them, in
     order, each finished one with its final runs; the next pass goes on from there (halt, next chunk)."""
     chunks = []
-    for backfill in found:
-        runs = ctx.runs(backfill.id)
-        owned = ctx.obs.owned.get(backfill.id)
-        done = not backfill.active and not runs.unfinished
+    for b in found:
+        runs, owned = ctx.runs(b.id), ctx.obs.owned.get(b.id)
         count = runs.total if owned is None else sum(r.count for r in owned.dates)
+        summary = None if b.active or runs.unfinished else runs  # a finished chunk keeps its final runs
         dates = None if owned is None else owned.dates
-        chunks.append(
-            Chunk(
-                backfill.id,
-                backfill.from_date,
-                backfill.to_date,
-                count,
-                backfill.max_active_runs,
-                runs if done else None,
-                dates,
-            )
-        )
+        chunks.append(Chunk(b.id, b.from_date, b.to_date, count, b.max_active_runs, summary, dates))
     progress = Progress(None, tuple(chunks), promoted=len(chunks) > 1)
     last = found[-1]
     phase = Phase.PAUSED if last.active and last.is_paused else Phase.RUNNING

@@ -58,7 +58,7 @@ class Observed:
 
 def bound(ctx: Context, spec: BackfillSpec, binding: Binding) -> Step:
     """A spec bound to a backfill: gone from Airflow (blocked), finished (its outcome), or steered."""
-    backfill = ctx.backfill(binding.backfill_id or 0)
+    backfill = ctx.backfill(binding.backfill_id)
     if backfill is None:
         why = f"backfill #{binding.backfill_id} is no longer in Airflow"
         gone = Item(
@@ -121,7 +121,7 @@ def _completed_early(ctx: Context, seen: Observed) -> Finding:
     return Finding(FindingKind.COMPLETED_EARLY, ctx.dag_id, message, seen.spec.name, seen.backfill.id)
 
 
-def steer(ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: str = "") -> Step:
+def steer(ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: str) -> Step:
     """An active backfill to the spec's state: cancel, pause, the guards' pause and resume, unpause, or drift.
     `guarded` is the guard whose pause holds it now ("" when no guard paused it)."""
     seen = Observed(spec, backfill, ctx.runs(backfill.id))

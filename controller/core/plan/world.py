@@ -85,7 +85,8 @@ class Context:
     def dag_id(self) -> str:
         return self.obs.dag_id
 
-    def backfill(self, backfill_id: int) -> Backfill | None:
+    def backfill(self, backfill_id: int | None) -> Backfill | None:
+        """The backfill as listed (None: not listed, or no id)."""
         return next((b for b in self.obs.backfills if b.id == backfill_id), None)
 
     def runs(self, backfill_id: int) -> RunSummary:
