@@ -17,7 +17,7 @@ from controller.adapters.store import Store
 from controller.core.audit.vocabulary import ACTIONS, OUTCOMES, PHASE_EVENTS, Action, AuditPhase, Outcome, event_of
 from controller.core.model.binding import Phase
 from controller.core.model.notify_policy import EVENTS, Event
-from controller.core.plan.planner import FindingKind
+from controller.core.plan.values import FindingKind
 
 SOURCE = Path(__file__).resolve().parents[1] / "controller"
 
@@ -88,7 +88,7 @@ BEFORE_HEAD = "666038c6b92bf13d0739c2650fe0376ec56e273605a3e7a4824fe9eaab0534d9"
 def test_a_store_written_before_the_vocabulary_verifies_and_each_of_its_words_has_a_decision(tmp_path: Path) -> None:
     copy = tmp_path / "state.db"
     shutil.copy(BEFORE, copy)
-    with Store(f"sqlite:///{copy}", read_only=True) as store:
+    with Store(f"sqlite:///{copy}") as store:  # migrated to this version's schema head first
         result = store.verify(BEFORE_HEAD)
         events = store.events()
     assert (result.ok, result.count, result.head_hash) == (True, 24, BEFORE_HEAD)

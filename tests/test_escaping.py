@@ -34,7 +34,7 @@ from controller.core.documents.escaping import json_text, md_code, md_fence, md_
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render import heatmap
 from controller.core.render import plan as plan_render
 from controller.core.render.audit import record_line

@@ -12,8 +12,8 @@ import pytest
 
 from controller.adapters.gitsource import GitSource
 from controller.commands.pr_comment import read_changed
-from controller.core.plan.planner import Plan
 from controller.core.plan.provenance import SpecOrigin
+from controller.core.plan.values import Plan
 from controller.core.render.pr_comment import pr_comment
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench

@@ -25,7 +25,7 @@ from controller.cli import main
 from controller.commands.reconcile import PassResult
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
-from controller.core.plan.planner import Plan
+from controller.core.plan.values import Plan
 from controller.core.render.change_record import ChunkRow
 from controller.core.render.report_html import chunks_html
 from controller.core.render.status import status_rows

@@ -17,7 +17,9 @@ from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.capabilities import newest
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
-from controller.core.plan.planner import DagObservation, DryRun, Kind, World, make_plan
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Kind
+from controller.core.plan.world import DagObservation, DryRun, World
 from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_markdown, plan_text
 from controller.core.render.report_markdown import report_markdown
@@ -299,7 +301,11 @@ def dry(*days: int) -> DryRun:
 def test_plan_shows_partition_keys_and_queues_the_reprocess_behind() -> None:
     specs = [spec("parts"), spec("retry", reprocess="failed")]
     world = World(
-        {"demo_partitioned": DagObservation("demo_partitioned", partitioned())}, {}, {"parts": dry(1, 2, 3, 4)}, {}, NOW
+        {"demo_partitioned": DagObservation("demo_partitioned", partitioned())},
+        {},
+        {"parts": dry(1, 2, 3, 4)},
+        {},
+        now=NOW,
     )
     plan = make_plan(specs, Policy(), world)
     assert [(i.spec, i.kind, i.runs_to_create, i.runs_in_range) for i in plan.items] == [
@@ -317,7 +323,7 @@ def test_plan_shows_partition_keys_and_queues_the_reprocess_behind() -> None:
 
 def test_plan_refuses_a_future_partition_range_before_any_dry_run() -> None:
     future = spec("future", to_date="2026-12-05T00:00:00Z")
-    world = World({"demo_partitioned": DagObservation("demo_partitioned", partitioned())}, {}, {}, {}, NOW)
+    world = World({"demo_partitioned": DagObservation("demo_partitioned", partitioned())}, {}, {}, {}, now=NOW)
     (item,) = make_plan([future], Policy(), world).items
     assert (item.kind, item.phase.value, item.error) == (Kind.BLOCKED, "Blocked", True)
     assert item.reason == (
@@ -337,7 +343,7 @@ def test_finished_partitioned_backfill_names_the_failed_partitions() -> None:
         {"parts": Binding("parts", "demo_partitioned", 3, Phase.RUNNING)},
         {},
         {},
-        NOW,
+        now=NOW,
     )
     (item,) = make_plan([spec("parts")], Policy(), world).items
     assert (item.phase.value, item.reason) == (
@@ -470,7 +476,11 @@ def test_failed_partitions_text_names_ten_keys_then_counts() -> None:
 def test_a_future_partition_range_queued_behind_another_spec_is_refused_at_once() -> None:
     specs = [spec("parts"), spec("later", to_date="2026-12-05T00:00:00Z")]
     world = World(
-        {"demo_partitioned": DagObservation("demo_partitioned", partitioned())}, {}, {"parts": dry(1, 2, 3, 4)}, {}, NOW
+        {"demo_partitioned": DagObservation("demo_partitioned", partitioned())},
+        {},
+        {"parts": dry(1, 2, 3, 4)},
+        {},
+        now=NOW,
     )
     plan = make_plan(specs, Policy(), world)
     assert [(i.spec, i.kind, i.error) for i in plan.items] == [

@@ -13,10 +13,13 @@ from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.planner import DagObservation, DryRun, Kind, Plan, World, make_plan
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Kind, Plan
+from controller.core.plan.world import DagObservation, DryRun, World
 
 DAGS = ("d1", "d2", "d3")
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+NOW = T0 + timedelta(days=30)  # after every dry run's dates
 
 
 @st.composite
@@ -135,7 +138,7 @@ def worlds(draw: st.DrawFn, desired: list[BackfillSpec]) -> World:
         candidates = [b for b in backfills if b.dag_id == spec.dag_id and b.id not in taken]
         if how == "bound" and candidates:
             chosen = draw(st.sampled_from([b for b in candidates if b.active] or candidates))
-            applied = draw(st.sampled_from(["active", "paused", "cancelled"]))
+            applied = draw(st.sampled_from(list(DesiredState)))
             bindings[spec.name] = Binding(spec.name, spec.dag_id, chosen.id, Phase.RUNNING, applied)
         elif how == "gone":
             bindings[spec.name] = Binding(spec.name, spec.dag_id, 900 + len(bindings), Phase.RUNNING)
@@ -167,7 +170,7 @@ def worlds(draw: st.DrawFn, desired: list[BackfillSpec]) -> World:
         elif outcome == "error":
             dry[spec.name] = DryRun(error="depends_on_past DAGs cannot run backwards")
     intents = {s.name: T0 for s in desired if s.name not in bindings and draw(st.integers(0, 4)) == 0}
-    return World(observations, bindings, dry, intents)
+    return World(observations, bindings, dry, intents, now=NOW)
 
 
 POLICIES = (
@@ -195,6 +198,7 @@ def test_plan_is_deterministic_and_order_insensitive(case: Case) -> None:
         dict(reversed(list(world.bindings.items()))),
         world.dry_runs,
         world.intents,
+        now=world.now,
     )
     assert make_plan(desired, policy, shuffled).checksum() == first.checksum()
 
@@ -254,11 +258,15 @@ def apply(plan: Plan, desired: list[BackfillSpec], world: World) -> World:
                 return replace(b, is_paused=kind is not Kind.UNPAUSE, completed_at=T0 if kind is Kind.CANCEL else None)
 
             observations[spec.dag_id] = replace(obs, backfills=tuple(change(b) for b in obs.backfills))
-            applied = {Kind.PAUSE: "paused", Kind.UNPAUSE: "active", Kind.CANCEL: "cancelled"}[item.kind]
+            applied = {
+                Kind.PAUSE: DesiredState.PAUSED,
+                Kind.UNPAUSE: DesiredState.ACTIVE,
+                Kind.CANCEL: DesiredState.CANCELLED,
+            }[item.kind]
             bindings[spec.name] = Binding(spec.name, spec.dag_id, item.backfill_id, item.phase, applied)
         elif item.kind is Kind.ADOPT or item.phase.terminal:
             bindings[spec.name] = Binding(spec.name, spec.dag_id, item.backfill_id, item.phase)
-    return World(observations, bindings, world.dry_runs, {})
+    return World(observations, bindings, world.dry_runs, {}, now=NOW)
 
 
 @settings(max_examples=150, deadline=None)

@@ -12,7 +12,7 @@ import pytest
 from controller.cli import main
 from controller.core.model.binding import Phase
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
 from tests.core.test_plan import spec
 

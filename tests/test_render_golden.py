@@ -17,7 +17,7 @@ from controller.core.audit.chain import AuditEntry, seal
 from controller.core.model.airflow import BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.spec import DesiredState
-from controller.core.plan.planner import Finding, FindingKind, Item, Kind, Plan
+from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render import plan as plan_render
 from controller.core.render.change_record import change_record
 from controller.core.render.report_markdown import report_markdown

@@ -19,8 +19,8 @@ from controller.errors import ExitCode
 
 if TYPE_CHECKING:
     from controller.commands.reconcile import PassResult
-    from controller.core.plan.planner import Plan
     from controller.core.plan.provenance import Evidence
+    from controller.core.plan.values import Plan
 
 
 class PlanFormat(StrEnum):
@@ -56,7 +56,7 @@ def plan(
     from controller.commands import pr_comment as pr_comment_cmd
     from controller.commands.lookahead import look_ahead
     from controller.commands.session import open_reconciler
-    from controller.core.plan.planner import refusals
+    from controller.core.plan.values import refusals
     from controller.core.render import plan as plan_render
 
     if pr_comment is not None and output is not PlanFormat.markdown:

@@ -23,8 +23,11 @@ from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
-from controller.core.plan.planner import HALT, Item, Kind, World, matches_request
+from controller.core.plan.chunked import HALT
+from controller.core.plan.matching import matches_request
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, approved_by
+from controller.core.plan.values import Item, Kind
+from controller.core.plan.world import World
 from controller.core.rules.chunks import chunk_text
 from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAmbiguous, AirflowConflict, AirflowError

@@ -17,7 +17,9 @@ from controller.commands.observe import Observer
 from controller.core.model.binding import Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import Item, Kind, Plan, World, run_limit
+from controller.core.plan.admission import run_limit
+from controller.core.plan.values import Item, Kind, Plan
+from controller.core.plan.world import World
 
 AHEAD = "the specs ahead may change the count by then"
 

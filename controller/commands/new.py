@@ -15,7 +15,7 @@ from controller.commands.settings import Settings
 from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
 from controller.core.checks.validation import ValidationResult
 from controller.core.model.spec import ReprocessBehavior
-from controller.core.plan.planner import DagObservation
+from controller.core.plan.world import DagObservation
 from controller.core.render.scaffold import DryRunCount, NewSpec
 from controller.core.rules.follow_up import retry_of
 from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs, UsageError

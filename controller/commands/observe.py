@@ -19,19 +19,10 @@ from controller.core.model.binding import Binding, CreateFacts
 from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
 from controller.core.plan.ownership import Owned, own_runs
-from controller.core.plan.planner import (
-    DagObservation,
-    DryRun,
-    World,
-    chunk_of,
-    closest_ids,
-    dry_runs_needed,
-    matches,
-    matches_request,
-    pending_request,
-    run_label,
-)
+from controller.core.plan.queue import dry_runs_needed
+from controller.core.plan.world import DagObservation, DryRun, World, closest_ids, run_label
 from controller.core.rules.chunks import next_size, remaining, take
 from controller.core.rules.schedules import partition_range, runs_of, runs_within
 from controller.errors import AirflowError, AirflowNotFound

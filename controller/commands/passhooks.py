@@ -28,7 +28,7 @@ from controller.core.audit.vocabulary import Outcome
 from controller.core.model.binding import Phase
 from controller.core.model.guards import SchedulerHealth
 from controller.core.plan import stuck
-from controller.core.plan.planner import Item
+from controller.core.plan.values import Item
 from controller.core.render import status, status_page
 from controller.core.render.plan import findings
 from controller.errors import ControllerError

@@ -9,7 +9,7 @@ from pathlib import Path
 from controller.adapters import files
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import Plan
+from controller.core.plan.values import Plan
 from controller.core.render.pr_comment import SpecNote, changed_specs, pr_comment
 from controller.errors import ConfigError
 

@@ -1,7 +1,7 @@
 """One reconcile pass, in four steps with typed hand-offs: observe → plan → apply → record.
 
 `Reconciler.run_once` loads the specs (git order, provenance), observes Airflow into a `World`
-(`commands/observe.py`), plans once (`core/plan/planner.py`), applies the changes with intent/outcome audit and
+(`commands/observe.py`), plans once (`core/plan/queue.py`), applies the changes with intent/outcome audit and
 crash recovery (`commands/apply.py`), and records phases, findings and the pass (`commands/record.py`).
 """
 
@@ -30,19 +30,10 @@ from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import (
-    INCOMPLETE,
-    UNOBSERVED,
-    Item,
-    Kind,
-    Plan,
-    World,
-    iter_changes,
-    make_plan,
-    refusals,
-    stuck,
-)
 from controller.core.plan.provenance import Evidence, Gate, SpecOrigin, gate_plan
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, iter_changes, refusals, stuck
+from controller.core.plan.world import World
 from controller.core.render.plan import findings
 from controller.errors import InvalidSpecs, StalePlan
 
@@ -294,9 +285,5 @@ def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Backfill | None]]
 
 def plan_errors(plan: Plan) -> list[str]:
     """One line per error: each spec's own, and each unobserved cause once (not once per spec or DAG)."""
-    own = [
-        f"{i.spec}: {i.reason}"
-        for i in plan.items
-        if i.error and i.kind is not Kind.REFUSE and not i.reason.startswith(UNOBSERVED)
-    ]
+    own = [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE and not i.unobserved]
     return own + [message for kind, message in findings(plan) if kind == INCOMPLETE]

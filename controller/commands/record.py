@@ -22,8 +22,8 @@ from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, DesiredState
-from controller.core.plan.planner import UNOBSERVED, Item, Kind, Plan
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, SpecOrigin
+from controller.core.plan.values import Item, Kind, Plan
 
 LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
 
@@ -212,7 +212,7 @@ class Recorder:
         """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
         for item in plan.items:
             spec = specs.get(item.spec)
-            if spec is None or item.spec in skip or item.kind.mutating or item.reason.startswith(UNOBSERVED):
+            if spec is None or item.spec in skip or item.kind.mutating or item.unobserved:
                 continue  # a planned phase, or nothing observed at all: never recorded as what was seen
             before = self.bindings.get(item.spec)
             refused = item.kind is Kind.REFUSE

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.commands.reconcile import PassResult
-from controller.commands.session import Stop, open_reconciler
+from controller.commands.session import Shutdown, open_reconciler
 from controller.commands.settings import Settings
 from controller.core.plan.provenance import Evidence
 
@@ -49,10 +49,10 @@ def reconcile_loop(
     settings: Settings,
     options: LoopOptions,
     on_pass: Callable[[PassResult], None],
-    stop: Stop | None = None,
+    stop: Shutdown | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> LoopEnd:
-    stop = stop or Stop()
+    stop = stop or Shutdown()
     if options.repeat is not Repeat.ONCE:
         stop.install()
     deadline = None if options.timeout is None else clock() + options.timeout
@@ -84,7 +84,7 @@ def reconcile_loop(
                 return LoopEnd(result)
 
 
-def _finished(result: PassResult, options: LoopOptions, stop: Stop) -> bool:
+def _finished(result: PassResult, options: LoopOptions, stop: Shutdown) -> bool:
     if options.dry_run or stop.requested or options.repeat is Repeat.ONCE:
         return True
     return options.repeat is Repeat.UNTIL_COMPLETE and result.settled

@@ -161,7 +161,7 @@ def _acquire(  # noqa: PLR0917
         return mine
 
 
-class Stop:
+class Shutdown:
     """SIGTERM/SIGINT set a flag; the current action finishes, then the loop ends."""
 
     def __init__(self) -> None:

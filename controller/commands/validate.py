@@ -126,7 +126,7 @@ def _similar_ids(missing: Sequence[str], listing: Callable[[], set[str]] | None)
     is missing); a listing that fails suggests nothing (the missing DAG is still an error)."""
     if not missing or listing is None:
         return {}
-    from controller.core.plan.planner import closest_ids  # noqa: PLC0415
+    from controller.core.plan.world import closest_ids  # noqa: PLC0415
 
     try:
         known = listing()

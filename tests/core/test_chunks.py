@@ -1,4 +1,4 @@
-"""Chunked execution's pure core (issue 13), function by function with exact values."""
+"""Chunked execution's pure core (chunk sizes, slices, the canary, the halt), function by function with exact values."""
 
 from __future__ import annotations
 

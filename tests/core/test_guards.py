@@ -11,6 +11,7 @@ from controller.core.rules.guards import (
     BudgetLoad,
     Claim,
     Stop,
+    StopKind,
     active_freeze,
     admit,
     guard_stop,
@@ -71,7 +72,7 @@ WINDOW_CASES = [
 def test_windows(windows: list[Window], now: str, is_open: bool, detail: str | None) -> None:
     assert in_windows(windows, at(now)) is is_open
     stop = guard_stop(windows, [], at(now))
-    assert stop == (None if is_open else Stop("window", detail or ""))
+    assert stop == (None if is_open else Stop(StopKind.WINDOW, detail or ""))
 
 
 def test_next_opening_is_the_earliest_instant_of_all_windows() -> None:
@@ -87,7 +88,9 @@ def test_no_windows_means_always() -> None:
 def test_freeze_overrides_an_open_window_and_ends_exclusively() -> None:
     inside = at("2026-12-29T21:00+01:00")  # a Tuesday night: the window is open
     assert in_windows([WEEKNIGHTS], inside)
-    assert guard_stop([WEEKNIGHTS], [YEAR_END], inside) == Stop("freeze 'year-end close'", "until 2027-01-04T00:00:00Z")
+    assert guard_stop([WEEKNIGHTS], [YEAR_END], inside) == Stop(
+        StopKind.FREEZE, "until 2027-01-04T00:00:00Z", "year-end close"
+    )
     assert guard_stop([], [YEAR_END], datetime(2026, 12, 28, tzinfo=UTC)) is not None  # from is inclusive
     assert guard_stop([], [YEAR_END], datetime(2027, 1, 4, tzinfo=UTC)) is None  # to is exclusive
     assert guard_stop([], [YEAR_END], inside).paused == "paused by freeze 'year-end close' until 2027-01-04T00:00:00Z"  # type: ignore[union-attr]
@@ -102,7 +105,7 @@ def test_overlapping_freezes_report_the_one_that_ends_last() -> None:
 def test_freeze_then_scheduler_then_window() -> None:
     closed = at("2026-12-01T13:00+01:00")
     assert guard_stop([WEEKNIGHTS], [], closed, "scheduler status 'unhealthy'") == Stop(
-        "scheduler guard", "(scheduler status 'unhealthy')"
+        StopKind.SCHEDULER, "(scheduler status 'unhealthy')"
     )
     stop = guard_stop([WEEKNIGHTS], [], closed)
     assert stop is not None
@@ -184,7 +187,7 @@ def test_a_weekly_window_whose_opening_passed_today_opens_next_week() -> None:
     tuesdays = Window(("tue",), "09:00", "10:00", "UTC")
     now = at("2026-12-01T11:00+00:00")  # a Tuesday, after today's opening
     assert next_opening([tuesdays], now) == (at("2026-12-08T09:00+00:00"), tuesdays)
-    assert guard_stop([tuesdays], [], now) == Stop("window", "until Tue 09:00 UTC")
+    assert guard_stop([tuesdays], [], now) == Stop(StopKind.WINDOW, "until Tue 09:00 UTC")
 
 
 def test_a_window_that_ends_where_it_starts_lasts_a_day() -> None:
@@ -195,7 +198,7 @@ def test_a_window_that_ends_where_it_starts_lasts_a_day() -> None:
 
 def test_a_window_without_days_never_opens() -> None:
     never = Window((), "00:00", "24:00", "UTC")
-    assert guard_stop([never], [], NOW) == Stop("window", "(no window opens within a week)")
+    assert guard_stop([never], [], NOW) == Stop(StopKind.WINDOW, "(no window opens within a week)")
 
 
 def test_a_heartbeat_exactly_at_the_limit_is_healthy() -> None:

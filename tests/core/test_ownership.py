@@ -9,9 +9,12 @@ from controller.core.model.airflow import Backfill, DagRun, Rerun, RunSummary
 from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.ranges import DateRange, compact, expand, ranges_from_json, ranges_json
+from controller.core.model.spec import DesiredState
+from controller.core.plan.outcome import terminal_phase, unknown_text
 from controller.core.plan.ownership import BY_HAND, CREATE_SPAN, GAP, own_runs, rerun_by, run_date, window_end
-from controller.core.plan.planner import DagObservation, World, make_plan, terminal_phase, unknown_text
-from tests.core.test_plan import OK, bound, spec
+from controller.core.plan.queue import make_plan
+from controller.core.plan.world import DagObservation, World
+from tests.core.test_plan import NOW, OK, bound, spec
 
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -180,10 +183,10 @@ def test_the_last_rerun_of_a_date_says_its_state_now_and_a_partition_keeps_its_o
 def test_an_unknown_outcome_is_never_success() -> None:
     b = made(1, T, done=T + DAY)
     lost = RunSummary({"success": 2}, reruns=(Rerun(day(3), "spec c (#3)", "success"),))
-    assert terminal_phase(b, lost, "") is Phase.COMPLETED_WITH_FAILURES
+    assert terminal_phase(b, lost, None) is Phase.COMPLETED_WITH_FAILURES
     known = RunSummary({"success": 2}, reruns=(Rerun(day(3), "hand", "success", "success"),))
-    assert terminal_phase(b, known, "") is Phase.SUCCEEDED
-    assert terminal_phase(b, lost, "cancelled") is Phase.CANCELLED
+    assert terminal_phase(b, known, None) is Phase.SUCCEEDED
+    assert terminal_phase(b, lost, DesiredState.CANCELLED) is Phase.CANCELLED
     assert unknown_text(known) == ""
     assert unknown_text(lost) == (
         "; outcome unknown for 1 date(s) re-run before backfillctl recorded them: "
@@ -198,7 +201,7 @@ def test_a_finished_backfill_whose_dates_were_all_rerun_is_not_an_empty_orphan()
     b = made(1, T, done=T + DAY)
     lost = RunSummary({}, reruns=(Rerun(day(0), "spec c (#3)", "success"),))
     binding = replace(bound("s", 1), created=CreateFacts(1, 7, dates=compact([day(0)])))
-    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (b,), {1: lost})}, {"s": binding}))
+    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (b,), {1: lost})}, {"s": binding}, now=NOW))
     assert [(i.phase, i.reason) for i in plan.items] == [
         (
             Phase.COMPLETED_WITH_FAILURES,
@@ -213,17 +216,17 @@ def test_a_deleted_specs_finished_backfill_is_settled_and_not_shown() -> None:
     b = made(1, T, done=T + DAY)
     done = RunSummary({"success": 1, "failed": 1}, (day(1),))
     obs = {"d": DagObservation("d", OK, (b,), {1: done})}
-    plan = make_plan([], Policy(), World(obs, {"gone": bound("gone", 1)}))
+    plan = make_plan([], Policy(), World(obs, {"gone": bound("gone", 1)}, now=NOW))
     assert (plan.items, plan.findings) == ((), ())
     assert [(i.spec, i.phase, i.reason, i.backfill_id, i.runs) for i in plan.settled] == [
         ("gone", Phase.COMPLETED_WITH_FAILURES, "failed: 2025-01-02", 1, done)
     ]
     running = {"d": DagObservation("d", OK, (b,), {1: RunSummary({"running": 1})})}
-    assert make_plan([], Policy(), World(running, {"gone": bound("gone", 1)})).settled == ()
+    assert make_plan([], Policy(), World(running, {"gone": bound("gone", 1)}, now=NOW)).settled == ()
     unread = {"d": DagObservation("d", OK, (b,), {})}
-    assert make_plan([], Policy(), World(unread, {"gone": bound("gone", 1)})).settled == ()
+    assert make_plan([], Policy(), World(unread, {"gone": bound("gone", 1)}, now=NOW)).settled == ()
     active = {"d": DagObservation("d", OK, (replace(b, completed_at=None),), {1: done})}
-    orphaned = make_plan([], Policy(), World(active, {"gone": bound("gone", 1)}))
+    orphaned = make_plan([], Policy(), World(active, {"gone": bound("gone", 1)}, now=NOW))
     assert (orphaned.settled, [i.phase for i in orphaned.items]) == ((), [Phase.ORPHANED])
     recorded = {"gone": bound("gone", 1, phase=Phase.SUCCEEDED)}
-    assert make_plan([], Policy(), World(obs, recorded)).settled == ()
+    assert make_plan([], Policy(), World(obs, recorded, now=NOW)).settled == ()

@@ -14,25 +14,14 @@ from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.planner import (
-    DagObservation,
-    DryRun,
-    Finding,
-    Item,
-    Kind,
-    Plan,
-    World,
-    adoptable,
-    dry_runs_needed,
-    iter_changes,
-    make_plan,
-    matches,
-    stuck,
-    summary_counts,
-    terminal_phase,
-)
+from controller.core.plan.matching import adoptable, matches
+from controller.core.plan.outcome import terminal_phase
+from controller.core.plan.queue import dry_runs_needed, make_plan
+from controller.core.plan.values import Finding, Item, Kind, Plan, iter_changes, stuck, summary_counts
+from controller.core.plan.world import DagObservation, DryRun, World
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+NOW = T0 + timedelta(days=1)  # every World says when it is: after every date the specs here name
 JAN1 = datetime(2025, 1, 1, tzinfo=UTC)
 OK = DagInfo("d", False, False, False, True, False)
 
@@ -83,7 +72,7 @@ def world(
     dag: str = "d",
 ) -> World:
     obs = DagObservation(dag, info, backfills, runs or {})
-    return World({dag: obs}, bindings or {}, dry or {}, intents or {})
+    return World({dag: obs}, bindings or {}, dry or {}, intents or {}, now=NOW)
 
 
 def dates(n: int) -> DryRun:
@@ -233,7 +222,7 @@ def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(
 ) -> None:
     why = f"observation incomplete: {cause}"
     done = Binding("done", "d", 4, Phase.SUCCEEDED, reason="3 run(s) succeeded", runs=RunSummary({"success": 3}))
-    w = World({"d": obs} if obs else {}, {"done": done}, {}, {})
+    w = World({"d": obs} if obs else {}, {"done": done}, {}, {}, now=NOW)
     plan = make_plan([spec("done"), spec("live")], Policy(), w)
     assert decided(plan) == [
         ("done", "noop", "Succeeded", "3 run(s) succeeded", 4),
@@ -249,7 +238,7 @@ def test_incomplete_observation_blocks_live_specs_and_keeps_finished_ones(
 
 def test_only_finished_specs_need_no_observation() -> None:
     done = Binding("done", "d", 4, Phase.CANCELLED)
-    plan = make_plan([spec("done")], Policy(), World({}, {"done": done}, {}, {}))
+    plan = make_plan([spec("done")], Policy(), World({}, {"done": done}, {}, {}, now=NOW))
     assert decided(plan) == [("done", "noop", "Cancelled", "finished", 4)]
     assert plan.findings == ()
 
@@ -319,7 +308,7 @@ def test_specs_on_other_dags_do_not_queue_and_items_sort_by_dag() -> None:
         "zeta": DagObservation("zeta", replace(OK, dag_id="zeta")),
         "alpha": DagObservation("alpha", replace(OK, dag_id="alpha")),
     }
-    plan = make_plan([x, y], Policy(), World(obs, {}, {"x": dates(1), "y": dates(1)}, {}))
+    plan = make_plan([x, y], Policy(), World(obs, {}, {"x": dates(1), "y": dates(1)}, {}, now=NOW))
     assert [(i.spec, i.kind.value) for i in plan.items] == [("y", "create"), ("x", "create")]
 
 
@@ -558,7 +547,7 @@ def test_all_runs_finished_but_not_yet_completed_says_so() -> None:
             "CompletedWithFailures",
             "failed: 2025-01-01",
         ),
-        (  # a large backfill lists its first failures (issue 12) and counts the rest
+        (  # a large backfill lists its first failures and counts the rest
             RunSummary({"success": 1, "failed": 9}, failed_dates=(JAN1, JAN1 + timedelta(days=1)), never_started=3),
             "active",
             False,
@@ -581,11 +570,16 @@ def test_a_finished_backfill_takes_its_phase_from_the_runs(
 
 def test_terminal_phase() -> None:
     b = backfill(1)
-    assert terminal_phase(b, RunSummary({"success": 1}), "cancelled") is Phase.CANCELLED
-    assert terminal_phase(replace(b, is_paused=True), RunSummary({"failed": 1}, never_started=1), "") is Phase.CANCELLED
-    assert terminal_phase(replace(b, is_paused=True), RunSummary({"success": 1}), "") is Phase.SUCCEEDED
-    assert terminal_phase(b, RunSummary({"failed": 1}, never_started=1), "active") is Phase.COMPLETED_WITH_FAILURES
-    assert terminal_phase(b, RunSummary({"failed": 1}), "paused") is Phase.COMPLETED_WITH_FAILURES
+    assert terminal_phase(b, RunSummary({"success": 1}), DesiredState.CANCELLED) is Phase.CANCELLED
+    assert (
+        terminal_phase(replace(b, is_paused=True), RunSummary({"failed": 1}, never_started=1), None) is Phase.CANCELLED
+    )
+    assert terminal_phase(replace(b, is_paused=True), RunSummary({"success": 1}), None) is Phase.SUCCEEDED
+    assert (
+        terminal_phase(b, RunSummary({"failed": 1}, never_started=1), DesiredState.ACTIVE)
+        is Phase.COMPLETED_WITH_FAILURES
+    )
+    assert terminal_phase(b, RunSummary({"failed": 1}), DesiredState.PAUSED) is Phase.COMPLETED_WITH_FAILURES
 
 
 def test_a_recorded_terminal_phase_is_kept_without_looking_at_airflow() -> None:
@@ -638,7 +632,7 @@ def test_deleted_specs_that_are_not_orphans(case: str) -> None:
         "finished backfill": world(backfill(6, gone, active=False), bindings={"gone": bound("gone", 6)}),
         "terminal binding": world(backfill(6, gone), bindings={"gone": bound("gone", 6, phase=Phase.CANCELLED)}),
         "backfill gone": world(bindings={"gone": bound("gone", 6)}),
-        "dag not observed": World({}, {"gone": bound("gone", 6)}, {}, {}),
+        "dag not observed": World({}, {"gone": bound("gone", 6)}, {}, {}, now=NOW),
     }[case]
     plan = make_plan([], Policy(), w)
     assert (plan.items, [f for f in plan.findings if f.kind == "orphaned"]) == ((), [])
@@ -650,7 +644,13 @@ def test_findings_are_sorted_by_dag_kind_spec_and_backfill() -> None:
         "a-dag": DagObservation("a-dag", replace(OK, dag_id="a-dag", is_paused=True), (backfill(2, b, paused=True),)),
         "b-dag": DagObservation("b-dag", replace(OK, dag_id="b-dag"), (backfill(1, a, paused=True),)),
     }
-    w = World(obs, {"a": Binding("a", "b-dag", 1, Phase.RUNNING), "b": Binding("b", "a-dag", 2, Phase.RUNNING)}, {}, {})
+    w = World(
+        obs,
+        {"a": Binding("a", "b-dag", 1, Phase.RUNNING), "b": Binding("b", "a-dag", 2, Phase.RUNNING)},
+        {},
+        {},
+        now=NOW,
+    )
     plan = make_plan([a, b], Policy(), w)
     assert [(f.dag_id, f.kind) for f in plan.findings] == [
         ("a-dag", "dag-paused"),
@@ -668,7 +668,7 @@ def test_summary_counts_changes_and_order_of_changes() -> None:
         "d": DagObservation("d", OK),
         "e": DagObservation("e", replace(OK, dag_id="e"), (backfill(3, p),)),
     }
-    w = World(obs, {"p": Binding("p", "e", 3, Phase.RUNNING)}, {"a": dates(7)}, {})
+    w = World(obs, {"p": Binding("p", "e", 3, Phase.RUNNING)}, {"a": dates(7)}, {}, now=NOW)
     plan = make_plan([a, p, spec("q", from_date=T0)], Policy(), w)
     assert [(i.spec, i.kind.value) for i in plan.items] == [("a", "create"), ("q", "wait"), ("p", "pause")]
     assert [i.spec for i in iter_changes(plan)] == ["p", "a"]
@@ -737,7 +737,7 @@ def test_every_orphan_is_found_not_only_those_before_a_live_spec() -> None:
         "d": DagObservation("d", OK, (backfill(1, live),)),
         "e": DagObservation("e", replace(OK, dag_id="e"), (backfill(2, gone),)),
     }
-    w = World(obs, {"a-live": bound("a-live", 1), "z-gone": Binding("z-gone", "e", 2, Phase.RUNNING)}, {}, {})
+    w = World(obs, {"a-live": bound("a-live", 1), "z-gone": Binding("z-gone", "e", 2, Phase.RUNNING)}, {}, {}, now=NOW)
     plan = make_plan([live], Policy(), w)
     assert [(i.spec, i.phase.value) for i in plan.items] == [("a-live", "Running"), ("z-gone", "Orphaned")]
 
@@ -763,7 +763,7 @@ def test_summary_counts_every_kind() -> None:
         "e": DagObservation("e", replace(OK, dag_id="e"), (backfill(2, c),)),
     }
     bindings = {"u": bound("u", 1, "paused"), "c": Binding("c", "e", 2, Phase.RUNNING)}
-    plan = make_plan([u, c], Policy(), World(obs, bindings, {}, {}))
+    plan = make_plan([u, c], Policy(), World(obs, bindings, {}, {}, now=NOW))
     assert [(i.spec, i.kind.value) for i in plan.items] == [("u", "unpause"), ("c", "cancel")]
     counts = summary_counts(plan)
     assert (counts["unpause"], counts["cancel"], counts["pause"], counts["create"]) == (1, 1, 0, 0)

@@ -1,6 +1,6 @@
-"""A chunked spec in the planner (issue 13), state by state: the first chunk, the active chunk and its halt, the
-wait between chunks (dry run, canary, halt, pause, cancel), the next chunk, the outcome, a pending chunk found or
-planned again, the queue behind a chunked spec, and budgets."""
+"""A chunked spec (consecutive backfills of at most `chunk_runs` runs) in the planner, state by state: the first
+chunk, the active chunk and its halt, the wait between chunks (dry run, canary, halt, pause, cancel), the next chunk,
+the outcome, a pending chunk found or planned again, the queue behind a chunked spec, and budgets."""
 
 from __future__ import annotations
 
@@ -16,22 +16,13 @@ from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, Execution
-from controller.core.plan.planner import (
-    HALT,
-    DagObservation,
-    DryRun,
-    Item,
-    Kind,
-    Plan,
-    World,
-    adoptable_chunks,
-    chunk_of,
-    make_plan,
-    matches_request,
-    pending_request,
-)
+from controller.core.plan.chunked import HALT
+from controller.core.plan.matching import adoptable_chunks, chunk_of, matches_request, pending_request
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Item, Kind, Plan
+from controller.core.plan.world import DagObservation, DryRun, World
 from controller.core.rules.chunks import Chunking, slice_of
-from tests.core.test_plan import JAN1, OK, T0, spec
+from tests.core.test_plan import JAN1, NOW, OK, T0, spec
 
 DAY = timedelta(days=1)
 CHUNKED = Execution(chunk_runs=4)
@@ -99,6 +90,7 @@ def world(
     runs_of: dict[int, RunSummary] | None = None,
     dry: DryRun | None = None,
     intent: datetime | None = None,
+    now: datetime = NOW,
     **kw: Any,
 ) -> World:
     bindings = {} if progress is None else {"s": bound(progress, backfill_id, applied)}
@@ -107,6 +99,7 @@ def world(
         bindings,
         {} if dry is None else {"s": dry},
         {} if intent is None else {"s": intent},
+        now=now,
         **kw,
     )
 
@@ -1057,7 +1050,7 @@ def test_a_chunk_within_its_budget_is_created_with_its_pending_chunk() -> None:
     plan = make_plan(
         [hog, ten(downstream=("warehouse",))],
         Policy(downstream=(Budget("warehouse", 5),)),
-        World(obs, dry_runs={"a": days(0, 6), "s": days(0, 9)}),
+        World(obs, dry_runs={"a": days(0, 6), "s": days(0, 9)}, now=NOW),
     )
     item, a = plan.items
     assert (a.spec, a.kind) == ("a", Kind.CREATE)
@@ -1120,7 +1113,7 @@ def test_a_backfill_completed_without_runs(created: CreateFacts | None, expected
     s = spec()
     binding = Binding("s", "d", 1, Phase.RUNNING, created=created)
     gone = Backfill(1, "d", s.from_date, s.to_date, "none", 2, False, None, T0, T0 + DAY)
-    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (gone,))}, {"s": binding}))
+    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (gone,))}, {"s": binding}, now=NOW))
     item = one(plan)
     assert row(item) == expected
     assert item.error is (expected[0] == "blocked")
@@ -1136,7 +1129,7 @@ def test_a_backfill_completed_without_runs_of_another_spec_is_not_judged_by_it()
         "s": Binding("s", "d", 1, Phase.RUNNING),
         "t": Binding("t", "d", None, Phase.PENDING, created=CreateFacts(5)),
     }
-    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (gone,))}, bindings))
+    plan = make_plan([s], Policy(), World({"d": DagObservation("d", OK, (gone,))}, bindings, now=NOW))
     assert row(plan.items[0]) == ("noop", "Succeeded", "0 run(s) succeeded", 1)
 
 

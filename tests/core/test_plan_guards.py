@@ -11,7 +11,9 @@ from controller.core.model.binding import Binding, Phase
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
 from controller.core.model.policy import DriftMode, Policy
 from controller.core.model.spec import DesiredState
-from controller.core.plan.planner import DagObservation, FindingKind, Kind, Plan, World, make_plan, run_label
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import FindingKind, Kind, Plan
+from controller.core.plan.world import DagObservation, World, run_label
 from controller.core.render.plan import plan_markdown, plan_text
 from controller.core.render.status import status_rows
 from tests.core.test_plan import backfill, dates, spec
@@ -231,13 +233,6 @@ def test_a_guard_pause_is_not_settled_and_status_says_which_guard() -> None:
     assert (row.phase, row.note) == ("Paused", "paused by window until 20:00 Europe/Berlin")
     by_hand = make_plan([spec()], WINDOWED, world_at(OPEN, backfill(7, paused=True), bindings=bound()))
     assert PassResult(by_hand).settled
-
-
-def test_without_a_clock_no_guard_applies() -> None:
-    policy = Policy(windows=(NIGHTS,), freezes=(FROZEN,), scheduler_guard=SchedulerGuard(True))
-    plan = make_plan([spec()], policy, World({"d": DagObservation("d", OK)}, dry_runs={"s": dates(7)}))
-    assert rows(plan) == [("s", "create", "Pending", "", None)]
-    assert plan.findings == ()
 
 
 def test_a_freeze_holds_even_when_the_scheduler_health_is_unknown() -> None:

@@ -11,10 +11,13 @@ from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.planner import DagObservation, Finding, Kind, World, make_plan
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Finding, Kind
+from controller.core.plan.world import DagObservation, World
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 DONE = datetime(2025, 2, 1, tzinfo=UTC)
+NOW = datetime(2026, 11, 1, tzinfo=UTC)
 INFO = DagInfo(
     "d", is_paused=False, is_stale=False, has_import_errors=False, is_backfillable=True, depends_on_past=None
 )
@@ -37,7 +40,7 @@ COMPLETED = Backfill(7, "d", SPEC.from_date, SPEC.to_date, "none", 2, False, Non
 
 def plan_for(runs: RunSummary, *, bound: bool):
     bindings = {"s": Binding("s", "d", 7, Phase.RUNNING)} if bound else {}
-    world = World({"d": DagObservation("d", INFO, (COMPLETED,), {7: runs})}, bindings)
+    world = World({"d": DagObservation("d", INFO, (COMPLETED,), {7: runs})}, bindings, now=NOW)
     return make_plan([SPEC], Policy(), world)
 
 
@@ -82,6 +85,7 @@ def test_a_queue_waits_behind_a_backfill_completed_early() -> None:
     world = World(
         {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"queued": 3})})},
         {"s": Binding("s", "d", 7, Phase.RUNNING)},
+        now=NOW,
     )
     plan = make_plan([SPEC, later], Policy(), world)
     assert [(i.spec, i.kind, i.phase, i.reason) for i in plan.items][1] == (
@@ -96,6 +100,7 @@ def test_a_cancelled_backfill_waits_for_its_running_run_before_it_is_cancelled()
     world = World(
         {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"running": 1, "failed": 3})})},
         {"s": Binding("s", "d", 7, Phase.RUNNING, DesiredState.CANCELLED)},
+        now=NOW,
     )
     plan = make_plan([SPEC], Policy(), world)
     (item,) = plan.items
@@ -106,6 +111,7 @@ def test_a_cancelled_backfill_waits_for_its_running_run_before_it_is_cancelled()
     done = World(
         {"d": DagObservation("d", INFO, (COMPLETED,), {7: RunSummary({"success": 1, "failed": 3}, never_started=3)})},
         world.bindings,
+        now=NOW,
     )
     (item,) = make_plan([SPEC], Policy(), done).items
     assert (item.phase, item.reason) == (Phase.CANCELLED, "cancelled; 3 queued run(s) never started")
@@ -115,8 +121,11 @@ def test_a_deleted_specs_dag_that_cannot_be_observed_is_an_incomplete_plan() -> 
     world = World(
         {"gone-dag": DagObservation("gone-dag", None, error="GET /api/v2/backfills -> 500: boom")},
         {"gone": Binding("gone", "gone-dag", 3, Phase.RUNNING)},
+        now=NOW,
     )
-    plan = make_plan([SPEC], Policy(), World({**world.observations, "d": DagObservation("d", INFO)}, world.bindings))
+    plan = make_plan(
+        [SPEC], Policy(), World({**world.observations, "d": DagObservation("d", INFO)}, world.bindings, now=NOW)
+    )
     assert plan.findings == (
         Finding(
             "observation-incomplete",
@@ -133,7 +142,7 @@ def test_every_dags_queue_head_asks_for_its_dry_run() -> None:
         **{**{f: getattr(SPEC, f) for f in SPEC.__slots__}, "name": "t", "dag_id": "e", "path": "specs/t.yaml"}
     )
     observed = {"d": DagObservation("d", INFO), "e": DagObservation("e", replace(INFO, dag_id="e"))}
-    plan = make_plan([SPEC, other], Policy(), World(observed))
+    plan = make_plan([SPEC, other], Policy(), World(observed, now=NOW))
     assert plan.dry_runs_needed == ("s", "t")
     assert [(i.spec, i.kind, i.reason) for i in plan.items] == [
         ("s", Kind.WAIT, "awaiting dry run"),
@@ -146,6 +155,7 @@ def test_findings_are_sorted_by_dag_kind_spec_then_backfill() -> None:
     world = World(
         {"d": DagObservation("d", INFO, (late, early))},
         {"b-gone": Binding("b-gone", "d", 1, Phase.RUNNING), "a-gone": Binding("a-gone", "d", 2, Phase.RUNNING)},
+        now=NOW,
     )
     plan = make_plan([], Policy(), world)
     assert [(f.kind, f.spec, f.backfill_id) for f in plan.findings] == [

@@ -18,7 +18,8 @@ from controller.core.model.binding import Binding, Phase
 from controller.core.model.capabilities import Capabilities, capabilities_of, rerun_code, run_on_latest
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
-from controller.core.plan.planner import Kind, Plan, make_plan
+from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Kind, Plan
 from controller.core.render.change_record import change_record, ran_on
 from controller.core.render.pr_comment import pr_comment
 from controller.core.render.report_markdown import report_markdown

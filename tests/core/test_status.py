@@ -22,7 +22,7 @@ from controller.core.model.airflow import (
 from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.ranges import compact
 from controller.core.model.spec import DesiredState, ReprocessBehavior
-from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.change_record import change_record
 from controller.core.render.report_markdown import report_markdown, rerun_text
 from controller.core.render.status import (
@@ -454,7 +454,7 @@ def test_report_completed_at_is_the_last_terminal_outcome(outcome: str) -> None:
 
 def test_status_without_dry_runs_shows_what_reconcile_last_refused_or_blocked() -> None:
     s = spec("big", expected_runs=2)
-    waiting = Plan((Item("big", "d", Kind.WAIT, Phase.PENDING, "awaiting dry run", source=s),))
+    waiting = Plan((Item("big", "d", Kind.WAIT, Phase.PENDING, "awaiting dry run", source=s, awaiting_dry_run=True),))
     why = "the dry run counts 25 runs; expected_runs is 2"
     refused = Binding(
         "big", "d", None, Phase.BLOCKED, spec_digest=s.digest, reason=why, updated_at="2026-12-01T22:39:26.9Z"

@@ -10,7 +10,7 @@ import pytest
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
-from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.change_record import change_record
 from controller.core.render.report_markdown import report_markdown
 from controller.core.render.status import StatusRow, status_rows, stored_rows
@@ -99,7 +99,16 @@ def test_a_spec_held_by_a_human_or_a_queue_has_no_eta(phase: Phase) -> None:
 
 
 def test_the_row_falls_back_to_the_stored_progress() -> None:
-    waiting = Item("s", "d", Kind.WAIT, Phase.PENDING, "awaiting dry run", None, source=spec("s", max_active_runs=4))
+    waiting = Item(
+        "s",
+        "d",
+        Kind.WAIT,
+        Phase.PENDING,
+        "awaiting dry run",
+        None,
+        source=spec("s", max_active_runs=4),
+        awaiting_dry_run=True,
+    )
     binding = Binding("s", "d", 2, Phase.RUNNING, runs=summary(success=8), backfills=(1, 2), progress=PROGRESS)
     (row,) = status_rows(Plan((waiting,)), {"s": binding})
     assert (row.backfill_id, row.success, row.eta_seconds, row.backfills, row.note) == (

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Phase
 from controller.core.model.guards import SchedulerHealth
-from controller.core.plan.planner import Finding, Item, Kind, Plan
 from controller.core.plan.stuck import candidates, find_stuck, overdue
+from controller.core.plan.values import Finding, Item, Kind, Plan
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 ITEM = Item("s", "orders_daily", Kind.NOOP, Phase.RUNNING, "in sync", 7, runs=RunSummary({"queued": 2}))

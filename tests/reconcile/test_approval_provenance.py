@@ -13,7 +13,7 @@ from controller.adapters.store.audit_log import EventFilter
 from controller.cli import main
 from controller.commands.validate import read_evidence
 from controller.core.model.binding import Approval, ApprovedReview, Phase
-from controller.core.plan.planner import Kind
+from controller.core.plan.values import Kind
 from tests.reconcile.harness import Bench
 
 

@@ -16,7 +16,7 @@ from controller.commands.observe import _runs_wanted
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
-from controller.core.plan.planner import Kind
+from controller.core.plan.values import Kind
 from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_text
 from controller.core.render.status import status_rows

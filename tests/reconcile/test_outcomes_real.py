@@ -21,7 +21,7 @@ import pytest
 from controller.adapters.store import Store
 from controller.commands.reconcile import PassResult
 from controller.core.documents.escaping import md_text
-from controller.core.plan.planner import Item
+from controller.core.plan.values import Item
 from tests.reconcile.harness import Bench
 
 pytestmark = pytest.mark.airflow

@@ -16,7 +16,7 @@ import pytest
 
 from controller.commands.reconcile import PassResult
 from controller.commands.run import LoopOptions, Repeat, reconcile_loop
-from controller.commands.session import Stop
+from controller.commands.session import Shutdown
 from tests.reconcile.harness import Bench, fake, in_process
 
 PASSES, WARM_UP = 2000, 200
@@ -25,7 +25,7 @@ PASSES, WARM_UP = 2000, 200
 BOUND_KIB = 1024
 
 
-class _Passes(Stop):
+class _Passes(Shutdown):
     """Stopped by the test after `PASSES` passes; installs no signal handlers (pytest's own stay)."""
 
     def install(self) -> None:

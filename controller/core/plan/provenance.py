@@ -14,7 +14,7 @@ from controller.core.checks.approval import Review, check_approvals, valid_appro
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.model.binding import Approval, ApprovedReview, Binding, Phase
 from controller.core.model.policy import Policy
-from controller.core.plan.planner import Item, Kind, Plan
+from controller.core.plan.values import Item, Kind, Plan
 
 REFUSED = "approval gate at reconcile"
 NOT_RECORDED = "approval not recorded"
@@ -97,7 +97,7 @@ def _first_create(binding: Binding | None) -> bool:
 
 
 def _refuse(item: Item, reason: str) -> Item:
-    return replace(item, kind=Kind.REFUSE, phase=Phase.BLOCKED, reason=reason, request=None)
+    return replace(item, kind=Kind.REFUSE, phase=Phase.BLOCKED, reason=reason, request=None, awaiting_dry_run=False)
 
 
 def _approved(review: Review) -> ApprovedReview:

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from controller.core.model.binding import Phase
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.spec import format_utc
-from controller.core.plan.planner import Item, Plan
+from controller.core.plan.values import Item, Plan
 
 
 def candidates(plan: Plan) -> list[Item]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, time
 
 from controller.core.documents.escaping import md_code, md_text, plain_lines
 from controller.core.model.spec import format_utc
-from controller.core.plan.planner import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
+from controller.core.plan.values import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.render.layout import NOTE_INDENT, hang, wrap
 from controller.core.rules.chunks import chunk_text
 from controller.errors import truncate

@@ -21,7 +21,7 @@ from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
 from controller.core.model.capabilities import Capabilities, run_on_latest
 from controller.core.model.spec import ReprocessBehavior, format_utc
-from controller.core.plan.planner import INCOMPLETE, Item, Kind, Plan, summary_counts
+from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, summary_counts
 from controller.core.render.plan import LABELS, SYMBOLS, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"

@@ -11,7 +11,8 @@ from controller.core.documents.escaping import plain_lines
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.planner import AWAITING_DRY_RUN, Item, Kind, Plan, running_concurrency
+from controller.core.plan.admission import running_concurrency
+from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.layout import Column, hang, left_out_line, table
 from controller.core.rules.chunks import chunk_text
 
@@ -67,7 +68,7 @@ def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> Statu
     """A plan without dry runs (status) only knows `awaiting dry run`; what reconcile last decided about the same
     spec file, a refusal or a block, is what holds the spec."""
     source = item.source
-    if item.reason != AWAITING_DRY_RUN or binding is None or binding.phase is not Phase.BLOCKED or source is None:
+    if not item.awaiting_dry_run or binding is None or binding.phase is not Phase.BLOCKED or source is None:
         return row
     if binding.spec_digest != source.digest:  # edited since: the next pass decides again
         return row

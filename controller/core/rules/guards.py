@@ -1,4 +1,4 @@
-"""Load guards (pure): what run windows, freezes, the scheduler brake and downstream budgets decide (issue 14).
+"""Load guards (pure): what run windows, freezes, the scheduler brake and downstream budgets decide.
 
 Every function takes `now`; none reads a clock. Window times are wall-clock times in the window's IANA
 time zone; every comparison is made between UTC instants, because Python compares two datetimes that
@@ -10,17 +10,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from controller.core.model.guards import DAYS, Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
 
 
+class StopKind(StrEnum):
+    """Which guard holds a spec back (a freeze overrides the others)."""
+
+    FREEZE = "freeze"
+    SCHEDULER = "scheduler guard"
+    WINDOW = "window"
+
+
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """A guard that holds a spec back now: the rule (for the audit) and until when."""
+    """A guard that holds a spec back now: which one, and until when."""
 
-    rule: str  # "window", "freeze 'year-end close'", "scheduler guard"
+    kind: StopKind
     detail: str  # "until 20:00 Europe/Berlin", "(scheduler status 'unhealthy')"
+    freeze: str = ""  # a freeze's reason ("year-end close")
+
+    @property
+    def rule(self) -> str:
+        """The rule as the audit and the plan name it: "window", "freeze 'year-end close'", "scheduler guard"."""
+        return f"freeze {self.freeze!r}" if self.kind is StopKind.FREEZE else self.kind.value
 
     @property
     def paused(self) -> str:
@@ -102,14 +117,14 @@ def guard_stop(
     """
     freeze = active_freeze(freezes, now)
     if freeze is not None:
-        return Stop(f"freeze {freeze.reason!r}", f"until {_utc(freeze.end)}")
+        return Stop(StopKind.FREEZE, f"until {_utc(freeze.end)}", freeze.reason)
     if scheduler is not None:
-        return Stop("scheduler guard", f"({scheduler})")
+        return Stop(StopKind.SCHEDULER, f"({scheduler})")
     if not windows or in_windows(windows, now):
         return None
     opening = next_opening(windows, now)
     until = "(no window opens within a week)" if opening is None else f"until {opening_text(*opening, now)}"
-    return Stop("window", until)
+    return Stop(StopKind.WINDOW, until)
 
 
 def resumed_text(rule: str) -> str:

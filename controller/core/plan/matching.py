@@ -1,0 +1,90 @@
+"""Which backfill in Airflow is a spec's (pure): the one a create with its body makes, a chunk it may have created,
+and the backfill to adopt after a lost answer or a lost store."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from controller.core.model.airflow import Backfill, BackfillRequest
+from controller.core.model.binding import Binding
+from controller.core.model.spec import BackfillSpec, canonical_json
+from controller.core.rules.chunks import request_for
+
+LARGE = 10**9  # a run count above any policy's threshold: would the spec be chunked at all
+
+
+def matches(spec: BackfillSpec, backfill: Backfill) -> bool:
+    """Same backfill as the spec would create: DAG, dates, reprocess, max_active_runs and conf."""
+    return matches_request(BackfillRequest.from_spec(spec), backfill)
+
+
+def matches_request(request: BackfillRequest, backfill: Backfill) -> bool:
+    """The backfill a create with this body makes (a whole spec's, or one chunk's)."""
+    conf = canonical_json(dict(request.dag_run_conf)) if request.dag_run_conf else None
+    return (
+        backfill.dag_id == request.dag_id
+        and backfill.from_date == request.from_date
+        and backfill.to_date == request.to_date
+        and backfill.reprocess_behavior == request.reprocess_behavior
+        and backfill.max_active_runs == request.max_active_runs
+        and backfill.conf_json() == conf
+    )
+
+
+def pending_request(spec: BackfillSpec, binding: Binding | None) -> BackfillRequest | None:
+    """The chunk create a chunked spec asked for and has no answer to (a crash or a lost answer)."""
+    if binding is None or binding.progress is None or binding.progress.pending is None:
+        return None
+    return request_for(spec, binding.progress.pending)
+
+
+def chunk_of(spec: BackfillSpec, backfill: Backfill) -> bool:
+    """A backfill the chunked spec may have created as one of its chunks: its parameters (any concurrency: it
+    may change between chunks), dates inside its range."""
+    request = replace(
+        BackfillRequest.from_spec(spec),
+        from_date=backfill.from_date,
+        to_date=backfill.to_date,
+        max_active_runs=backfill.max_active_runs,
+    )
+    return (
+        matches_request(request, backfill) and spec.from_date <= backfill.from_date <= spec.to_date >= backfill.to_date
+    )
+
+
+def adoptable_chunks(spec: BackfillSpec, backfills: Sequence[Backfill], taken: Collection[int]) -> tuple[Backfill, ...]:
+    """A chunked spec's chunks, oldest first: contiguous slices one after another in its direction; nothing
+    when the candidates overlap or go the other way (they are not one spec's chunks)."""
+    found = sorted(
+        (b for b in backfills if b.id not in taken and chunk_of(spec, b)), key=lambda b: (b.created_at, b.id)
+    )
+    for before, after in itertools.pairwise(found):
+        if (after.to_date >= before.from_date) if spec.run_backwards else (after.from_date <= before.to_date):
+            return ()
+    return tuple(found)
+
+
+def adoptable(
+    spec: BackfillSpec, backfills: Sequence[Backfill], taken: Collection[int], intent: datetime | None
+) -> Backfill | None:
+    """A backfill we may have created for this spec: active ones first, then the newest completed."""
+    found = [
+        b for b in backfills if b.id not in taken and matches(spec, b) and (intent is None or b.created_at >= intent)
+    ]
+    found.sort(key=lambda b: (b.active, b.created_at, b.id), reverse=True)
+    return found[0] if found else None
+
+
+def adoptable_request(
+    request: BackfillRequest, backfills: Sequence[Backfill], taken: Collection[int], intent: datetime | None
+) -> Backfill | None:
+    """The backfill a create with this body made (created after its intent, if any): the newest."""
+    found = [
+        b
+        for b in backfills
+        if b.id not in taken and matches_request(request, b) and (intent is None or b.created_at >= intent)
+    ]
+    return max(found, key=lambda b: b.id) if found else None

@@ -1,0 +1,345 @@
+"""The plan: desired specs vs observed Airflow → one action per spec, plus findings (pure).
+
+`make_plan` is a function of the specs (in queue order), the policy, what was observed, the store's
+bindings, dry-run results and unfinished create intents. It never does I/O and never reads a clock.
+Run it once without dry runs: head-of-queue creates come back as `awaiting_dry_run`, the caller dry-runs
+exactly those, then plans again.
+
+Airflow allows one active backfill per DAG, so a DAG's specs form a queue, walked here in order: each spec's
+step (`lifecycle`, `chunked`, or the head's create below) reads a frozen `Context`, and `next_context` hands
+on what the step changed: the backfill it adopted, the slot its create takes, the spec the others wait on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
+from controller.core.model.binding import Binding, Phase
+from controller.core.model.capabilities import rerun_code
+from controller.core.model.policy import Policy
+from controller.core.model.ranges import compact
+from controller.core.model.spec import BackfillSpec, DesiredState
+from controller.core.plan.admission import (
+    admit_creates,
+    budget_loads,
+    dag_problem,
+    guard_now,
+    run_limit,
+    scheduler_findings,
+    with_load,
+)
+from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
+from controller.core.plan.lifecycle import adopt, bound
+from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks
+from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Plan, Step
+from controller.core.plan.world import Context, DagObservation, DryRun, World
+from controller.core.rules.chunks import chunking
+from controller.core.rules.schedules import FUTURE_HINT, future_partitions
+
+
+def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
+    """Specs must be in queue order (first merged first); the result is sorted by DAG then queue."""
+    items: list[Item] = []
+    findings: list[Finding] = []
+    needed: list[str] = []
+    by_dag: dict[str, list[BackfillSpec]] = {}
+    for spec in specs:
+        by_dag.setdefault(spec.dag_id, []).append(spec)
+    for dag_id in sorted(by_dag):
+        dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world)
+        items += dag_items
+        findings += dag_findings
+        needed += [i.spec for i in dag_items if i.awaiting_dry_run]
+    orphan_items, orphan_findings, settled = _orphans({s.name for s in specs}, world)
+    findings += orphan_findings
+    findings += [
+        Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
+        for dag_id, obs in sorted(world.observations.items())
+        if obs.error and dag_id not in by_dag
+    ]
+    items += orphan_items
+    items = [_code(with_load(i, world), world) for i in admit_creates(items, specs, policy)]
+    findings += scheduler_findings(policy, world)
+    ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
+    return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy), tuple(settled))
+
+
+def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
+    """The queue heads a create would start, whose run counts must come from Airflow's dry run first."""
+    return make_plan(specs, policy, world).dry_runs_needed
+
+
+def _code(item: Item, world: World) -> Item:
+    """A create says which Airflow release and which DAG code its runs will use (where the API tells it)."""
+    if item.kind is not Kind.CREATE or world.airflow is None or item.source is None:
+        return item
+    obs = world.observations.get(item.dag_id)
+    info = obs.info if obs is not None else None
+    where = f"Airflow {world.airflow.version}"
+    if info is not None and info.dag_version is not None:
+        where += f", DAG version {info.dag_version}"
+    asked, dag_default = item.source.run_on_latest_version, info.rerun_with_latest_version if info else None
+    request = item.request  # the DAG's own choice is sent explicitly, as Airflow 3.3 would fall back to it
+    if request is not None and asked is None and dag_default is not None and world.airflow.rerun_with_latest_version:
+        request = replace(request, run_on_latest_version=dag_default)
+    return replace(item, request=request, code=f"{where}: {rerun_code(world.airflow, asked, dag_default)}")
+
+
+def _plan_dag(
+    dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World
+) -> tuple[list[Item], list[Finding]]:
+    obs = world.observations.get(dag_id)
+    live = [s for s in queue if not _recorded_terminal(s, world)]
+    if live and (obs is None or obs.error):
+        error = obs.error if obs and obs.error else "DAG not observed"
+        why = f"{UNOBSERVED}: {error}"
+        items = [
+            _recorded(s, world)
+            if s not in live
+            else Item(s.name, s.dag_id, Kind.BLOCKED, Phase.BLOCKED, why, error=True, source=s, unobserved=True)
+            for s in queue
+        ]
+        return items, [Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)]
+    return _walk(queue, policy, world, obs or DagObservation(dag_id, None))
+
+
+def _unobserved(dag_id: str, error: str) -> str:
+    return f"DAG {dag_id} was not fully observed: {error}"
+
+
+def _recorded_terminal(spec: BackfillSpec, world: World) -> bool:
+    binding = world.bindings.get(spec.name)
+    return binding is not None and binding.phase.terminal
+
+
+def _recorded(spec: BackfillSpec, world: World) -> Item:
+    """A spec the store records as finished: its recorded outcome, without looking at Airflow."""
+    binding = world.bindings[spec.name]
+    done = len(binding.progress.chunks) if binding.progress is not None else 0
+    return Item(
+        spec.name,
+        spec.dag_id,
+        Kind.NOOP,
+        binding.phase,
+        binding.reason or "finished",
+        binding.backfill_id,
+        source=spec,
+        runs=binding.runs or RunSummary({}),
+        progress=binding.progress,
+        chunk=(done, done) if done else None,  # a finished chunked spec ran all its chunks
+    )
+
+
+# --- the walk over one DAG's queue ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Claims:
+    """The backfills the queue's unbound specs adopt, claimed in queue order before the walk."""
+
+    adoptions: Mapping[str, Backfill]
+    chunk_adoptions: Mapping[str, tuple[Backfill, ...]]  # a chunked spec's chunks, after a lost store
+    taken: frozenset[int]  # every backfill a spec owns (a chunked spec owns all its chunks) or adopts
+    occupant: tuple[str, int] | None  # (who, backfill id) holding the DAG's one active slot
+
+
+def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, world: World) -> _Claims:
+    taken = {i for b in world.bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
+    adoptions: dict[str, Backfill] = {}
+    chunk_adoptions: dict[str, tuple[Backfill, ...]] = {}
+    for spec in queue:
+        binding = world.bindings.get(spec.name)
+        if binding is not None and (binding.backfill_id is not None or binding.progress is not None):
+            continue  # bound; a chunked spec finds its pending chunk itself (`chunked._pending_chunk`)
+        found = adoptable(spec, obs.backfills, taken, world.intents.get(spec.name))
+        if found is not None:
+            adoptions[spec.name] = found
+            taken.add(found.id)
+        elif chunking(spec, policy, LARGE) is not None:
+            chunks = adoptable_chunks(spec, obs.backfills, taken)
+            if chunks:
+                chunk_adoptions[spec.name] = chunks
+                taken |= {b.id for b in chunks}
+    active = [b for b in obs.backfills if b.active]
+    owners = {b.backfill_id: b.spec_name for b in world.bindings.values() if b.backfill_id}
+    owners.update({b.id: name for name, b in adoptions.items()})
+    owners.update({b.id: name for name, found in chunk_adoptions.items() for b in found})
+    occupant = (owners.get(active[0].id, f"unmanaged backfill #{active[0].id}"), active[0].id) if active else None
+    return _Claims(adoptions, chunk_adoptions, frozenset(taken), occupant)
+
+
+def _walk(
+    queue: Sequence[BackfillSpec], policy: Policy, world: World, obs: DagObservation
+) -> tuple[list[Item], list[Finding]]:
+    claims = _claim(queue, obs, policy, world)
+    ctx = Context(obs, policy, world, tuple(s.name for s in queue), claims.taken, claims.occupant)
+    items: list[Item] = []
+    findings: list[Finding] = []
+    for spec in queue:
+        item, found = _decide(ctx, claims, spec)
+        items.append(item)
+        findings += found
+        ctx = next_context(ctx, spec, item)
+    return items, [*findings, *_unmanaged(ctx), *_dag_paused(ctx, items)]
+
+
+def next_context(ctx: Context, spec: BackfillSpec, item: Item) -> Context:
+    """What the spec's step hands on to the next spec: the backfill it adopted is taken, its create takes the
+    DAG's one active slot, and the first spec not finished is the one the specs behind it wait on."""
+    adopted = item.backfill_id if item.kind is Kind.ADOPT else None
+    return replace(
+        ctx,
+        taken=ctx.taken if adopted is None else ctx.taken | {adopted},
+        occupant=(spec.name, 0) if item.kind is Kind.CREATE else ctx.occupant,
+        waiting_on=spec.name if ctx.waiting_on is None and not item.phase.terminal else ctx.waiting_on,
+    )
+
+
+def _decide(ctx: Context, claims: _Claims, spec: BackfillSpec) -> Step:
+    binding = ctx.world.bindings.get(spec.name)
+    if binding is not None and binding.phase.terminal:
+        return _recorded(spec, ctx.world), ()
+    if binding is not None and binding.progress is not None:
+        return chunked(ctx, spec, binding, binding.progress)
+    if binding is not None and binding.backfill_id is not None:
+        return bound(ctx, spec, binding)
+    if spec.name in claims.adoptions:
+        return adopt(ctx, spec, claims.adoptions[spec.name])
+    if spec.name in claims.chunk_adoptions:
+        return adopt_chunks(ctx, spec, claims.chunk_adoptions[spec.name]), ()
+    return _unbound(ctx, spec), ()
+
+
+def _unbound(ctx: Context, spec: BackfillSpec) -> Item:
+    """A spec with no backfill yet: not created (cancelled, paused, refused), queued, or the queue's head."""
+
+    def new(kind: Kind, phase: Phase, reason: str, *, error: bool = False, behind: str | None = None) -> Item:
+        return Item(spec.name, spec.dag_id, kind, phase, reason, error=error, behind=behind, source=spec)
+
+    if spec.state is DesiredState.CANCELLED:
+        return new(Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
+    if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
+        return new(Kind.NOOP, Phase.PAUSED, "paused before it was created; set state: active to create it")
+    future = future_partitions(spec, ctx.obs.info, ctx.policy, ctx.world.now)
+    if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
+        return new(Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
+    if ctx.occupant is not None:
+        who, backfill_id = ctx.occupant
+        where = f" (backfill #{backfill_id})" if backfill_id else ""
+        return new(Kind.WAIT, Phase.QUEUED, f"queued behind {who}{where}", behind=ctx.ours(who))
+    if ctx.waiting_on is not None:
+        return new(Kind.WAIT, Phase.QUEUED, f"queued behind {ctx.waiting_on}", behind=ctx.waiting_on)
+    return _head(ctx, spec)
+
+
+def _head(ctx: Context, spec: BackfillSpec) -> Item:
+    """The queue's head: created once the DAG can take it and its dry run is known."""
+    blocked = dag_problem(ctx.obs.info, ctx.dag_id, ctx.obs.similar)
+    if blocked is not None:
+        return Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], source=spec)
+    dry = ctx.world.dry_runs.get(spec.name)
+    if dry is None:
+        return Item(
+            spec.name, spec.dag_id, Kind.WAIT, Phase.PENDING, AWAITING_DRY_RUN, awaiting_dry_run=True, source=spec
+        )
+    if dry.error is not None:
+        why = f"Airflow refuses it: {dry.error}"
+        return Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, why, error=True, source=spec)
+    return _create_or_refuse(ctx, spec, dry)
+
+
+def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
+    """The head's create with its dry run's counts, or why it does not start: nothing to do, over a limit, a guard."""
+    count = len(dry.dates)
+    counted = Item(
+        spec.name,
+        spec.dag_id,
+        Kind.CREATE,
+        Phase.PENDING,
+        runs_to_create=count,
+        runs_in_range=dry.in_range,
+        first_date=min(dry.dates, default=None),
+        last_date=max(dry.dates, default=None),
+        source=spec,
+        partitions=dry.partitions,
+        dates=compact(dry.dates),
+    )
+    if count == 0:
+        return replace(counted, kind=Kind.NOOP, phase=Phase.SUCCEEDED, reason="nothing to reprocess")
+    limit = run_limit(spec, ctx.policy, count)
+    if limit is not None:
+        return replace(counted, kind=Kind.REFUSE, phase=Phase.BLOCKED, reason=limit)
+    stop, unknown = guard_now(spec, ctx.policy, ctx.world)
+    if unknown is not None:
+        why = f"{UNOBSERVED}: {unknown}"
+        return replace(counted, kind=Kind.BLOCKED, phase=Phase.BLOCKED, reason=why, error=True, unobserved=True)
+    if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
+        return replace(counted, kind=Kind.WAIT, phase=Phase.QUEUED, reason=stop.queued, guard=stop.rule)
+    plan = chunking(spec, ctx.policy, count)
+    if plan is not None:
+        return first_chunk(spec, counted, dry, plan)
+    return replace(counted, request=BackfillRequest.from_spec(spec))
+
+
+def _unmanaged(ctx: Context) -> list[Finding]:
+    return [
+        Finding(
+            FindingKind.UNMANAGED,
+            ctx.dag_id,
+            f"unmanaged active backfill #{backfill.id} blocks this DAG's queue; backfillctl never touches it",
+            None,
+            backfill.id,
+        )
+        for backfill in ctx.obs.backfills
+        if backfill.active and backfill.id not in ctx.taken
+    ]
+
+
+def _dag_paused(ctx: Context, items: Sequence[Item]) -> list[Finding]:
+    info = ctx.obs.info
+    if info is None or not info.is_paused or all(i.phase.terminal for i in items):
+        return []
+    message = f"DAG {ctx.dag_id} is paused: its backfill runs stay queued until it is unpaused"
+    return [Finding(FindingKind.DAG_PAUSED, ctx.dag_id, message)]
+
+
+# --- deleted specs --------------------------------------------------------------------------------------
+
+
+def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Finding], list[Item]]:
+    """Deleted specs: an orphaned backfill (a finding), or a finished one whose outcome is to be recorded."""
+    items, findings, settled = [], [], []
+    for name, binding in sorted(world.bindings.items()):
+        if name in spec_names or binding.phase.terminal:
+            continue
+        obs = world.observations.get(binding.dag_id)
+        backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
+        outcome = None if obs is None or backfill is None else _settled(name, binding, backfill, obs)
+        if outcome is not None:
+            settled.append(outcome)
+            continue
+        if backfill is not None and backfill.active:
+            message = f"spec {name} was deleted; backfill #{backfill.id} keeps running (a deleted spec cancels nothing)"
+        elif binding.progress is not None and binding.progress.uncreated != 0:
+            left = binding.progress.uncreated
+            message = (
+                f"spec {name} was deleted after {len(binding.progress.chunks)} chunk(s); "
+                f"{'its other' if left is None else f'{left:,}'} run(s) will not be created (restore the spec to go on)"
+            )
+        else:
+            continue
+        findings.append(Finding(FindingKind.ORPHANED, binding.dag_id, message, name, binding.backfill_id))
+        items.append(Item(name, binding.dag_id, Kind.NOOP, Phase.ORPHANED, message, binding.backfill_id))
+    return items, findings, settled
+
+
+def _settled(name: str, binding: Binding, backfill: Backfill, obs: DagObservation) -> Item | None:
+    """A deleted spec's finished backfill: its outcome now, before a later backfill can re-run its dates."""
+    runs = obs.runs.get(backfill.id)
+    if binding.progress is not None or backfill.active or runs is None or runs.unfinished:
+        return None
+    phase = terminal_phase(backfill, runs, binding.applied_state)
+    return Item(name, binding.dag_id, Kind.NOOP, phase, outcome_reason(phase, runs), backfill.id, runs=runs)
