@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from controller.core.documents.diagnostics import Diagnostic, Location
-from controller.core.documents.yamlsafe import MAX_BYTES, MAX_DEPTH, Document, load_document, yaml11_reading
+from controller.core.documents.scalars import yaml11_reading
+from controller.core.documents.yamlsafe import MAX_BYTES, MAX_DEPTH, Document, load_document
 
 
 def refused(raw: bytes) -> tuple[str, int, int, str | None]:

@@ -17,7 +17,8 @@ from jsonschema.exceptions import ValidationError
 
 from controller.core.documents.diagnostics import Diagnostic, PathPart
 from controller.core.documents.patterns import ecma_search
-from controller.core.documents.yamlsafe import Document, yaml11_reading
+from controller.core.documents.scalars import yaml11_reading
+from controller.core.documents.yamlsafe import Document
 
 Schema = Mapping[str, Any]
 _SECRET_KEY = re.compile(r"token|password|secret|credential", re.IGNORECASE)

@@ -28,7 +28,6 @@ its exact message and position. Without libyaml the reference loader reads every
 
 from __future__ import annotations
 
-import math
 import re
 import sys
 from typing import Any
@@ -36,28 +35,16 @@ from typing import Any
 import yaml
 
 from controller.core.documents.diagnostics import Diagnostic, Location, PathPart
+from controller.core.documents.scalars import UNSTORABLE, YamlProblem, plain, problem, storable
 
 MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
-# JSON's safe integers: beyond them a reader that uses doubles (JavaScript, the Airflow UI) rounds the number
-MAX_SAFE_INTEGER = 2**53 - 1
-_SAFE_DIGITS = len(str(MAX_SAFE_INTEGER))
-
 _PLAIN = "tag:backfillctl:plain"
 _STR = "tag:yaml.org,2002:str"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _ALLOWED_TAGS = {_PLAIN, _STR, _MAP, _SEQ}
 
-_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
-_BOOL = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
-_LEADING_ZERO_INT = re.compile(r"^[-+]?0[0-9]+$")
-_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
-_SPECIAL_FLOAT = re.compile(r"^(?:[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
-# a lone surrogate is not Unicode (it cannot be encoded as UTF-8); PostgreSQL's text cannot hold a NUL
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-_YAML11_BOOL = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}
 # the fast path leaves files with these to the reference loader, where libyaml reads differently from PyYAML:
 # tabs (libyaml lets a plain scalar run on past one), a byte-order mark inside the text, directives, and a
 # block scalar header followed by a comment without a space (`|#`: PyYAML refuses it, libyaml reads on); and
@@ -67,16 +54,6 @@ _UNUSUAL = re.compile(r"[\t\ufeff]|^%|[|>][-+0-9]*#", re.MULTILINE)
 _CParser: Any = None
 if getattr(yaml, "__with_libyaml__", False):  # pragma: no branch - the wheels ship libyaml
     from yaml._yaml import CParser as _CParser
-
-
-class YamlProblem(Exception):
-    """Raised inside the loader; converted to a Diagnostic at the boundary of `load_document`."""
-
-    def __init__(
-        self, message: str, line: int, column: int, hint: str | None = None, path: tuple[PathPart, ...] = ()
-    ) -> None:
-        super().__init__(message)
-        self.message, self.line, self.column, self.hint, self.path = message, line, column, hint, path
 
 
 Marks = dict[tuple[PathPart, ...], tuple[int, int]]
@@ -171,9 +148,9 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent):
-            raise _problem("aliases (*name) are not allowed", event.start_mark, "write the value out in full")
+            raise problem("aliases (*name) are not allowed", event.start_mark, "write the value out in full")
         if getattr(event, "anchor", None) is not None:
-            raise _problem("anchors (&name) are not allowed", event.start_mark, "write the value out in full")
+            raise problem("anchors (&name) are not allowed", event.start_mark, "write the value out in full")
         if parent is not None:
             key = index.value if isinstance(index, yaml.ScalarNode) else "?"  # "?": a key, or a key not plain
             self._path.append(index if isinstance(index, int) else key)
@@ -183,10 +160,6 @@ class _Loader(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser, yaml
         if parent is not None:
             self._path.pop()
         return node
-
-
-def _problem(message: str, mark: Any, hint: str | None = None, path: tuple[PathPart, ...] = ()) -> YamlProblem:
-    return YamlProblem(message, mark.line + 1, mark.column + 1, hint, path)
 
 
 class _TooDeep(YamlProblem):
@@ -313,9 +286,9 @@ class _FastLoader:
                 tag = _PLAIN if event.implicit[0] else _STR
             if tag not in _ALLOWED_TAGS or not (event.value or event.style):
                 raise _Defer  # libyaml places an empty plain value elsewhere than PyYAML
-            if event.style == '"' and _UNSTORABLE.search(event.value):
+            if event.style == '"' and UNSTORABLE.search(event.value):
                 raise _Defer  # only a double-quoted escape writes one; the reference loader says where
-            return event.value if tag == _STR else _plain(event.value, mark, path)
+            return event.value if tag == _STR else plain(event.value, mark, path)
         if tag is not None and tag != "!" and tag not in _ALLOWED_TAGS:
             raise _Defer
         if len(path) >= MAX_DEPTH:
@@ -344,7 +317,7 @@ class _FastLoader:
                 tag = _PLAIN if event.implicit[0] else _STR
             if (tag == _PLAIN and key == "<<") or tag not in (_PLAIN, _STR) or key in result or not key:
                 raise _Defer
-            if event.style == '"' and _UNSTORABLE.search(key):
+            if event.style == '"' and UNSTORABLE.search(key):
                 raise _Defer
             child = (*path, key)
             if self._marks:
@@ -357,7 +330,7 @@ def _convert(node: Any, path: tuple[PathPart, ...], doc: Document) -> Any:
     doc.value_marks[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if node.tag not in _ALLOWED_TAGS:
         tag = node.tag.replace("tag:yaml.org,2002:", "!!")
-        raise _problem(
+        raise problem(
             f"tag {tag} is not allowed", node.start_mark, "remove the tag; only plain YAML values are accepted"
         )
     if isinstance(node, yaml.MappingNode):
@@ -372,10 +345,10 @@ def _convert_mapping(node: Any, path: tuple[PathPart, ...], doc: Document) -> di
     for key_node, value_node in node.value:
         key = _key(key_node)
         child = (*path, key)
-        _storable(key, key_node.start_mark, child, "key")
+        storable(key, key_node.start_mark, child, "key")
         if key in result:
             first = doc.key_marks[child][0]
-            raise _problem(
+            raise problem(
                 f"duplicate key {key!r} (first at line {first})",
                 key_node.start_mark,
                 "each key may appear once; delete one of them",
@@ -387,103 +360,17 @@ def _convert_mapping(node: Any, path: tuple[PathPart, ...], doc: Document) -> di
 
 def _key(node: Any) -> str:
     if node.tag == _PLAIN and node.value == "<<":
-        raise _problem("merge keys (<<) are not allowed", node.start_mark, "write every key out in full")
+        raise problem("merge keys (<<) are not allowed", node.start_mark, "write every key out in full")
     if not isinstance(node, yaml.ScalarNode) or node.tag not in (_PLAIN, _STR):
-        raise _problem("mapping keys must be plain strings", node.start_mark, "field names are plain words like dag_id")
+        raise problem("mapping keys must be plain strings", node.start_mark, "field names are plain words like dag_id")
     return str(node.value)
 
 
 def _scalar(node: Any, path: tuple[PathPart, ...]) -> Any:
     value: str = node.value
     if node.tag == _STR:
-        return _storable(value, node.start_mark, path, "string")
-    return _plain(value, node.start_mark, path)
-
-
-def _storable(value: str, mark: Any, path: tuple[PathPart, ...], what: str) -> str:
-    """The string, or a refusal naming its first character that cannot be stored (by code point, never raw)."""
-    found = _UNSTORABLE.search(value)
-    if found is None:
-        return value
-    at, char = found.start(), found.group()
-    if char == "\x00":
-        raise _problem(
-            f"the {what} holds a NUL character (\\0) at character {at + 1}, which PostgreSQL cannot store",
-            mark,
-            "remove the \\0 escape",
-            path,
-        )
-    pair = value[at : at + 2]
-    joined = pair.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace") if len(pair) == 2 else ""
-    better = f"\\U{ord(joined):08X}" if len(joined) == 1 else "the character itself"
-    raise _problem(
-        f"the {what} holds a lone surrogate U+{ord(char):04X} at character {at + 1}, which is not Unicode "
-        "text (it cannot be written as UTF-8)",
-        mark,
-        f"write {better} instead of \\u escapes of UTF-16 surrogates",
-        path,
-    )
-
-
-def _plain(value: str, mark: Any, path: tuple[PathPart, ...] = ()) -> Any:
-    """A plain scalar by YAML 1.2's core schema; an integer with a leading zero is refused, and so is a number
-    JSON cannot carry."""
-    if _NULL.match(value):
-        return None
-    if value in _BOOL:
-        return _BOOL[value]
-    if _LEADING_ZERO_INT.match(value):
-        raise _problem(
-            f"{value!r} is ambiguous: YAML 1.1 reads it as octal, YAML 1.2 as decimal",
-            mark,
-            f"write it without leading zeros ({int(value)}) or quote it",
-            path,
-        )
-    if _INT.match(value):
-        return _integer(value, mark, path)
-    if _FLOAT.match(value) and any(c.isdigit() for c in value):
-        return _finite(value, mark, path)
-    if _SPECIAL_FLOAT.match(value):
-        what = "NaN (not a number)" if "nan" in value.lower() else "infinity"
-        raise _problem(
-            f"{value} is {what} in YAML 1.2, which JSON cannot carry", mark, _NUMBER_HINT + "; or write null", path
-        )
-    return value
-
-
-_NUMBER_HINT = "quote it to pass it as a string"
-
-
-def _integer(value: str, mark: Any, path: tuple[PathPart, ...]) -> int:
-    # counting digits first: int() of a 5,000-digit string raises ValueError (Python's 4,300-digit limit)
-    digits = len(value.lstrip("+-"))
-    number = int(value) if digits <= _SAFE_DIGITS else None
-    if number is not None and abs(number) <= MAX_SAFE_INTEGER:
-        return number
-    raise _problem(
-        f"integer {_shown(value)} is out of range: integers must lie within -{MAX_SAFE_INTEGER} and "
-        f"{MAX_SAFE_INTEGER} (2^53 - 1)",
-        mark,
-        f"JSON readers that use doubles (JavaScript, the Airflow UI) round larger integers; {_NUMBER_HINT}",
-        path,
-    )
-
-
-def _finite(value: str, mark: Any, path: tuple[PathPart, ...]) -> float:
-    number = float(value)
-    if math.isfinite(number):
-        return number
-    raise _problem(
-        f"number {_shown(value)} is out of range: it overflows to infinity, which JSON cannot carry",
-        mark,
-        f"write a number below 1.8e308 in magnitude, or {_NUMBER_HINT}",
-        path,
-    )
-
-
-def _shown(value: str) -> str:
-    """A number as written, or its ends and length when it is long (a 5,000-digit number is not echoed)."""
-    return value if len(value) <= 24 else f"{value[:10]}...{value[-4:]} ({len(value)} characters)"
+        return storable(value, node.start_mark, path, "string")
+    return plain(value, node.start_mark, path)
 
 
 def _from_yaml_error(exc: yaml.MarkedYAMLError) -> YamlProblem:
@@ -506,11 +393,3 @@ def _located(source: str, problem: YamlProblem) -> Diagnostic:
 
 def _file_error(source: str, message: str, hint: str | None) -> Diagnostic:
     return Diagnostic(Location(source, 1, 1, ()), message, hint)
-
-
-def yaml11_reading(value: Any) -> str | None:
-    """What YAML 1.1 (PyYAML's default) would have made of a plain string, for hints; None if the same."""
-    if isinstance(value, str) and value in _YAML11_BOOL:
-        truth = value.lower() in ("y", "yes", "on")
-        return f"YAML 1.1 tools read `{value}` as the boolean {str(truth).lower()}; this loader keeps the string"
-    return None
