@@ -1,4 +1,4 @@
-"""`plan` looks ahead in the queues (issue 25): a spec not yet applied that waits behind another spec on its DAG
+"""`plan` looks ahead in the queues: a spec not yet applied that waits behind another spec on its DAG
 gets its dry run now, so a create reconcile will refuse when it reaches the head (more runs than expected_runs or
 the policy's max_runs) fails the pull request's check (exit 5), not a reconcile days after the merge.
 

@@ -33,7 +33,7 @@ class LoopOptions:
     timeout: float | None = None  # with UNTIL_COMPLETE
     wait_lock: bool = False
     lock_timeout: float | None = None
-    # metrics port, health threshold, notification delivery budget (issue 15)
+    # metrics port, health threshold, notification delivery budget
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
     allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
     evidence: Evidence | None = None  # the merged pull request's reviews: the approval gate at reconcile

@@ -131,7 +131,7 @@ def valid_approvals(
 def _owner_approvals(
     item: LoadedSpec, decisions: Mapping[str, Review], pr_author: str | None, head_sha: str | None, policy: Policy
 ) -> list[Diagnostic]:
-    """Each downstream system with owners needs a valid approval from one of them (issue 14)."""
+    """Each downstream system with owners needs a valid approval from one of them."""
     found, budgets = [], policy.budgets
     for index, name in enumerate(item.spec.downstream):
         owners = budgets[name].owners if name in budgets else ()

@@ -2,7 +2,7 @@
 
 A spec that exists at the base ref may change only what is not sent to Airflow (`state`, `promote`,
 `resume`, `execution`, `windows`, `notify`, …): its backfill may already exist in Airflow, and Airflow cannot
-change a backfill's dates, DAG, reprocess behaviour or limits in place. One exception (issue 13): a chunked
+change a backfill's dates, DAG, reprocess behaviour or limits in place. One exception: a chunked
 spec (with `execution` at the base and at head) may change `max_active_runs`, which applies from its next
 chunk. A rename is a delete plus an add. A deletion is allowed and cancels nothing (a warning says so).
 """

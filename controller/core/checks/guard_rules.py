@@ -1,4 +1,4 @@
-"""Validation of the load guards (pure): time zones, freezes, downstream names and budgets (issue 14)."""
+"""Validation of the load guards (pure): time zones, freezes, downstream names and budgets."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def _rule_scope(policy: Policy, dag_id: str) -> tuple[Rule | None, str]:
 
 
 def _execution(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
-    """Chunks, canary and halt against the policy and against each other (issue 13)."""
+    """Chunks, canary and halt against the policy and against each other."""
     spec = item.spec
     rule, scope = _rule_scope(policy, spec.dag_id)
     ex = spec.execution or NO_EXECUTION

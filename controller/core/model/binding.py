@@ -158,7 +158,7 @@ class Binding:
     airflow_url: str = ""
     updated_at: str | None = None  # when the store last saved it (set by the store)
     guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
-    progress: Progress | None = None  # a chunked spec's chunks, canary and halt state (issue 13)
+    progress: Progress | None = None  # a chunked spec's chunks, canary and halt state
     refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
     approval: Approval | None = None  # who approved its pull request, as reconcile checked it (None: not recorded)
 

@@ -48,8 +48,8 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     path: str | None = None
     allow_future_partitions: bool = False  # a partitioned DAG's range may reach past now (Airflow runs those)
-    notify: NotifyPolicy = NO_NOTIFY  # webhook receivers and events (issue 15)
-    downstream: tuple[Budget, ...] = ()  # capacity budgets of shared systems (issue 14)
+    notify: NotifyPolicy = NO_NOTIFY  # webhook receivers and the events each is sent
+    downstream: tuple[Budget, ...] = ()  # capacity budgets of shared systems
     freezes: tuple[Freeze, ...] = ()
     windows: tuple[Window, ...] = ()  # default run windows; empty: always
     scheduler_guard: SchedulerGuard = NO_SCHEDULER_GUARD

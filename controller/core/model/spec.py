@@ -47,7 +47,7 @@ class SourceFile:
 
 @dataclass(frozen=True, slots=True)
 class Execution:
-    """How a large spec runs (issue 13): chunks of at most `chunk_runs`, a canary chunk first, a failure halt."""
+    """How a large spec runs: chunks of at most `chunk_runs`, a canary chunk first, a failure halt."""
 
     chunk_runs: int | None = None  # None: one backfill, unless the policy sets a default chunk size
     canary_runs: int | None = None
@@ -78,8 +78,8 @@ class BackfillSpec:
     state: DesiredState = DesiredState.ACTIVE
     expected_runs: int | None = None
     downstream: tuple[str, ...] = ()
-    notify: tuple[str, ...] = ()  # receivers declared in the policy (issue 15)
-    windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always` (issue 14)
+    notify: tuple[str, ...] = ()  # receivers declared in the policy's notify section
+    windows: tuple[Window, ...] | None = None  # None: the policy's windows; (): `always`
     execution: Execution | None = None  # None: not set (a policy default chunk size may still apply)
     promote: bool = False  # lets a chunked spec continue after its canary chunk
     resume: str | None = None  # a new value lets a Halted spec continue

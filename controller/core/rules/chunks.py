@@ -1,4 +1,4 @@
-"""Progressive execution of a large spec (issue 13, pure): chunk sizes, the canary, the failure halt.
+"""Progressive execution of a large spec (pure): chunk sizes, the canary, the failure halt.
 
 The values (`Chunk`, `Slice`, `Progress`) are `core/model/chunks.py`; this module decides from them and the
 spec how large the next chunk is, what is left of the range, and when too many failed runs halt the spec.

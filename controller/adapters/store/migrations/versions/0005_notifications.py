@@ -1,4 +1,4 @@
-"""The notification outbox: rows written in the same transaction as their audit record (issue 15).
+"""The notification outbox: rows written in the same transaction as their audit record.
 
 Revision ID: 0005
 Revises: 0004
