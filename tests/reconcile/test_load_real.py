@@ -42,7 +42,11 @@ def test_plan_names_the_triggered_dags_pools_and_metadata_rows(bench: Bench) -> 
     (item,) = json.loads(run_cli(bench, "plan", "--format", "json").stdout)["items"]
     assert item["facts"]["load"] == {
         "assets": [
-            {"uri": "s3://backfillctl-demo/orders", "triggers": ["demo_finance_rollup", "demo_orders_report"], "runs_each": 3}
+            {
+                "uri": "s3://backfillctl-demo/orders",
+                "triggers": ["demo_finance_rollup", "demo_orders_report"],
+                "runs_each": 3,
+            }
         ],
         "pools": [{"name": "default_pool", "slots": 128, "tasks": 2}],
         "metadata": {"dag_runs": 3, "task_instances": 6, "tasks": 2},
