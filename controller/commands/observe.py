@@ -17,11 +17,14 @@ from controller.adapters.airflow import AirflowClient
 from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
 from controller.core.model.binding import Binding, CreateFacts
 from controller.core.model.chunks import Progress
+from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.plan.load import creates, with_load
 from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
 from controller.core.plan.ownership import Owned, own_runs
 from controller.core.plan.queue import dry_runs_needed
+from controller.core.plan.values import Plan
 from controller.core.plan.world import DagObservation, DryRun, World, closest_ids, run_label
 from controller.core.rules.chunks import next_size, remaining, take
 from controller.core.rules.schedules import partition_range, runs_of, runs_within
@@ -74,6 +77,18 @@ class Observer:
             dry_runs.update(
                 concurrently(needed, lambda name: self._dry_run(by_name[name], policy, bindings, observations))
             )
+
+    def load(self, plan: Plan, policy: Policy) -> Plan:
+        """The plan with the load of each DAG it creates a backfill on (issue 27 §3): per DAG its tasks and the
+        assets they emit (two calls), and the pools once per pass; nothing when nothing is created."""
+        dag_ids = creates(plan)
+        if not dag_ids:
+            return plan
+        try:
+            slots: dict[str, int] | str = self.client.pool_slots()
+        except AirflowError as exc:
+            slots = f"pools: not known ({exc.message})"
+        return with_load(plan, concurrently(dag_ids, lambda dag_id: dag_load(self.client, dag_id, slots)), policy)
 
     def _dry_run(
         self,
@@ -314,6 +329,27 @@ class Observer:
             if kept:
                 raise
             return None
+
+
+def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | None) -> DagLoad:
+    """One DAG's load: its assets and their consumers, and with `slots` (or why they are not known) its tasks'
+    pools and count; a part whose call fails is not known, and the line says why."""
+    unknown: list[str] = []
+    try:
+        assets, why = client.produced_assets(dag_id)
+        unknown += [why] if why else []
+    except AirflowError as exc:
+        assets = None
+        unknown.append(f"assets: not known ({exc.message})")
+    if slots is None:
+        return DagLoad(dag_id, assets=assets, unknown=tuple(unknown))
+    try:
+        task_pools = client.task_pools(dag_id)
+    except AirflowError as exc:
+        return DagLoad(dag_id, assets=assets, unknown=(*unknown, f"tasks and pools: not known ({exc.message})"))
+    pools = pools_of(task_pools, slots) if isinstance(slots, dict) else None
+    unknown += [slots] if isinstance(slots, str) else []
+    return DagLoad(dag_id, len(task_pools), assets, pools, tuple(unknown))
 
 
 def recorded_dates(bindings: Mapping[str, Binding]) -> dict[int, CreateFacts | None]:

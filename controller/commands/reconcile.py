@@ -164,7 +164,8 @@ class Reconciler:
         specs, policy = self.load()
         self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
-        return make_plan(specs, policy, world), specs, world
+        plan = make_plan(specs, policy, world)
+        return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
 
     def _observe(
         self, specs: Sequence[BackfillSpec], policy: Policy, bindings: dict[str, Binding], *, with_dry_runs: bool

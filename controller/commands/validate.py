@@ -87,7 +87,18 @@ def check_dags_in_airflow(
 
         return check_dags(result, unreachable, now)
     with client:
-        return check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now, client.dag_ids)
+        checked = check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now, client.dag_ids)
+        return check_consumers(checked, client)
+
+
+def check_consumers(result: ValidationResult, client: AirflowClient) -> ValidationResult:
+    """The policy rule `asset_consumers`: one assets read per DAG whose rule sets it (issue 27 §3)."""
+    from controller.commands.observe import dag_load  # noqa: PLC0415
+    from controller.core.checks.load_rules import check_asset_consumers, wants_consumers  # noqa: PLC0415
+
+    wanted = [item for item in result.loaded if wants_consumers(item, result.policy)]
+    loads = {dag_id: dag_load(client, dag_id, None) for dag_id in sorted({i.spec.dag_id for i in wanted})}
+    return _with(result, [d for i in wanted for d in check_asset_consumers(i, loads[i.spec.dag_id], result.policy)])
 
 
 def check_dags(

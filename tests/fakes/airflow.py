@@ -106,6 +106,9 @@ class FakeAirflow:
         self.bodies: list[tuple[str, str, Any]] = []  # (method, path, JSON body) of every POST
         self._ids = itertools.count(1)
         self.scheduler_running = True
+        # the assets of /api/v2/assets (issue 27): (uri, producing DAG ids, scheduled DAG ids), and the pools
+        self.assets: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+        self.pools: dict[str, int] = {"default_pool": 128}
         self.version = "3.3.2"  # what /api/v2/version answers (the fake speaks 3.3.2's API whatever it says)
         self.health_status: str | None = None  # what /monitor/health says of the scheduler (default: running or not)
 
@@ -163,7 +166,23 @@ class FakeAirflow:
             return 200, _page([self._dag_entry(d) for _, d in sorted(self.dags.items())], query, "dags")
         if parts[0] == "dags" and len(parts) >= 3:
             return self._dags(parts[1], parts[2], query)
+        if parts == ["assets"]:
+            return 200, _page(self._assets(query.get("dag_ids")), query, "assets")
+        if parts == ["pools"]:
+            return 200, _page([{"name": n, "slots": s} for n, s in sorted(self.pools.items())], query, "pools")
         raise Reply(404, "Not Found")
+
+    def _assets(self, dag_id: str | None) -> list[dict[str, Any]]:
+        """Like 3.3.2: the `dag_ids` filter keeps the assets a DAG produces or is scheduled on."""
+        return [
+            {
+                "uri": uri,
+                "producing_tasks": [{"dag_id": d, "task_id": "work"} for d in producers],
+                "scheduled_dags": [{"dag_id": d} for d in scheduled],
+            }
+            for uri, producers, scheduled in sorted(self.assets)
+            if dag_id is None or dag_id in producers or dag_id in scheduled
+        ]
 
     def _health(self) -> dict[str, Any]:
         beat = self.now().isoformat().replace("+00:00", "Z")

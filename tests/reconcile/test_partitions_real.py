@@ -40,11 +40,13 @@ def test_partitioned_failures_reprocess_queue_report_and_idempotence(bench: Benc
     bench.spec("parts-b-retry", dag=DAG, start="2023-03-01", end="2023-03-04", mar=2, reprocess="failed")
     planned = run_cli(bench, "plan", "--detailed-exitcode")
     assert planned.returncode == 4, planned.stderr
-    assert planned.stdout.splitlines()[:2] == [
+    assert planned.stdout.splitlines()[:4] == [
         "+ create    parts-a        demo_partitioned  2023-03-01 → 2023-03-04  reprocess none  max_active_runs 2  "
         "forward  runs 4 of 4 in range, partitions 2023-03-01T00:00:00 … 2023-03-04T00:00:00  up to 32 tasks at once  "
         "Airflow 3.3.2, DAG version 1: every run: the latest DAG version (run_on_latest_version: true)  "
         "approvers bob  ticket CHG-1  [Pending]",
+        "    pools: default_pool 128 slots (1 task)",
+        "    metadata database: adds up to 4 DAG runs and 4 task instances (4 runs × 1 task)",
         "… queued    parts-b-retry  demo_partitioned  2023-03-01 → 2023-03-04  reprocess failed  max_active_runs 2  "
         "forward  up to 32 tasks at once  approvers bob  ticket CHG-1  — queued behind parts-a  [Queued]",
     ]

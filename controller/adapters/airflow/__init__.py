@@ -7,7 +7,7 @@
 - `decode`: Airflow's answers as the core's values;
 - `server`: the release and its capabilities (read from `/api/v2/version` once), the preflight, health,
   and each call's run filters checked against the capabilities;
-- `backfills`, `dags`, `runs`: the endpoints, grouped by what they read or change.
+- `backfills`, `dags`, `runs`, `assets`, `pools`: the endpoints, grouped by what they read or change.
 
 The API facts it relies on are pinned by tests/airflow/test_contract.py, on each supported line (3.1, 3.2,
 3.3).
@@ -23,14 +23,17 @@ from typing import Any
 
 import httpx
 
+from controller.adapters.airflow.assets import Assets
 from controller.adapters.airflow.backfills import Backfills
 from controller.adapters.airflow.dags import Dags
+from controller.adapters.airflow.pools import Pools
 from controller.adapters.airflow.runs import Runs
 from controller.adapters.airflow.server import Server
 from controller.adapters.airflow.transport import Observer, Sleep, Transport
 from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, PlannedRun, RunSummary
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
+from controller.core.model.load import AssetTrigger
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff
 
@@ -68,6 +71,7 @@ class AirflowClient:
         )
         self.server = Server(self.transport, allow_untested=allow_untested, capabilities=capabilities)
         self._backfills, self._dags, self._runs = Backfills(self.server), Dags(self.server), Runs(self.server)
+        self._assets, self._pools = Assets(self.server), Pools(self.server)
 
     def __repr__(self) -> str:
         return f"AirflowClient({self.shown_url!r}, token=[secure])"
@@ -210,3 +214,14 @@ class AirflowClient:
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[tuple[DagRun, str]]:
         return self._runs.runs_with_types(dag_id, from_date, to_date, partitioned=partitioned)
+
+    # --- the load a backfill sets off (assets, pools) -------------------------------------------------
+
+    def produced_assets(self, dag_id: str) -> tuple[tuple[AssetTrigger, ...] | None, str | None]:
+        return self._assets.produced_by(dag_id)
+
+    def pool_slots(self) -> dict[str, int]:
+        return self._pools.slots()
+
+    def task_pools(self, dag_id: str) -> list[str | None]:
+        return self._pools.task_pools(dag_id)

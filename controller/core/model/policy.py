@@ -10,6 +10,7 @@ from typing import Any
 
 from controller.core.model.analysis import parse_analysis
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, Window
+from controller.core.model.load import AssetConsumers
 from controller.core.model.notify_policy import NO_NOTIFY, NotifyPolicy, parse_notify
 
 NO_SCHEDULER_GUARD = SchedulerGuard()
@@ -33,6 +34,8 @@ class Rule:
     chunk_max: int | None = None  # the largest `execution.chunk_runs` a spec may set
     chunk_required_above: int = 0
     require_canary_for_completed: bool = False
+    asset_consumers: AssetConsumers | None = None  # the DAGs a backfill's asset events trigger: warn, or
+    # require the spec's downstream to name them (issue 27)
 
     def matches(self, dag_id: str) -> bool:
         return any(fnmatchcase(dag_id, glob) for glob in self.dags)
@@ -122,4 +125,5 @@ def _rule(raw: dict[str, Any], index: int) -> Rule:
         chunk_max=raw.get("chunk_runs", {}).get("max"),
         chunk_required_above=raw.get("chunk_runs", {}).get("required_above", 0),
         require_canary_for_completed=raw.get("require_canary_for_completed", False),
+        asset_consumers=raw.get("asset_consumers"),
     )

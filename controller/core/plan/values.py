@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 from controller.core.model.airflow import BackfillRequest, RunSummary
 from controller.core.model.binding import Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.load import DagLoad, load_json
 from controller.core.model.ranges import DateRange
 from controller.core.model.spec import BackfillSpec, canonical_json, format_utc
 from controller.core.rules.chunks import Chunking
@@ -34,6 +35,7 @@ class FindingKind(StrEnum):
     STILL_RUNNING = "still-running"  # cancelled: running runs finish
     COMPLETED_EARLY = "completed-early"  # Airflow set completed_at while runs are queued or running
     ORPHAN_SUSPECTED = "orphan-suspected"  # a backfill of ours completed with none of the runs its dry run listed
+    ASSET_CONSUMERS = "asset-consumers"  # a create's runs trigger DAGs its downstream does not name (policy rule)
 
 
 INCOMPLETE = FindingKind.INCOMPLETE  # the finding kind that makes a plan unusable for changes
@@ -92,6 +94,7 @@ class Item:
     awaiting_dry_run: bool = False  # a create once Airflow's dry run has counted its runs (a queue head, a chunk)
     unobserved: bool = False  # decided without an observation (its DAG, the scheduler): never recorded as seen
     refused_at_head: str | None = None  # `plan` only: a queued spec's dry run now exceeds its limit (lookahead.py)
+    load: DagLoad | None = None  # `plan` only, a create: what its runs set off beyond themselves (never checksummed)
 
     @property
     def held_by_guard(self) -> bool:
@@ -129,6 +132,8 @@ class Item:
             facts["backfills"] = list(self.progress.ids)
         if self.code is not None:
             facts["code"] = self.code
+        if self.load is not None and self.runs_to_create is not None:
+            facts["load"] = load_json(self.load, self.runs_to_create)
         return facts
 
     def as_json(self) -> dict[str, Any]:

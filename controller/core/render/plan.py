@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, time
 
 from controller.core.documents.escaping import md_code, md_text, plain_lines
+from controller.core.model.load import load_lines
 from controller.core.model.spec import format_utc
 from controller.core.plan.values import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
 from controller.core.render.layout import NOTE_INDENT, hang, wrap
@@ -153,6 +154,7 @@ def plan_text(plan: Plan, width: int | None = None) -> str:
         lines += [line] if width is None or len(line) <= width else _folded(i, f"{head}  [{i.phase.value}]", width)
         flying = in_flight_text(i)
         lines += hang(f"    {flying}", width) if flying else []
+        lines += [w for extra in item_load(i) for w in hang(f"    {extra}", width)]
     lines += [w for kind, message in findings(plan) for w in hang(f"! {kind}: {message}", width)]
     lines += [w for b in plan.budgets for w in hang(f"Load: {b.text()}", width)]
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
@@ -182,6 +184,13 @@ def _below(item: Item, parts: list[str], width: int) -> list[str]:
             lines.append(f"{NOTE_INDENT}{part}")
     reason = (f"— {item.reason}" if item.source is not None else item.reason) if item.reason else ""
     return lines + ([NOTE_INDENT + w for w in wrap(reason, width - len(NOTE_INDENT))] if reason else [])
+
+
+def item_load(item: Item) -> list[str]:
+    """A create's hidden-load lines: the DAGs its asset events trigger, its pools, its metadata rows."""
+    if item.load is None or item.runs_to_create is None:
+        return []
+    return load_lines(item.load, item.runs_to_create)
 
 
 def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:
@@ -234,6 +243,7 @@ _NOT_LISTED = (
     "in_flight_more",
     "chunk",
     "chunking",
+    "load",
 )
 
 
@@ -252,6 +262,7 @@ def _details(item: Item) -> str:
     chunks = chunks_text(item)
     if chunks:
         lines.append(f"- chunks: {chunks}")
+    lines += [f"- {md(extra)}" for extra in item_load(item)]
     if item.reason:
         lines.append(f"- {md(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])

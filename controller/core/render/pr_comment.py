@@ -22,7 +22,7 @@ from controller.core.documents.escaping import md_text as escape
 from controller.core.model.capabilities import Capabilities, run_on_latest
 from controller.core.model.spec import ReprocessBehavior, format_utc
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, summary_counts
-from controller.core.render.plan import LABELS, SYMBOLS, summary_text
+from controller.core.render.plan import LABELS, SYMBOLS, item_load, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
@@ -72,6 +72,7 @@ def pr_comment(
         *_refused([item for item in planned if item.kind is Kind.REFUSE or item.refused_at_head is not None]),
     ]
     head += _older_code(planned, airflow)
+    head += _triggered(planned)
     if not plan.complete:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
@@ -161,6 +162,26 @@ def _older_code(items: Sequence[Item], airflow: Capabilities | None) -> list[str
     ]
 
 
+def _triggered(items: Sequence[Item]) -> list[str]:
+    """The PR's creates whose runs trigger other DAGs through the assets they emit (apache/airflow#52665)."""
+    lines = [
+        f"- {code(item.spec)}: {escape(line)}"
+        for item in items
+        if item.load is not None and item.runs_to_create is not None
+        for line in item_load(item)
+        if line.startswith("each run emits asset ")
+    ]
+    if not lines:
+        return []
+    return [
+        "**Asset-triggered DAGs: each backfilled run emits its asset events, so these DAGs run too** (their owners "
+        "should approve; name them in the spec's `downstream`):",
+        "",
+        *lines,
+        "",
+    ]
+
+
 def _why_older(item: Item, airflow: Capabilities | None) -> str | None:
     spec = item.source
     if airflow is None or spec is None or item.kind not in (Kind.CREATE, Kind.WAIT):
@@ -206,12 +227,13 @@ def _details(item: Item, note: SpecNote | None) -> str:
     if note:
         lines.append(f"- reason: {escape(note.reason)}")
     for key, value in sorted(item.facts.items()):  # the spec's facts as the plan's JSON says them
-        if key in ("request", "runs") or value is None:
+        if key in ("request", "runs", "load") or value is None:
             continue
         lines.append(f"- {code(key)}: {escape(_show(value))}")
     if item.first_date is not None and item.last_date is not None:
         first, last = format_utc(item.first_date), format_utc(item.last_date)
         lines.append(f"- first and last dates to run: {escape(first)} … {escape(last)}")
+    lines += [f"- {escape(extra)}" for extra in item_load(item)]
     if item.reason:
         lines.append(f"- {'error: ' if item.error else ''}{escape(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])
