@@ -63,7 +63,7 @@ class PassView:
             out(plan_render.plan_text(result.plan, width()))
         after = {i.spec: i for i in result.current.items}
         out(self._stamp([plan_render.applied_line(i, o, after.get(i.spec)) for i, o in result.applied]))
-        table = status.status_text(status.status_rows(result.current, {}), width())
+        table = status.status_text(status.status_rows(result.current, {}, result.analysis), width())
         if self.mode == "text" and table != self.shown:
             out(f"[{iso_now()}]\n{table}")
             self.shown = table

@@ -54,10 +54,12 @@ def plan(
     policy's max_runs), so a pull request check fails before the merge, not after it.
     """
     from controller.commands import pr_comment as pr_comment_cmd
+    from controller.commands.analysis import analysed_names
     from controller.commands.lookahead import look_ahead
     from controller.commands.session import open_reconciler
     from controller.core.plan.values import refusals
     from controller.core.render import plan as plan_render
+    from controller.core.render.analysis import analysis_text
 
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
@@ -73,7 +75,10 @@ def plan(
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
-    out(renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow))
+    shown = (
+        renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow)
+    )
+    out(shown + analysis_text(output, analysed_names(specs, reconciler.policy), world.analysis))
     refused = refusals(result, only)
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")
@@ -191,7 +196,7 @@ def reconcile(
 
     def on_pass(result: "PassResult") -> None:
         if live is not None:
-            live.update(status_rich(status.status_rows(result.current, {}), live.console.width))
+            live.update(status_rich(status.status_rows(result.current, {}, result.analysis), live.console.width))
         view.show(result)
 
     with live or contextlib.nullcontext():

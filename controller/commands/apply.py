@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from controller.adapters.airflow import AirflowClient
+from controller.commands.analysis import audit_of
 from controller.commands.record import Recorder
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill, BackfillRequest
@@ -56,7 +57,7 @@ class Applier:
             return self._adopt(item, spec)
         if item.kind is Kind.CREATE:
             return self._create(item, spec, world)
-        return self._steer(item, spec)
+        return self._steer(item, spec, audit_of(item.guard, spec, world.analysis))
 
     def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
         for backfill_id, message in self._adoptions(item, spec):
@@ -87,13 +88,14 @@ class Applier:
             for k, c in enumerate(chunks, 1)
         ]
 
-    def _steer(self, item: Item, spec: BackfillSpec) -> Applied:
+    def _steer(self, item: Item, spec: BackfillSpec, analysis: list[dict[str, object]]) -> Applied:
+        """A pause, unpause or cancel; `analysis`: the verdicts behind an analysis guard's (audited with it)."""
         backfill_id = item.backfill_id
         if backfill_id is None:  # the planner only steers bound backfills
             return Applied(item, Outcome.FAILED, f"{spec.name}: no backfill to {item.kind.value}")
         call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
         path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
-        request = {"method": "PUT", "path": path}
+        request: dict[str, object] = {"method": "PUT", "path": path} | ({"analysis": analysis} if analysis else {})
         action = STEERS[item.kind]
         self.recorder.audit(
             action, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=item.reason
@@ -124,7 +126,8 @@ class Applier:
             spec,
             outcome=outcome,
             backfill_id=backfill_id,
-            response={"status": status},
+            response={"status": status} | ({"analysis": analysis} if analysis else {}),
+            message=item.reason if analysis else None,
         )
         # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
         phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase

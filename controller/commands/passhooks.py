@@ -205,7 +205,7 @@ class PassHooks:
         store = reconciler.store
         try:
             bindings = store.bindings()
-            rows = status.status_rows(result.current, bindings)
+            rows = status.status_rows(result.current, bindings, result.analysis)
             self.metrics.audit_head.set(store.audit_head_seq())
             self.metrics.undelivered.set(store.notification_counts().get(PENDING, 0))
         except ControllerError as exc:

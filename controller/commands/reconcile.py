@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import groupby
 from pathlib import Path
@@ -19,6 +19,7 @@ from pathlib import Path
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
+from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
 from controller.commands.observe import Observer
 from controller.commands.record import Recorder
@@ -35,6 +36,7 @@ from controller.core.plan.queue import make_plan
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, iter_changes, refusals, stuck
 from controller.core.plan.world import World
 from controller.core.render.plan import findings
+from controller.core.rules.analysis import Verdict
 from controller.errors import InvalidSpecs, StalePlan
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class PassResult:
     refused: list[str] = field(default_factory=list)
     after: Plan | None = None  # re-observed after applying changes (None when nothing changed)
     source: SpecSource | None = None  # where the specs came from, and the files that differ from HEAD
+    analysis: Mapping[str, Verdict] | None = None  # the downstream systems' verdicts this pass (None: not evaluated)
 
     @property
     def current(self) -> Plan:
@@ -114,6 +117,7 @@ class Reconciler:
         self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
+        self.analyst = Analyst(store)  # each downstream system's metric analysis, once a pass
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
         self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
@@ -164,7 +168,8 @@ class Reconciler:
         specs, policy = self.load()
         self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
-        plan = make_plan(specs, policy, world)
+        world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
+        plan = planned(specs, policy, world)
         return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
 
     def _observe(
@@ -208,12 +213,13 @@ class Reconciler:
         self.recorder = recorder
         self._tell(source, recorder, dry_run)
         world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
-        plan = make_plan(specs, policy, world)
+        world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
+        plan = planned(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
-            return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source)
+            return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
         by_name = {s.name: s for s in specs}
         with self.store.batch("recording outcomes"):
             recorder.outcomes(plan, by_name)
@@ -230,13 +236,15 @@ class Reconciler:
                 now=self.clock(),
                 changed=changed_dags(applied),
             )
-            after = gate_plan(make_plan(specs, policy, after_world), self._gate(specs, policy, recorder))[0]
+            after_world = replace(after_world, analysis=world.analysis)  # evaluated once a pass
+            after = gate_plan(planned(specs, policy, after_world), self._gate(specs, policy, recorder))[0]
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan, by_name)
         recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
-        return PassResult(plan, [(a.item, a.outcome) for a in applied], errors, refused, after, source)
+        done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]
+        return PassResult(plan, done, errors, refused, after, source, analysis=world.analysis)
 
     def _apply(self, plan: Plan, specs: Sequence[BackfillSpec], world: World, recorder: Recorder) -> list[Applied]:
         applier = Applier(self.client, recorder, self.sleep)
@@ -272,6 +280,15 @@ class Reconciler:
                 f"stale plan: checksum={checksum} does not match computed={plan.checksum()}",
                 hint="run `backfillctl plan` again, review it, and pass its checksum",
             )
+
+
+def planned(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
+    """The plan of the World; one made with analysis verdicts carries the checksum of the plan without them (a
+    reviewed checksum must not go stale because a gauge moved)."""
+    plan = make_plan(specs, policy, world)
+    if world.analysis is None:
+        return plan
+    return replace(plan, unmetered=make_plan(specs, policy, replace(world, analysis=None)).checksum())
 
 
 def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Backfill | None]]:

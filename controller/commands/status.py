@@ -28,8 +28,8 @@ def status_view(settings: Settings, now: datetime, name: str | None = None) -> S
         view = StatusView(rows, incomplete=False, offline=True)
     else:
         with open_reconciler(settings, read_only=True) as reconciler:
-            current, _specs, _world = reconciler.plan(with_dry_runs=False)
-            rows = status.status_rows(current, reconciler.store.bindings())
+            current, _specs, world = reconciler.plan(with_dry_runs=False)
+            rows = status.status_rows(current, reconciler.store.bindings(), world.analysis)
         view = StatusView(rows, incomplete=any(i.error for i in current.items), offline=False)
     if name is None:
         return view

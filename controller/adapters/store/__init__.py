@@ -9,6 +9,7 @@ helper (`Database.tx`):
 - `lease`: the reconcile lease and the thread that renews it;
 - `bindings`: what the store remembers of each spec;
 - `outbox`: the notifications queued with their audit records;
+- `analysis`: each downstream system's metric analysis state between passes;
 - `stats`: small read queries for metrics.
 
 `Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
@@ -25,6 +26,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine
 
 from controller.adapters.store import stats
+from controller.adapters.store.analysis import AnalysisStates
 from controller.adapters.store.audit_log import AuditLog, EventFilter
 from controller.adapters.store.bindings import Bindings
 from controller.adapters.store.database import (
@@ -44,6 +46,7 @@ from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unre
 from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding
 from controller.core.model.secret import Secret
+from controller.core.rules.analysis import AnalysisState
 
 __all__ = [
     "KNOWN_REVISIONS",
@@ -78,6 +81,7 @@ class Store:
         self._leases = Leases(db, clock)
         self._bindings = Bindings(db, clock)
         self._outbox = Outbox(db)
+        self._analysis = AnalysisStates(db, clock)
 
     @property
     def url(self) -> str:
@@ -207,6 +211,14 @@ class Store:
     def bindings(self) -> dict[str, Binding]:
         return self._bindings.all()
 
+    # --- analysis -----------------------------------------------------------------------------------------
+
+    def analysis_states(self) -> dict[str, AnalysisState]:
+        return self._analysis.all()
+
+    def save_analysis_states(self, states: dict[str, AnalysisState]) -> None:
+        self._analysis.save(states)
+
     # --- notifications --------------------------------------------------------------------------------
 
     def due_notifications(self, now: str, limit: int = 100) -> list[Delivery]:
@@ -241,4 +253,7 @@ class NoStore(Store):
         return {}
 
     def recorded_findings(self) -> dict[tuple[str, str, int | None], str]:
+        return {}
+
+    def analysis_states(self) -> dict[str, AnalysisState]:
         return {}

@@ -1,5 +1,6 @@
 """Whether a create may start, and what it loads (pure): the DAG can take it, its run count is within the limits,
-no guard holds it (a freeze, the scheduler, a run window), and its downstream budgets have room, in queue order."""
+no guard holds it (a freeze, the scheduler, a run window, a downstream system's analysis), and its downstream
+budgets have room, in queue order."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.values import Finding, FindingKind, Item, Kind
 from controller.core.plan.world import World
+from controller.core.rules.analysis import LoadAction, Verdict
 from controller.core.rules.guards import BudgetLoad, Claim, Stop, StopKind, admit, guard_stop, scheduler_problem
 from controller.core.rules.schedules import unbackfillable
 
@@ -58,7 +60,51 @@ def guard_now(spec: BackfillSpec, policy: Policy, world: World) -> tuple[Stop | 
     stop = guard_stop(windows, policy.freezes, world.now, problem)
     if stop is not None and stop.kind is StopKind.FREEZE:
         return stop, None  # a freeze holds, whatever the scheduler says
-    return (None, unknown) if unknown is not None else (stop, None)
+    held = analysis_stop(spec, world)
+    if stop is None and held is not None and held.pauses:
+        return held, None  # a system over its limit pauses, whatever the scheduler says
+    if unknown is not None:
+        return None, unknown
+    return (stop or held), None  # a pausing guard before an analysis that only holds
+
+
+# --- analysis -------------------------------------------------------------------------------------------
+
+_STRICTNESS = {
+    LoadAction.FAIL_CLOSED: 0,
+    LoadAction.PAUSE: 1,
+    LoadAction.INCONCLUSIVE: 2,
+    LoadAction.HOLD: 3,
+    LoadAction.THROTTLE: 4,
+    LoadAction.RESUME: 5,
+}
+
+
+def strictest(spec: BackfillSpec, world: World) -> Verdict | None:
+    """The strictest verdict of the systems the spec lists (None: none of them was evaluated)."""
+    verdicts = [world.analysis[s] for s in spec.downstream if world.analysis and s in world.analysis]
+    return min(verdicts, key=lambda v: (_STRICTNESS[v.action], v.system), default=None)
+
+
+def analysis_stop(spec: BackfillSpec, world: World) -> Stop | None:
+    """The analysis that holds the spec back: a pause (PAUSE, FAIL_CLOSED) or a hold (HOLD, INCONCLUSIVE)."""
+    verdict = strictest(spec, world)
+    if verdict is None or verdict.action.creates:
+        return None
+    return Stop(StopKind.ANALYSIS, verdict.reason, verdict.system, pauses=verdict.action.pauses)
+
+
+def analysis_runs(spec: BackfillSpec, world: World) -> tuple[int, str | None]:
+    """The max_active_runs of a chunked spec's next chunk: lower while a system it lists throttles, and why."""
+    throttled = [
+        world.analysis[s]
+        for s in spec.downstream
+        if world.analysis and s in world.analysis and world.analysis[s].action is LoadAction.THROTTLE
+    ]
+    limits = [int(v.thresholds["throttle_max_active_runs"]) for v in throttled]
+    if not limits or min(limits) >= spec.max_active_runs:
+        return spec.max_active_runs, None
+    return min(limits), min(throttled, key=lambda v: (v.thresholds["throttle_max_active_runs"], v.system)).reason
 
 
 def scheduler_findings(policy: Policy, world: World) -> list[Finding]:

@@ -15,7 +15,7 @@ from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.spec import BackfillSpec, DesiredState
-from controller.core.plan.admission import dag_problem, guard_now
+from controller.core.plan.admission import analysis_runs, dag_problem, guard_now
 from controller.core.plan.lifecycle import Observed, adopt, bound, empty, steer
 from controller.core.plan.matching import adoptable_request
 from controller.core.plan.outcome import outcome_reason, terminal_phase
@@ -228,17 +228,23 @@ def _create_chunk(ctx: Context, spec: BackfillSpec, progress: Progress, left: Se
     if stop is not None:
         return _chunk_item(spec, Kind.WAIT, Phase.QUEUED, stop.queued, progress, guard=stop.rule)
     promoting = bool(spec.execution and spec.execution.canary_runs) and not progress.promoted
-    return replace(_chunk_create(spec, slice_of(dates, spec.max_active_runs), progress), promoting=promoting)
+    runs, throttled = analysis_runs(spec, ctx.world)
+    item = replace(_chunk_create(spec, slice_of(dates, runs), progress), promoting=promoting)
+    return item if throttled is None else replace(item, reason=f"{item.reason}; {throttled}")
 
 
-def first_chunk(spec: BackfillSpec, counted: Item, dry: DryRun, plan: Chunking) -> Item:
+def first_chunk(
+    spec: BackfillSpec, counted: Item, dry: DryRun, plan: Chunking, throttle: tuple[int, str | None] | None = None
+) -> Item:
     """A chunked spec's first backfill: the canary, or the first `chunk_runs` runs in its direction (a
     partitioned DAG's: partitions, by partition date). `counted` is the create of the whole spec: its counts
-    stay the item's."""
-    piece = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), spec.max_active_runs)
+    stay the item's. `throttle`: the max_active_runs an analysis allows now, and why (`analysis_runs`)."""
+    runs, throttled = throttle or (spec.max_active_runs, None)
+    piece = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), runs)
     total = len(dry.dates)
+    created = _chunk_create(spec, piece, Progress(total))
     return replace(
-        _chunk_create(spec, piece, Progress(total)),
+        created if throttled is None else replace(created, reason=f"{created.reason}; {throttled}"),
         runs_to_create=counted.runs_to_create,
         runs_in_range=counted.runs_in_range,
         first_date=counted.first_date,

@@ -151,8 +151,9 @@ def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: str) 
         phase = Phase.PAUSED if paused else Phase.RUNNING
         why = f"{UNOBSERVED}: {unknown}"
         return seen.item(Kind.NOOP, phase, why, guard=guarded or None, unobserved=True), ()
-    if stop is not None and not paused:
-        return seen.item(Kind.PAUSE, Phase.PAUSED, stop.paused, guard=stop.rule), ()
+    if stop is not None and not paused:  # an analysis that only holds pauses nothing (yet)
+        pause = seen.item(Kind.PAUSE, Phase.PAUSED, stop.paused, guard=stop.rule) if stop.pauses else None
+        return pause or seen.item(Kind.NOOP, Phase.RUNNING, f"running; {stop.detail}"), ()
     if stop is not None and (guarded or applied is DesiredState.PAUSED):
         return seen.item(Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule), ()
     if stop is None and guarded and paused:

@@ -23,6 +23,7 @@ from controller.core.model.ranges import compact
 from controller.core.model.spec import BackfillSpec, DesiredState
 from controller.core.plan.admission import (
     admit_creates,
+    analysis_runs,
     budget_loads,
     dag_problem,
     guard_now,
@@ -280,7 +281,7 @@ def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
         return replace(counted, kind=Kind.WAIT, phase=Phase.QUEUED, reason=stop.queued, guard=stop.rule)
     plan = chunking(spec, ctx.policy, count)
     if plan is not None:
-        return first_chunk(spec, counted, dry, plan)
+        return first_chunk(spec, counted, dry, plan, analysis_runs(spec, ctx.world))
     return replace(counted, request=BackfillRequest.from_spec(spec))
 
 

@@ -183,9 +183,13 @@ class Plan:
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
     budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
     settled: tuple[Item, ...] = ()  # deleted specs whose backfill finished: their outcome, to record (not shown)
+    unmetered: str | None = None  # the checksum of this plan made without the analysis verdicts (`checksum`)
 
     def checksum(self) -> str:
-        """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance."""
+        """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance; and never
+        over what a metric decided (a plan made with analysis verdicts carries the checksum of the one without)."""
+        if self.unmetered is not None:
+            return self.unmetered
         decisions = [
             [i.spec, i.kind.value, i.backfill_id, i.runs_to_create, i.request.body() if i.request else None]
             for i in self.items

@@ -1,8 +1,8 @@
 """The planner's input (pure): the World as observed, and the Context one DAG's queue is planned in.
 
 The World is what a pass read: each DAG's backfills and runs, the store's bindings, dry-run results, unfinished
-create intents, the scheduler's health, and `now` (rules about the future and the guards need it; the core never
-reads a clock).
+create intents, the scheduler's health, the downstream systems' analysis verdicts, and `now` (rules about the
+future and the guards need it; the core never reads a clock).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
 from controller.core.plan.ownership import Owned
+from controller.core.rules.analysis import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,9 @@ class World:
     now: datetime = field(kw_only=True)  # for rules about the future (partitioned DAGs) and the guards
     scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
     airflow: Capabilities | None = None  # the server's release (None: not read, e.g. no create was planned)
+    # each downstream system's metric verdict this pass (None: not evaluated, e.g. `plan --no-store`); never part
+    # of the plan's checksum (`commands/analysis.py` plans without it for the checksum)
+    analysis: Mapping[str, Verdict] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ from controller.core.model.binding import Binding, Phase
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.admission import running_concurrency
 from controller.core.plan.values import Item, Kind, Plan
+from controller.core.render.analysis import spec_analysis
 from controller.core.render.layout import Column, hang, left_out_line, table
+from controller.core.rules.analysis import Verdict
 from controller.core.rules.chunks import chunk_text
 
 
@@ -60,8 +62,17 @@ class StatusRow:
         }
 
 
-def status_rows(plan: Plan, bindings: Mapping[str, Binding]) -> list[StatusRow]:
-    return [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
+def status_rows(
+    plan: Plan, bindings: Mapping[str, Binding], analysis: Mapping[str, Verdict] | None = None
+) -> list[StatusRow]:
+    """A row per spec; `analysis`: the verdicts, in the note of each unfinished spec that lists the system."""
+    rows = [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
+    return [_with_analysis(row, item, analysis) for row, item in zip(rows, plan.items, strict=True)]
+
+
+def _with_analysis(row: StatusRow, item: Item, analysis: Mapping[str, Verdict] | None) -> StatusRow:
+    shown = spec_analysis(item.source.downstream, analysis) if item.source and not item.phase.terminal else ""
+    return replace(row, note=f"{row.note} · {shown}" if row.note else shown) if shown else row
 
 
 def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> StatusRow:

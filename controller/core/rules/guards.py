@@ -22,6 +22,7 @@ class StopKind(StrEnum):
     FREEZE = "freeze"
     SCHEDULER = "scheduler guard"
     WINDOW = "window"
+    ANALYSIS = "analysis"  # a downstream system's metric analysis (its verdict's reason is the detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,20 +31,27 @@ class Stop:
 
     kind: StopKind
     detail: str  # "until 20:00 Europe/Berlin", "(scheduler status 'unhealthy')"
-    freeze: str = ""  # a freeze's reason ("year-end close")
+    freeze: str = ""  # a freeze's reason ("year-end close"); an analysis: the system
+    pauses: bool = True  # False: an analysis that only holds (nothing new, nothing resumed, nothing paused)
 
     @property
     def rule(self) -> str:
-        """The rule as the audit and the plan name it: "window", "freeze 'year-end close'", "scheduler guard"."""
+        """The rule as the audit and the plan name it: "window", "freeze 'year-end close'", "scheduler guard",
+        "analysis warehouse"."""
+        if self.kind is StopKind.ANALYSIS:
+            return f"analysis {self.freeze}"
         return f"freeze {self.freeze!r}" if self.kind is StopKind.FREEZE else self.kind.value
 
     @property
     def paused(self) -> str:
+        if self.kind is StopKind.ANALYSIS:
+            return f"paused by {self.rule}: {self.detail}"
         return f"paused by {self.rule} {self.detail}"
 
     @property
     def queued(self) -> str:
-        return f"queued by {self.rule} {self.detail}"
+        """Why a create waits; an analysis says its verdict as it is ("waiting: warehouse load 0.95 > 0.85 (…)")."""
+        return self.detail if self.kind is StopKind.ANALYSIS else f"queued by {self.rule} {self.detail}"
 
 
 def _local_day(now: datetime, timezone: str) -> date:
