@@ -59,11 +59,11 @@ def collect(paths: Sequence[Path], specs_dir: Path) -> SpecTree:
     from must resolve inside its repository (ConfigError), every file inside its folder (a located problem)."""
     tree = SpecTree()
     roots = {root: confine(root) for root in [specs_dir, *(p if p.is_dir() else p.parent for p in paths)]}
-    policy_path = _policy_path(specs_dir)
-    if policy_path is not None:
-        tree.policy = _read(policy_path, roots[specs_dir], tree)
+    policy_file = policy_path(specs_dir)
+    if policy_file is not None:
+        tree.policy = _read(policy_file, roots[specs_dir], tree)
     for path in sorted(set(_expand(paths, roots))):
-        if policy_path is None or path.resolve() != policy_path.resolve():
+        if policy_file is None or path.resolve() != policy_file.resolve():
             tree.found.append((path, roots[_root_for(path, paths)]))
     return tree
 
@@ -93,7 +93,7 @@ def _repository(folder: Path) -> Path | None:
 
 def names_in_tree(specs_dir: Path) -> dict[str, list[str]]:
     """Spec name → files that would carry it (a spec's name must equal its file name), without reading them."""
-    policy = _policy_path(specs_dir)
+    policy = policy_path(specs_dir)
     found: dict[str, list[str]] = {}
     for path in sorted(specs_dir.rglob("*")) if specs_dir.is_dir() else ():
         if path.suffix in SPEC_SUFFIXES and not path.is_dir() and path != policy:
@@ -101,7 +101,7 @@ def names_in_tree(specs_dir: Path) -> dict[str, list[str]]:
     return found
 
 
-def _policy_path(specs_dir: Path) -> Path | None:
+def policy_path(specs_dir: Path) -> Path | None:
     for suffix in SPEC_SUFFIXES:
         candidate = specs_dir / f"{POLICY_STEM}{suffix}"
         if candidate.exists() or candidate.is_symlink():

@@ -148,6 +148,21 @@ class GitSource:
             )
             raise GitError(f"git ref {ref!r} is not in this repository", hint=hint) from None
 
+    def changed_since(self, ref: str, folder: Path) -> set[str]:
+        """Repository-relative paths under `folder` that differ from `ref` on disk: added, changed or renamed since
+        it (committed or not), and every untracked file (ignored ones too: the folder's reader reads them)."""
+        self.resolve(ref)
+        assert self._repo is not None
+        where = str(folder.resolve())
+        try:
+            diff = str(self._repo.git.diff("-z", "--name-only", "--no-renames", "--diff-filter=ACMT", ref, "--", where))
+            untracked = str(self._repo.git.ls_files("-z", "--others", "--full-name", "--", where))
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git diff failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        return {name for name in (*diff.split("\0"), *untracked.split("\0")) if name}
+
     def uncommitted(self, folder: Path) -> list[tuple[str, str]]:
         """Spec and policy files under `folder` that differ from HEAD: (path as shown, how), sorted. Ignored files
         count too: the working-tree reader would apply them as well."""

@@ -11,39 +11,69 @@ status) and `audit` (audit, store).
 
 import os
 import sys
+from typing import Any
 
-import typer
-
-# isort: off
-# each module registers its commands on `app`, in the order `backfillctl --help` lists them
-from controller.cli import specs, reconcile, status, audit
-
-# isort: on
-from controller.cli.app import app
-from controller.cli.output import PassView
+from controller.cli.quick import plain_validate, run_validate
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
 __all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status"]
 
 
+def __getattr__(name: str) -> Any:
+    """The typer application and its parts, imported when first asked for (a plain `validate` never is)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _application()
+    return globals()[name]
+
+
+def _application() -> Any:
+    """The typer application with every command registered (the package's `app` is it, not its module)."""
+    from importlib import import_module
+
+    # each module registers its commands on `app`, in the order `backfillctl --help` lists them (imported by
+    # name: `from controller.cli import specs` would ask this module's `__getattr__` again)
+    parts = {name: import_module(f"controller.cli.{name}") for name in ("specs", "reconcile", "status", "audit")}
+    from controller.cli.app import app
+    from controller.cli.output import PassView
+
+    globals().update(parts, app=app, PassView=PassView)
+    return app
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for the console script and `python -m controller`."""
+    args = sys.argv[1:] if argv is None else argv
+    quick = plain_validate(args)
     try:
-        result = app(args=argv, prog_name="backfillctl", standalone_mode=False)
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+        if quick is not None:  # pre-commit's `validate FILE...`: no typer to build (see `quick`)
+            return run_validate(quick)
+        return _typer_main(args)
+    except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return ExitCode.INTERRUPTED
     except ControllerError as exc:
         _report_error(exc)
         return int(exc.exit_code)
+    except Exception as exc:
+        return _report_unexpected(exc)
+
+
+def _typer_main(args: list[str]) -> int:
+    import typer
+
+    application = _application()
+    try:
+        result = application(args=args, prog_name="backfillctl", standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        sys.stderr.write("interrupted\n")
+        return ExitCode.INTERRUPTED
     except typer.TyperException as exc:  # click's usage and parameter errors, vendored by typer
         exc.show()  # type: ignore[attr-defined]
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
-    except Exception as exc:
-        return _report_unexpected(exc)
     return int(result) if isinstance(result, int) else ExitCode.OK
 
 

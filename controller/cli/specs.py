@@ -39,30 +39,24 @@ def validate(
     ] = None,
     pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
     head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
+    changed_since: Annotated[
+        str | None,
+        typer.Option(
+            "--changed-since",
+            metavar="REF",
+            help="Only the spec files changed since this git ref, and the names of the whole tree.",
+        ),
+    ] = None,
 ) -> int:
     """Check specs: YAML, schema, semantic rules, policy, and with --base / --pr-reviews the PR rules.
 
     With BACKFILLCTL_AIRFLOW_URL set, also each spec's DAG: it exists, its schedule can be backfilled, and a
     partitioned DAG's range does not reach past now.
     """
-    from controller.commands import validate as validate_cmd
-    from controller.core.render import validation as render
+    from controller.cli.quick import ValidateArgs, run_validate
 
-    settings = load_settings()
-    checks = validate_cmd.GitChecks(base, pr_reviews, pr_author, head_sha)
-    now = utc_now()
-    result = validate_cmd.validate_paths(paths or [], settings.specs_dir, now, checks=checks)
-    if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
-        from controller.commands.session import make_client
-
-        result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
-    renderers = {
-        ValidateFormat.text: render.validation_text,
-        ValidateFormat.json: render.validation_json,
-        ValidateFormat.github: render.validation_github,
-    }
-    out(renderers[output](result))
-    return ExitCode.OK if result.ok else ExitCode.ERROR
+    given = ValidateArgs(paths or [], output.value, base, pr_reviews, pr_author, head_sha, changed_since)
+    return run_validate(given)
 
 
 RETRY_NOTE = "Required, unless --retry-failed-of takes it from the finished spec."

@@ -19,7 +19,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.commands.analysis import audit_of
 from controller.commands.record import Recorder
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
-from controller.core.model.airflow import Backfill, BackfillRequest
+from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
@@ -45,6 +45,7 @@ class Applied:
     outcome: Outcome
     error: str | None = None  # what went wrong, for the pass's error lines
     created: Backfill | None = None  # Airflow's answer to a create: the new backfill, as it was observed
+    made: RunSummary | None = None  # the runs that create made: the dry run's dates, queued (None: not known)
 
 
 class Applier:
@@ -232,7 +233,7 @@ class Applier:
             message=chunk,
         )
         self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
-        return Applied(item, Outcome.CREATED, created=created)
+        return Applied(item, Outcome.CREATED, created=created, made=made_runs(item))
 
     def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: Outcome) -> Applied | None:
         body = item.request or BackfillRequest.from_spec(spec)
@@ -340,6 +341,13 @@ def _chunk_text(item: Item, previous: int | None) -> str:
         f"{chunk_text(item.chunk)}: {format_utc(request.from_date)} → {format_utc(request.to_date)} ({runs:,} runs), "
         f"{concurrency}; "
     )
+
+
+def made_runs(item: Item) -> RunSummary | None:
+    """The runs a create Airflow answered made: the dates its dry run listed, each queued (Airflow creates a
+    backfill's runs, queued, in the create's own transaction), so the pass need not read them again."""
+    count = sum(r.count for r in item.dates) if item.dates is not None else item.runs_to_create
+    return None if count is None else RunSummary({"queued": count} if count else {})
 
 
 def _create_facts(item: Item) -> CreateFacts:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -46,6 +46,14 @@ def concurrently(keys: Iterable[K], work: Callable[[K], V]) -> dict[K, V]:
         return {key: work(key) for key in ordered}
     with ThreadPoolExecutor(max_workers=min(POOL, len(ordered)), thread_name_prefix="observe") as pool:
         return dict(zip(ordered, pool.map(work, ordered), strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class Created:
+    """A create Airflow answered: the new backfill, and the runs it made (None: not known, read them)."""
+
+    backfill: Backfill
+    made: RunSummary | None = None
 
 
 class Observer:
@@ -133,24 +141,30 @@ class Observer:
         *,
         intents: Mapping[str, datetime],
         now: datetime,
-        changed: Mapping[str, Sequence[Backfill | None]],
+        changed: Mapping[str, Sequence[Created | None]],
     ) -> World:
         """The world after this pass's changes (`changed`: DAG → what each change created, None when it
         created nothing or its answer was not a backfill). Only the DAGs the changes touched are read again,
         with the infos already read; a DAG whose every change was a create Airflow answered is not listed
-        again (those answers are its new backfills), only their runs are read."""
+        again (those answers are its new backfills), and their runs are the ones the creates made (the dry
+        run's dates, queued): only a create whose runs are not known has them read."""
 
         def again(dag_id: str) -> DagObservation:
             prior, created = before.observations.get(dag_id), changed[dag_id]
             if prior is None or prior.error is not None or prior.info is None:
                 return self._dag(dag_id, specs, bindings)
-            if created and all(b is not None for b in created):
-                new = tuple(b for b in created if b is not None)
+            if created and all(c is not None for c in created):
+                made = [c for c in created if c is not None]
+                new = tuple(c.backfill for c in made)
                 listed = prior.backfills + new
+                known = {c.backfill.id: c.made for c in made if c.made is not None}
+                unknown = tuple(b for b in new if b.id not in known)
                 owners = owners_of(bindings, specs, listed)
-                runs, owned = self._summaries(dag_id, new, listed, bindings, owners, partitioned=prior.info.partitioned)
+                runs, owned = self._summaries(
+                    dag_id, unknown, listed, bindings, owners, partitioned=prior.info.partitioned
+                )
                 return DagObservation(
-                    dag_id, prior.info, listed, {**prior.runs, **runs}, owned={**prior.owned, **owned}
+                    dag_id, prior.info, listed, {**prior.runs, **known, **runs}, owned={**prior.owned, **owned}
                 )
             return self._dag(dag_id, specs, bindings, prior.info)
 

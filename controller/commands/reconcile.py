@@ -21,12 +21,11 @@ from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
-from controller.commands.observe import Observer
+from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
 from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
-from controller.core.model.airflow import Backfill
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
@@ -291,13 +290,13 @@ def planned(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan
     return replace(plan, unmetered=make_plan(specs, policy, replace(world, analysis=None)).checksum())
 
 
-def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Backfill | None]]:
-    """DAG → the backfill each change on it created (None: created nothing, or no answer to trust). An
-    adoption changes nothing in Airflow, so its DAG needs no second look."""
-    changed: dict[str, list[Backfill | None]] = {}
+def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Created | None]]:
+    """DAG → what each change on it created, with the runs it made (None: created nothing, or no answer to
+    trust). An adoption changes nothing in Airflow, so its DAG needs no second look."""
+    changed: dict[str, list[Created | None]] = {}
     for a in applied:
         if a.item.kind is not Kind.ADOPT:
-            changed.setdefault(a.item.dag_id, []).append(a.created)
+            changed.setdefault(a.item.dag_id, []).append(None if a.created is None else Created(a.created, a.made))
     return changed
 
 

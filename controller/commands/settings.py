@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from controller.core.audit.chain import key_bytes
 from controller.core.model.secret import Secret, header_problem, redact_url, text_problem, url_problem
 from controller.errors import ConfigError
 
@@ -102,6 +101,8 @@ def _audit_key(value: str) -> Secret | None:
     """The chain's HMAC key, taken byte for byte (never stripped); an empty one means no key."""
     if not value:
         return None
+    from controller.core.audit.chain import key_bytes  # noqa: PLC0415 - only with a key: `validate` starts without
+
     if len(key_bytes(value)) < AUDIT_KEY_MIN_BYTES:
         raise ConfigError(
             f"BACKFILLCTL_AUDIT_KEY is shorter than {AUDIT_KEY_MIN_BYTES} bytes",

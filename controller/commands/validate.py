@@ -54,10 +54,17 @@ def validate_paths(
     validator: SpecValidator | None = None,
     checks: GitChecks | None = None,
     settled: frozenset[str] = frozenset(),
+    changed_since: str | None = None,
 ) -> ValidationResult:
     """Validate every spec under `paths` (default: the specs folder) with the tree's policy (`settled`: see
-    `SpecValidator.validate`)."""
+    `SpecValidator.validate`); with `changed_since`, only the spec files changed since that git ref (every spec
+    when the policy changed), their names still checked against the whole tree."""
     validator = validator or build_validator()
+    if changed_since is not None:
+        changed = _changed(paths, specs_dir, changed_since)
+        if changed == []:  # nothing changed: the policy is still read (and judged) as the tree's
+            return validator.validate([], now=now, policy_file=files.collect([], specs_dir).policy)
+        paths = changed or []
     tree = files.collect(paths or [specs_dir], specs_dir)
     result = validator.validate(
         tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
@@ -67,6 +74,34 @@ def validate_paths(
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
     return _with(result, _git_checks(result, specs_dir, validator, checks, now))
+
+
+def _changed(paths: Sequence[Path], specs_dir: Path, ref: str) -> list[Path] | None:
+    """The spec files under `specs_dir` changed since `ref` ([] when none did); None (the whole folder) when its
+    policy changed: every spec is judged by it. A ref git does not know is a usage error (exit 2)."""
+    from controller.adapters.gitsource import GitSource  # noqa: PLC0415 - GitPython only for --changed-since
+    from controller.errors import GitError  # noqa: PLC0415
+
+    if paths:
+        raise UsageError(
+            "--changed-since and PATH arguments cannot be combined",
+            hint="give the files to check (pre-commit does), or --changed-since REF to find them",
+        )
+    git = GitSource(specs_dir)
+    if not git.available:
+        raise UsageError(
+            f"--changed-since {ref}: {files.display(specs_dir)} is not in a git repository",
+            hint="run it inside the specs repository, or validate the whole folder without --changed-since",
+        )
+    try:
+        changed = sorted(git.changed_since(ref, specs_dir))
+    except GitError as exc:
+        raise UsageError(f"--changed-since {ref}: {exc.message} ({git.root})", hint=exc.hint) from None
+    found = [git.root / name for name in changed if Path(name).suffix in files.SPEC_SUFFIXES]
+    policy = files.policy_path(specs_dir)
+    if policy is not None and any(p.resolve() == policy.resolve() for p in found):
+        return None
+    return [p for p in found if p.exists()]
 
 
 DagLookup = Callable[[str], "DagInfo"]  # raises AirflowNotFound for an unknown DAG

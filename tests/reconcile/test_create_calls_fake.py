@@ -1,0 +1,46 @@
+"""What creating costs: per created spec its DAG's backfills, a dry run, one read of its range and the POST (4
+calls), and no read after the create: the create's answer is the new backfill and its dry run listed the runs it
+made, queued. The next pass reads them as it reads any running backfill's."""
+
+from __future__ import annotations
+
+from tests.reconcile.harness import Bench, count_calls, fake
+
+DAGS = ("demo_daily", "demo_tz", "demo_flaky", "demo_finance_ledger")
+
+
+def test_each_created_spec_costs_exactly_four_calls_and_none_after_the_create(bench: Bench) -> None:
+    fake(bench).scheduler_running = False
+    for n, dag in enumerate(DAGS):
+        bench.spec(f"make-{n}", dag=dag)
+    result = bench.run()
+    assert [o.value for _i, o in result.applied] == ["created"] * len(DAGS)
+    calls = count_calls(fake(bench).requests)
+    per_dag = {
+        "GET /api/v2/backfills": len(DAGS),
+        "POST /api/v2/backfills/dry_run": len(DAGS),
+        "POST /api/v2/backfills": len(DAGS),
+        **{f"GET /api/v2/dags/{dag}/dagRuns": 1 for dag in DAGS},  # the range read before; none after
+    }
+    assert calls == {**per_dag, "POST /auth/token": 1, "GET /api/v2/dags": 1}
+    assert sum(per_dag.values()) == 4 * len(DAGS)
+
+
+def test_after_the_create_the_pass_shows_the_dry_runs_dates_queued_and_the_next_pass_reads_them(
+    bench: Bench,
+) -> None:
+    fake(bench).scheduler_running = False
+    bench.spec("made")
+    first = bench.run()
+    made = {i.spec: i.runs for i in first.current.items}["made"]
+    assert made is not None
+    assert dict(made.counts) == {"queued": 7}
+    assert bench.phases(first) == {"made": "Running"}
+    fake(bench).start_runs(1)
+    fake(bench).finish_run(1, "success")
+    before = len(fake(bench).requests)
+    second = bench.run()
+    seen = {i.spec: i.runs for i in second.current.items}["made"]
+    assert seen is not None
+    assert dict(seen.counts) == {"success": 1, "running": 2, "queued": 4}
+    assert any(p == "/api/v2/dags/demo_daily/dagRuns" for _m, p in fake(bench).requests[before:])
