@@ -20,7 +20,7 @@ from controller.commands.analysis import audit_of
 from controller.commands.record import Recorder
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
-from controller.core.model.binding import CreateFacts, Phase
+from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
@@ -61,7 +61,7 @@ class Applier:
         return self._steer(item, spec, audit_of(item.guard, spec, world.analysis))
 
     def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
-        for backfill_id, message in self._adoptions(item, spec):
+        for backfill_id, message in _adoptions(item, self.recorder.bindings.get(spec.name)):
             self.recorder.audit(
                 Action.ADOPT,
                 AuditPhase.OBSERVATION,
@@ -76,18 +76,6 @@ class Applier:
             spec, item.backfill_id, item.phase, item.reason, item.runs, created=created, progress=item.progress
         )
         return Applied(item, Outcome.ADOPTED)
-
-    def _adoptions(self, item: Item, spec: BackfillSpec) -> list[tuple[int | None, str]]:
-        """One audited adoption per backfill: a chunked spec's chunks found after a lost store each get theirs."""
-        before = self.recorder.bindings.get(spec.name)
-        owned = before.backfills if before is not None else ()
-        chunks = [c for c in (item.progress.chunks if item.progress else ()) if c.backfill_id not in owned]
-        if len(chunks) <= 1:
-            return [(item.backfill_id, item.reason)]
-        return [
-            (c.backfill_id, f"chunk {k}: {format_utc(c.first)} → {format_utc(c.last)}; {item.reason}")
-            for k, c in enumerate(chunks, 1)
-        ]
 
     def _steer(self, item: Item, spec: BackfillSpec, analysis: list[dict[str, object]]) -> Applied:
         """A pause, unpause or cancel; `analysis`: the verdicts behind an analysis guard's (audited with it)."""
@@ -111,11 +99,12 @@ class Applier:
             outcome, status = Outcome.ALREADY_COMPLETED, exc.status or 409
         except AirflowError as exc:
             response = {"status": exc.status, "detail": exc.detail}
+            failed = Outcome.FAILED
             self.recorder.audit(
                 action,
                 AuditPhase.OUTCOME,
                 spec,
-                outcome=Outcome.FAILED,
+                outcome=failed,
                 backfill_id=backfill_id,
                 response=response,
                 message=exc.message,
@@ -130,12 +119,7 @@ class Applier:
             response={"status": status} | ({"analysis": analysis} if analysis else {}),
             message=item.reason if analysis else None,
         )
-        # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
-        phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
-        # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
-        applied = APPLIED[item.kind] if outcome is Outcome.DONE else None
-        guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
-        applied = None if guard else applied
+        phase, applied, guard = _steered(item, outcome)
         self.recorder.bind(
             spec, backfill_id, phase, item.reason, item.runs, applied_state=applied, guard=guard, progress=item.progress
         )
@@ -175,7 +159,7 @@ class Applier:
                 **({} if approval is None else {"approval": approval.as_json()}),
                 **_dates_json(item),
             },
-            message=_chunk_text(item, self._previous_concurrency(spec))
+            message=_chunk_text(item, _previous_concurrency(self._progress(spec)))
             + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
             f"{approved_by(approval, spec.approvers)}; ticket {spec.ticket}",
         )
@@ -232,7 +216,9 @@ class Applier:
             response=response,
             message=chunk,
         )
-        self.recorder.bind(spec, created.id, Phase.RUNNING, "created", progress=self._with_chunk(spec, created.id))
+        self.recorder.bind(
+            spec, created.id, Phase.RUNNING, "created", progress=_with_chunk(self._progress(spec), created.id)
+        )
         return Applied(item, Outcome.CREATED, created=created, made=made_runs(item))
 
     def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: Outcome) -> Applied | None:
@@ -252,7 +238,9 @@ class Applier:
             message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
         )
         # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's changes
-        self.recorder.bind(spec, backfill.id, Phase.RUNNING, outcome, progress=self._with_chunk(spec, backfill.id))
+        self.recorder.bind(
+            spec, backfill.id, Phase.RUNNING, outcome, progress=_with_chunk(self._progress(spec), backfill.id)
+        )
         return Applied(item, outcome)
 
     def _queued_after_conflict(self, item: Item, spec: BackfillSpec, *, maybe_landed: bool) -> Applied:
@@ -266,10 +254,10 @@ class Applier:
         )
         self.recorder.bind(
             spec,
-            self._last_backfill(spec),
+            _last_backfill(self._progress(spec)),
             Phase.QUEUED,
             "another backfill is active on this DAG",
-            progress=self._progress(spec) if maybe_landed else self._unasked(spec),
+            progress=self._progress(spec) if maybe_landed else _unasked(self._progress(spec)),
         )
         return Applied(item, Outcome.CONFLICT)
 
@@ -292,8 +280,8 @@ class Applier:
             message=message,
         )
         # a create that may have landed keeps its pending chunk, so a late backfill is adopted, never run again
-        progress = self._progress(spec) if maybe_landed else self._unasked(spec)
-        self.recorder.bind(spec, self._last_backfill(spec), Phase.BLOCKED, message, progress=progress)
+        progress = self._progress(spec) if maybe_landed else _unasked(self._progress(spec))
+        self.recorder.bind(spec, _last_backfill(self._progress(spec)), Phase.BLOCKED, message, progress=progress)
         return Applied(item, Outcome.REJECTED, f"{spec.path}: {spec.name}: {message}")
 
     # --- a chunked spec's bookkeeping ------------------------------------------------------------------------
@@ -302,30 +290,54 @@ class Applier:
         binding = self.recorder.bindings.get(spec.name)
         return None if binding is None else binding.progress
 
-    def _with_chunk(self, spec: BackfillSpec, backfill_id: int) -> Progress | None:
-        """The progress with its pending chunk created as `backfill_id` (None for a spec without chunks)."""
-        progress = self._progress(spec)
-        if progress is None or progress.pending is None:
-            return progress
-        return progress.with_chunk(progress.pending.chunk(backfill_id))
 
-    def _unasked(self, spec: BackfillSpec) -> Progress | None:
-        """The progress without its pending chunk: the create was refused, nothing exists to adopt."""
-        progress = self._progress(spec)
-        return None if progress is None else replace(progress, pending=None)
+def _adoptions(item: Item, before: Binding | None) -> list[tuple[int | None, str]]:
+    """One audited adoption per backfill: a chunked spec's chunks found after a lost store each get theirs."""
+    owned = before.backfills if before is not None else ()
+    chunks = [c for c in (item.progress.chunks if item.progress else ()) if c.backfill_id not in owned]
+    if len(chunks) <= 1:
+        return [(item.backfill_id, item.reason)]
+    return [
+        (c.backfill_id, f"chunk {k}: {format_utc(c.first)} → {format_utc(c.last)}; {item.reason}")
+        for k, c in enumerate(chunks, 1)
+    ]
 
-    def _last_chunk(self, spec: BackfillSpec) -> Chunk | None:
-        progress = self._progress(spec)
-        return progress.chunks[-1] if progress is not None and progress.chunks else None
 
-    def _last_backfill(self, spec: BackfillSpec) -> int | None:
-        """The backfill a chunked spec keeps when its next chunk's create fails (its last chunk's)."""
-        chunk = self._last_chunk(spec)
-        return None if chunk is None else chunk.backfill_id
+def _steered(item: Item, outcome: Outcome) -> tuple[Phase, DesiredState | None, str]:
+    """What a pause, unpause or cancel leaves bound: its phase, the state it applied, the guard that paused it."""
+    # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
+    phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
+    # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
+    applied = APPLIED[item.kind] if outcome is Outcome.DONE else None
+    guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
+    return phase, None if guard else applied, guard
 
-    def _previous_concurrency(self, spec: BackfillSpec) -> int | None:
-        chunk = self._last_chunk(spec)
-        return None if chunk is None else chunk.max_active_runs
+
+def _with_chunk(progress: Progress | None, backfill_id: int) -> Progress | None:
+    """The progress with its pending chunk created as `backfill_id` (None for a spec without chunks)."""
+    if progress is None or progress.pending is None:
+        return progress
+    return progress.with_chunk(progress.pending.chunk(backfill_id))
+
+
+def _unasked(progress: Progress | None) -> Progress | None:
+    """The progress without its pending chunk: the create was refused, nothing exists to adopt."""
+    return None if progress is None else replace(progress, pending=None)
+
+
+def _last_chunk(progress: Progress | None) -> Chunk | None:
+    return progress.chunks[-1] if progress is not None and progress.chunks else None
+
+
+def _last_backfill(progress: Progress | None) -> int | None:
+    """The backfill a chunked spec keeps when its next chunk's create fails (its last chunk's)."""
+    chunk = _last_chunk(progress)
+    return None if chunk is None else chunk.backfill_id
+
+
+def _previous_concurrency(progress: Progress | None) -> int | None:
+    chunk = _last_chunk(progress)
+    return None if chunk is None else chunk.max_active_runs
 
 
 def _chunk_text(item: Item, previous: int | None) -> str:

@@ -56,7 +56,7 @@ def _ahead_of_its_turn(item: Item, world: World, only: Collection[str] | None) -
 
 
 def _judged(item: Item, spec: BackfillSpec, policy: Policy, world: World, observer: Observer) -> Item:
-    dry = observer.dry_run(spec, world.observations)
+    dry = observer.dry_runs.dry_run(spec, world.observations)
     if dry.error is not None:
         return replace(item, reason=f"{item.reason}; its dry run now failed: {dry.error}")
     limit = run_limit(spec, policy, len(dry.dates))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.commands.audit import stored_bindings
-from controller.commands.observe import Observer
+from controller.commands.dryrun import DryRunner
 from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
@@ -81,7 +81,7 @@ def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:
             ) from None
         except AirflowError as exc:
             raise ControllerError(f"not written: {exc.message}", hint=exc.hint or FALLBACK) from None
-        dry = Observer(client).dry_run(spec, {spec.dag_id: DagObservation(spec.dag_id, info)})
+        dry = DryRunner(client).dry_run(spec, {spec.dag_id: DagObservation(spec.dag_id, info)})
     if dry.error is not None:
         raise InvalidSpecs(f"not written: Airflow's dry run refuses the spec: {dry.error}", hint=FALLBACK)
     if not dry.dates:

@@ -14,27 +14,24 @@ from datetime import datetime
 from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, RunSummary, summarise
+from controller.commands.dryrun import DryRunner
+from controller.core.model.airflow import Backfill, DagInfo, DagRun, RunSummary, summarise
 from controller.core.model.binding import Binding, CreateFacts
-from controller.core.model.chunks import Progress
 from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
-from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.model.spec import BackfillSpec
 from controller.core.plan.load import creates, with_load
 from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
 from controller.core.plan.ownership import Owned, own_runs
 from controller.core.plan.queue import dry_runs_needed
 from controller.core.plan.values import Plan
-from controller.core.plan.world import DagObservation, DryRun, World, closest_ids, run_label
-from controller.core.rules.chunks import next_size, remaining, take
-from controller.core.rules.schedules import partition_range, runs_of, runs_within
+from controller.core.plan.world import DagObservation, DryRun, World, closest_ids
+from controller.core.rules.schedules import runs_of, runs_within
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)
 BATCH_FROM = 2  # more backfills than this on one DAG: try one read of their whole range first
 POOL = 8  # DAGs observed at once (the client bounds the calls in flight): a pass of a few DAGs is one wave
-# the finished runs a reprocess rule leaves alone (in flight ones are skipped by every rule)
-KEPT = {ReprocessBehavior.NONE: ("success", "failed"), ReprocessBehavior.FAILED: ("success",)}
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -59,6 +56,7 @@ class Created:
 class Observer:
     def __init__(self, client: AirflowClient) -> None:
         self.client = client
+        self.dry_runs = DryRunner(client)
 
     def world(
         self,
@@ -108,8 +106,8 @@ class Observer:
         """A new spec's dry run, or a chunked spec's next chunk."""
         binding = bindings.get(spec.name)
         if binding is not None and binding.progress is not None:
-            return self.next_chunk(spec, binding.progress, policy)
-        return self.dry_run(spec, observations)
+            return self.dry_runs.next_chunk(spec, binding.progress, policy)
+        return self.dry_runs.dry_run(spec, observations)
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
         """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""
@@ -286,64 +284,6 @@ class Observer:
         runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=True)
         return summarise(runs_of(backfill, runs))
 
-    def dry_run(self, spec: BackfillSpec, observations: Mapping[str, DagObservation]) -> DryRun:
-        """Runs the create would make; runs in range; and the queued or running runs Airflow will skip.
-
-        Beside the dry run, one read of the range (three past a page of runs) counts the finished runs the
-        reprocess rule keeps, so runs in range need no second dry run, and lists the runs in flight. A
-        partitioned DAG's partitions can hold several runs each: a dry run with `completed` counts them."""
-        partitioned = _partitioned(observations.get(spec.dag_id))
-        completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
-        kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
-        try:
-            request = BackfillRequest.from_spec(spec)
-            planned = self.client.planned_runs_in_parts(request)  # a partitioned DAG's too: by partition date
-            if partitioned and not completed:
-                everything = BackfillRequest.from_spec(spec, reprocess="completed")
-                in_range = len(self.client.planned_runs_in_parts(everything))
-            else:
-                in_range = len(planned)
-            read = self._range(spec, kept, partitioned=partitioned)
-        except AirflowError as exc:
-            return DryRun(error=exc.detail or exc.message)
-        if read is None:
-            return DryRun(tuple(p.date for p in planned), in_range, partitions=partition_range(planned), in_flight=None)
-        counted, flying, total = read
-        return DryRun(
-            tuple(p.date for p in planned),
-            in_range + counted,
-            partitions=partition_range(planned),
-            in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
-            in_flight_more=total - len(flying),
-        )
-
-    def next_chunk(self, spec: BackfillSpec, progress: Progress, policy: Policy) -> DryRun:
-        """The next chunk's runs: a dry run of what is left of the range, from its start (its end when the
-        spec runs backwards), stopped once the chunk is full (a chunk's dry run never spans the whole range)."""
-        left = remaining(spec, progress)
-        if left is None:
-            return DryRun()
-        size = next_size(spec, policy, progress)
-        request = replace(BackfillRequest.from_spec(spec), from_date=left[0], to_date=left[1])
-        try:
-            planned = self.client.planned_runs_in_parts(request, limit=size, backwards=spec.run_backwards)
-        except AirflowError as exc:
-            return DryRun(error=exc.detail or exc.message)
-        dates = take([p.date for p in planned], size, backwards=spec.run_backwards)
-        return DryRun(tuple(dates))
-
-    def _range(
-        self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool
-    ) -> tuple[int, list[DagRun], int] | None:
-        """The range read; None when it fails and only the in-flight line needed it (the plan says it is not
-        known); a failure that leaves runs in range uncounted is the dry run's error."""
-        try:
-            return self.client.range_runs(spec.dag_id, spec.from_date, spec.to_date, kept=kept, partitioned=partitioned)
-        except AirflowError:
-            if kept:
-                raise
-            return None
-
 
 def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | None) -> DagLoad:
     """One DAG's load: its assets and their consumers, and with `slots` (or why they are not known) its tasks'
@@ -402,10 +342,6 @@ def _counted(backfill: Backfill, recorded: Mapping[int, CreateFacts | None], *, 
         return False
     facts = recorded[backfill.id]
     return facts is None or facts.whole_range
-
-
-def _partitioned(observation: DagObservation | None) -> bool:
-    return observation is not None and observation.info is not None and observation.info.partitioned
 
 
 def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> frozenset[int] | None:

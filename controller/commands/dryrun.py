@@ -1,0 +1,88 @@
+"""Dry runs: what a create would make, asked of Airflow before it is made (a spec's, or a chunked spec's next
+chunk's), with the one read of the range that counts the runs the reprocess rule keeps and lists those in flight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from controller.adapters.airflow import AirflowClient
+from controller.core.model.airflow import BackfillRequest, DagRun
+from controller.core.model.chunks import Progress
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec, ReprocessBehavior
+from controller.core.plan.world import DagObservation, DryRun, run_label
+from controller.core.rules.chunks import next_size, remaining, take
+from controller.core.rules.schedules import partition_range
+from controller.errors import AirflowError
+
+# the finished runs a reprocess rule leaves alone (in flight ones are skipped by every rule)
+KEPT = {ReprocessBehavior.NONE: ("success", "failed"), ReprocessBehavior.FAILED: ("success",)}
+
+
+def is_partitioned(observation: DagObservation | None) -> bool:
+    return observation is not None and observation.info is not None and observation.info.partitioned
+
+
+class DryRunner:
+    def __init__(self, client: AirflowClient) -> None:
+        self.client = client
+
+    def dry_run(self, spec: BackfillSpec, observations: Mapping[str, DagObservation]) -> DryRun:
+        """Runs the create would make; runs in range; and the queued or running runs Airflow will skip.
+
+        Beside the dry run, one read of the range (three past a page of runs) counts the finished runs the
+        reprocess rule keeps, so runs in range need no second dry run, and lists the runs in flight. A
+        partitioned DAG's partitions can hold several runs each: a dry run with `completed` counts them."""
+        partitioned = is_partitioned(observations.get(spec.dag_id))
+        completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
+        kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
+        try:
+            request = BackfillRequest.from_spec(spec)
+            planned = self.client.planned_runs_in_parts(request)  # a partitioned DAG's too: by partition date
+            if partitioned and not completed:
+                everything = BackfillRequest.from_spec(spec, reprocess="completed")
+                in_range = len(self.client.planned_runs_in_parts(everything))
+            else:
+                in_range = len(planned)
+            read = self._range(spec, kept, partitioned=partitioned)
+        except AirflowError as exc:
+            return DryRun(error=exc.detail or exc.message)
+        if read is None:
+            return DryRun(tuple(p.date for p in planned), in_range, partitions=partition_range(planned), in_flight=None)
+        counted, flying, total = read
+        return DryRun(
+            tuple(p.date for p in planned),
+            in_range + counted,
+            partitions=partition_range(planned),
+            in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
+            in_flight_more=total - len(flying),
+        )
+
+    def next_chunk(self, spec: BackfillSpec, progress: Progress, policy: Policy) -> DryRun:
+        """The next chunk's runs: a dry run of what is left of the range, from its start (its end when the
+        spec runs backwards), stopped once the chunk is full (a chunk's dry run never spans the whole range)."""
+        left = remaining(spec, progress)
+        if left is None:
+            return DryRun()
+        size = next_size(spec, policy, progress)
+        request = replace(BackfillRequest.from_spec(spec), from_date=left[0], to_date=left[1])
+        try:
+            planned = self.client.planned_runs_in_parts(request, limit=size, backwards=spec.run_backwards)
+        except AirflowError as exc:
+            return DryRun(error=exc.detail or exc.message)
+        dates = take([p.date for p in planned], size, backwards=spec.run_backwards)
+        return DryRun(tuple(dates))
+
+    def _range(
+        self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool
+    ) -> tuple[int, list[DagRun], int] | None:
+        """The range read; None when it fails and only the in-flight line needed it (the plan says it is not
+        known); a failure that leaves runs in range uncounted is the dry run's error."""
+        try:
+            return self.client.range_runs(spec.dag_id, spec.from_date, spec.to_date, kept=kept, partitioned=partitioned)
+        except AirflowError:
+            if kept:
+                raise
+            return None
