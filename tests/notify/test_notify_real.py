@@ -338,13 +338,13 @@ def test_stuck_when_the_dag_is_paused_is_notified_once_with_the_cause(bench: Ben
 
     try:
         wait_for("the created notification", lambda: bool(events("created")), timeout=120)
-        set_dag_paused(bench.url, "demo_slow", True)  # the running run finishes; the queued ones wait
+        set_dag_paused(bench.url, "demo_slow", True)  # queued runs wait (all 4 if none started)
         wait_for("a stuck notification", lambda: bool(events("stuck")), timeout=300)
         time.sleep(25)  # two more passes: the same situation is not notified again
         (stuck,) = events("stuck")
         assert stuck["spec"] == "stuck-slow"
         assert re.fullmatch(
-            r"[23] run\(s\) queued for more than 1 min \(oldest since \S+Z\) while none runs; likely cause: the DAG "
+            r"[234] run\(s\) queued for more than 1 min \(oldest since \S+Z\) while none runs; likely cause: the DAG "
             r"demo_slow is paused in Airflow \(backfill runs wait for it\): unpause the DAG",
             stuck["message"],
         ), stuck["message"]
