@@ -18,6 +18,7 @@ from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
 from controller.core.plan.ownership import Owned
+from controller.core.plan.stops import EmergencyStop, HandPause
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,16 @@ def run_label(run: DagRun) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Holds:
+    """What holds specs by a person's word: the store's unlifted stops, the pauses Airflow's event log names,
+    and the backfills whose latest steer was a stop's pause (unpaused once no stop holds them)."""
+
+    stops: tuple[EmergencyStop, ...] = ()
+    hand_pauses: Mapping[int, HandPause] = field(default_factory=dict)
+    stop_paused: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     observations: Mapping[str, DagObservation] = field(default_factory=dict)
     bindings: Mapping[str, Binding] = field(default_factory=dict)
@@ -66,6 +77,7 @@ class World:
     now: datetime = field(kw_only=True)  # for rules about the future (partitioned DAGs) and the guards
     scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
     airflow: Capabilities | None = None  # the server's release (None: not read, e.g. no create was planned)
+    holds: Holds = field(default_factory=Holds)  # emergency stops and hand pauses (`core.plan.stops`)
 
 
 @dataclass(frozen=True, slots=True)
