@@ -16,7 +16,7 @@ import typer
 
 # isort: off
 # each module registers its commands on `app`, in the order `backfillctl --help` lists them
-from controller.cli import specs, reconcile, status, audit
+from controller.cli import specs, reconcile, status, audit, stop
 
 # isort: on
 from controller.cli.app import app
@@ -24,7 +24,7 @@ from controller.cli.output import PassView
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
-__all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status"]
+__all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status", "stop"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.commands.apply import Applied, Applier
+from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
@@ -164,6 +165,7 @@ class Reconciler:
         specs, policy = self.load()
         self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
+        world = with_holds(world, self.client, self.store)
         return make_plan(specs, policy, world), specs, world
 
     def _observe(
@@ -206,13 +208,16 @@ class Reconciler:
         )
         self.recorder = recorder
         self._tell(source, recorder, dry_run)
-        world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
+        world = with_holds(self._observe(specs, policy, recorder.bindings, with_dry_runs=True), self.client, self.store)
+        if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
+            world = lift_due(world, specs, self.store, recorder, self.settings.actor)
         plan = make_plan(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source)
+        record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
         with self.store.batch("recording outcomes"):
             recorder.outcomes(plan, by_name)

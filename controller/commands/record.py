@@ -77,7 +77,8 @@ class Recorder:
         """The record, and the notifications it triggers, in one transaction (the outbox)."""
         rows = outbox_rows(entry, self.policy.notify, spec)
         self.written += 1
-        return self.store.append(entry, rows) if rows else self.store.append(entry)
+        downstream = spec.downstream if spec is not None else ()
+        return self.store.append(entry, rows, downstream=downstream)
 
     def dirty(self, files: list[str]) -> None:
         """--allow-dirty applied files no commit holds: said in the log, as the reviewed ones are not these."""
