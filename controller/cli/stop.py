@@ -36,6 +36,9 @@ def stop_command(
     lift: Annotated[
         str | None, typer.Option("--lift", metavar="NAME", help="Lift the stop of this spec, system or #id.")
     ] = None,
+    owners: Annotated[
+        str | None, typer.Option("--owners", metavar="SYSTEM", hidden=True, help="Print the system's owners.")
+    ] = None,
     source: Annotated[
         str, typer.Option("--source", hidden=True, help="workflow: the reusable workflow's stop job (GitHub Actions).")
     ] = "cli",
@@ -50,6 +53,9 @@ def stop_command(
     settings = load_settings()
     if source not in ("cli", "workflow") or (source == "workflow" and os.environ.get("GITHUB_ACTIONS") != "true"):
         raise UsageError(f"--source {source}: only the reusable workflow's stop job (GitHub Actions) may say workflow")
+    if owners is not None:
+        out("\n".join(stops.system_owners(settings, owners)) + "\n")
+        return ExitCode.OK
     if show:
         with Store(settings.store_url, read_only=True) as store:
             out("\n".join(stops.list_lines(store.stops())) + "\n")

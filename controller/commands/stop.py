@@ -9,6 +9,7 @@ checks it against the system's owners first (`--source workflow`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -187,6 +188,9 @@ def stop_with_settings(  # noqa: PLR0917 - the stop's fields
     with open_reconciler(settings) as reconciler:
         specs, policy = reconciler.load()
         check_target(specs, policy, kind, target)
+        if source is StopSource.WORKFLOW:  # GitHub's identity: only the system's owners
+            probe = EmergencyStop(0, kind, target, reason, settings.actor, source, datetime.now(UTC))
+            require_owner(settings, owners_of(policy, specs, probe), f"stop {kind.value} {target}")
         recorder = _recorder(settings, reconciler.store, reconciler, policy)
         return stop_now(
             reconciler.store,
@@ -208,12 +212,7 @@ def lift_with_settings(settings: Settings, name: str, reason: str) -> EmergencyS
     with store:
         stop = find_stop(store, name)
         result = validate_paths([], settings.specs_dir, datetime.now(UTC))
-        owners = owners_of(result.policy, result.specs, stop)
-        if owners and settings.actor not in owners:
-            raise Refused(
-                f"stop #{stop.id} may be lifted only by an owner ({', '.join(owners)}); you are {settings.actor}",
-                hint="ask an owner, or wait for its expiry; a reviewed `resume` naming it lifts it too",
-            )
+        require_owner(settings, owners_of(result.policy, result.specs, stop), f"lift stop #{stop.id}")
         git = GitSource(settings.specs_dir)
         recorder = Recorder(settings, store, git.head(), {}, "", policy=result.policy, bindings=dict(store.bindings()))
         return lift(store, recorder, stop, settings.actor, reason)
@@ -227,3 +226,22 @@ def result_lines(result: StopResult) -> list[str]:
     lines += [f"  held {spec}: nothing is created, unpaused or next-chunked" for spec in result.held]
     lines += [f"  error: could not pause {spec}; the next pass pauses it" for spec in result.failed]
     return [*lines, f"note: {TRUST}"]
+
+
+def require_owner(settings: Settings, owners: Sequence[str], what: str) -> None:
+    """The actor is an owner (a login, or a team the workflow found the actor in: BACKFILLCTL_ACTOR_TEAMS)."""
+    teams = set(os.environ.get("BACKFILLCTL_ACTOR_TEAMS", "").split())
+    if not owners or settings.actor in owners or teams & set(owners):
+        return
+    raise Refused(
+        f"{what}: only an owner may ({', '.join(owners)}); the actor is {settings.actor}",
+        hint="ask an owner; a stop also lifts at its expiry or when a reviewed `resume` names it",
+    )
+
+
+def system_owners(settings: Settings, system: str) -> list[str]:
+    result = validate_paths([], settings.specs_dir, datetime.now(UTC))
+    budgets = {b.name: b for b in result.policy.downstream}
+    if system not in budgets:
+        raise UsageError(f"--owners {system}: the policy has no downstream system {system!r}")
+    return list(budgets[system].owners)
