@@ -35,27 +35,17 @@ def with_holds(world: World, client: AirflowClient | None, store: Store) -> Worl
     stops, stop_paused = store.stops(), store.stop_paused()
     hands: dict[int, HandPause] = {}
     if client is not None:
-        me = _own_user(client)
         for binding in world.bindings.values():
             backfill = _observed(world, binding)
             if backfill is None or not backfill.is_paused or binding.guard or backfill.id in stop_paused:
                 continue
             if binding.applied_state is not DesiredState.ACTIVE:
                 continue
-            hands[backfill.id] = _hand_pause(client, backfill.id, me)
+            hands[backfill.id] = _hand_pause(client, backfill.id)
     return replace(world, holds=Holds(stops, hands, stop_paused))
 
 
-def _own_user(client: AirflowClient) -> str | None:
-    try:
-        claims = client.token_claims()
-    except AirflowError:
-        return None
-    sub = None if claims is None else claims.get("sub")
-    return None if sub is None else str(sub)
-
-
-def _hand_pause(client: AirflowClient, backfill_id: int, me: str | None) -> HandPause:
+def _hand_pause(client: AirflowClient, backfill_id: int) -> HandPause:
     try:
         found = client.last_pause(backfill_id)
     except AirflowError as exc:  # a viewer token may not read the event log: say who is not known
@@ -64,7 +54,7 @@ def _hand_pause(client: AirflowClient, backfill_id: int, me: str | None) -> Hand
     if found is None:
         return HandPause()
     who, when = found
-    return HandPause(who or NOT_RECORDED, when, ours=me is not None and who == me)
+    return HandPause(who or NOT_RECORDED, when)
 
 
 def _observed(world: World, binding: Binding) -> Backfill | None:
@@ -93,8 +83,6 @@ def record_hand_stops(plan: Plan, world: World, store: Store, recorder: Recorder
         if finding.kind is not FindingKind.DRIFT or finding.spec is None or finding.spec in held:
             continue
         hand = world.holds.hand_pauses.get(finding.backfill_id or -1, HandPause())
-        if hand.ours:
-            continue
         reason = f"backfill #{finding.backfill_id} paused by hand in Airflow"
         stop = store.add_stop(StopKind.SPEC, finding.spec, reason, hand.who, source=StopSource.AIRFLOW)
         who = hand.who if hand.who != NOT_RECORDED else f"(who: {NOT_RECORDED})"

@@ -496,23 +496,15 @@ def test_a_hand_pause_is_a_stop_reported_and_never_healed() -> None:
     assert heal.findings == report.findings
 
 
-def test_heal_unpauses_only_a_pause_the_event_log_names_backfillctls_own_user_for() -> None:
+def test_heal_never_unpauses_a_pause_the_event_log_names_a_user_for() -> None:
     s = spec()
-    ours = HandPause("backfillctl", T0, ours=True)
-    w = replace(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}), holds=Holds(hand_pauses={4: ours}))
+    hand = HandPause("warehouse-oncall", T0)
+    w = replace(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}), holds=Holds(hand_pauses={4: hand}))
     heal = make_plan([s], Policy(drift=DriftMode.HEAL), w)
-    assert decided(heal) == [
-        ("s", "unpause", "Running", "drift: paused by backfillctl's own Airflow user; policy heals", 4)
-    ]
-    assert heal.findings == (
-        Finding(
-            "drift",
-            "d",
-            "backfill #4 was paused by hand in Airflow by backfillctl at 2026-11-01T00:00:00Z; healing: unpause",
-            "s",
-            4,
-        ),
-    )
+    said = "paused by hand in Airflow by warehouse-oncall at 2026-11-01T00:00:00Z"
+    lift = "lift: unpause it in Airflow, or a reviewed `resume` naming its stop"
+    assert decided(heal) == [("s", "noop", "Paused", f"{said}; a stop: never unpaused by backfillctl ({lift})", 4)]
+    assert heal.findings == (Finding("drift", "d", f"backfill #4 was {said}", "s", 4),)
 
 
 def test_cancel_with_running_runs_says_they_will_finish() -> None:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Progress
-from controller.core.model.policy import DriftMode
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.plan.admission import guard_now
 from controller.core.plan.outcome import outcome_reason, terminal_phase
@@ -169,9 +168,8 @@ def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: str) 
 
 
 def _drift(ctx: Context, seen: Observed, held: Stop | None = None) -> Step:
-    """Paused outside this pass: what a lifted stop or a reviewed `resume` paused is resumed; a pause made in Airflow
-    is a person's stop, reported and never unpaused (`drift: heal` unpauses only a pause Airflow's event log names
-    backfillctl's own Airflow user for, e.g. one whose recorded outcome a crash lost)."""
+    """Paused outside this pass: what a lifted stop paused, or a stop a reviewed `resume` names, is resumed; a pause
+    made in Airflow is a person's stop, reported and never unpaused, whatever `drift` says."""
     holds, backfill_id = ctx.world.holds, seen.backfill.id
     resumed = resumed_from(seen.spec, holds.stops) if held is None else None
     if resumed is not None:
@@ -179,16 +177,12 @@ def _drift(ctx: Context, seen: Observed, held: Stop | None = None) -> Step:
     if held is None and backfill_id in holds.stop_paused:
         return seen.item(Kind.UNPAUSE, Phase.RUNNING, "the stop that paused it was lifted; resuming"), ()
     hand = holds.hand_pauses.get(backfill_id)
-    healing = ctx.policy.drift is DriftMode.HEAL and held is None and hand is not None and hand.ours
     by = "" if hand is None or hand.who == NOT_RECORDED else f" by {hand.who}"
     when = "" if hand is None or hand.when is None else f" at {format_utc(hand.when)}"
     said = f"paused by hand in Airflow{by}{when}" if by else f"paused in Airflow (who: {NOT_RECORDED}){when}"
-    message = f"backfill #{backfill_id} was {said}" + ("; healing: unpause" if healing else "")
-    found = (Finding(FindingKind.DRIFT, ctx.dag_id, message, seen.spec.name, backfill_id),)
-    if healing:
-        return seen.item(
-            Kind.UNPAUSE, Phase.RUNNING, "drift: paused by backfillctl's own Airflow user; policy heals"
-        ), found
+    found = (
+        Finding(FindingKind.DRIFT, ctx.dag_id, f"backfill #{backfill_id} was {said}", seen.spec.name, backfill_id),
+    )
     if held is not None:
         reason = f"{said}; not unpaused while the {held.rule} holds it {held.detail}"
         return seen.item(Kind.NOOP, Phase.PAUSED, reason), found

@@ -74,7 +74,6 @@ class HandPause:
 
     who: str = NOT_RECORDED
     when: datetime | None = None
-    ours: bool = False  # the event log names backfillctl's own Airflow user
 
 
 def named_by_resume(spec: BackfillSpec) -> frozenset[int]:
