@@ -124,3 +124,7 @@ class AirflowAmbiguous(AirflowError):
 
 class AirflowVersionError(AirflowError):
     """The server is not Airflow 3."""
+
+
+class Stopped(Refused):
+    """An emergency stop holds the spec: an intent to create or unpause it is refused in its transaction (exit 5)."""

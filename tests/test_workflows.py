@@ -26,7 +26,8 @@ WORKFLOWS = sorted((GITHUB / "workflows").glob("*.yml"))
 PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 SHA_LINE = re.compile(r"^\s*(?:- )?uses: (\S+) # v\d+\.\d+\.\d+$")
 PR, RECONCILE = "reusable-backfill-pr.yml", "reusable-backfill-reconcile.yml"  # the callers' one definition
-CALLERS = {"backfill-pr.yml": PR, "backfill-reconcile.yml": RECONCILE}
+STOP = "reusable-backfill-stop.yml"
+CALLERS = {"backfill-pr.yml": PR, "backfill-reconcile.yml": RECONCILE, "backfill-stop.yml": STOP}
 
 
 def load(name: str) -> dict[Any, Any]:
@@ -66,7 +67,15 @@ def run_step(name: str, step_id: str, cwd: Path, env: dict[str, str]) -> subproc
 
 
 def test_the_workflows_exist() -> None:
-    assert [p.name for p in WORKFLOWS] == ["backfill-pr.yml", "backfill-reconcile.yml", "ci.yml", PR, RECONCILE]
+    assert [p.name for p in WORKFLOWS] == [
+        "backfill-pr.yml",
+        "backfill-reconcile.yml",
+        "backfill-stop.yml",
+        "ci.yml",
+        PR,
+        RECONCILE,
+        STOP,
+    ]
 
 
 @pytest.mark.parametrize("schema", ["vendor.github-workflows", "custom.github-workflows-require-timeout"])
@@ -94,14 +103,14 @@ def test_dependabot_keeps_actions_and_pip_current() -> None:
 
 def test_every_checkout_persists_no_credentials() -> None:
     checkouts = [(name, s) for name, s in all_steps() if s.get("uses", "").startswith("actions/checkout@")]
-    assert len(checkouts) == 6
+    assert len(checkouts) == 8  # the stop workflow checks out the specs and the trusted backfillctl too
     for name, checkout in checkouts:
         assert checkout["with"]["persist-credentials"] is False, (name, checkout)
 
 
 def test_every_action_is_pinned_to_a_full_commit_sha_with_its_version() -> None:
     used = [s["uses"] for _, s in all_steps() if "uses" in s]
-    assert len(used) == 11
+    assert len(used) == 14
     for uses in used:
         assert PINNED.match(uses), uses
     lines = [line for p in WORKFLOWS for line in p.read_text().splitlines() if re.match(r"^\s*(- )?uses:", line)]

@@ -6,7 +6,7 @@ path of a traceback file (no local variables, no secrets) and exits 3.
 
 The application and its shared options are in `app`, what it writes in `output`; the commands, by what they
 are about, in `specs` (validate, new, init), `reconcile` (plan, reconcile), `status` (status, report, notify
-status) and `audit` (audit, store).
+status), `audit` (audit, store) and `stop` (emergency stops).
 """
 
 import os
@@ -17,7 +17,7 @@ from controller.cli.quick import plain_validate, run_validate
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
-__all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status"]
+__all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status", "stop"]
 
 
 def __getattr__(name: str) -> Any:
@@ -34,7 +34,9 @@ def _application() -> Any:
 
     # each module registers its commands on `app`, in the order `backfillctl --help` lists them (imported by
     # name: `from controller.cli import specs` would ask this module's `__getattr__` again)
-    parts = {name: import_module(f"controller.cli.{name}") for name in ("specs", "reconcile", "status", "audit")}
+    parts = {
+        name: import_module(f"controller.cli.{name}") for name in ("specs", "reconcile", "status", "audit", "stop")
+    }
     from controller.cli.app import app
     from controller.cli.output import PassView
 

@@ -168,7 +168,14 @@ class Observer:
 
         observations = {**before.observations, **concurrently(sorted(changed), again)}
         return World(
-            observations, dict(bindings), {}, intents, now=now, scheduler=before.scheduler, airflow=before.airflow
+            observations,
+            dict(bindings),
+            {},
+            intents,
+            now=now,
+            scheduler=before.scheduler,
+            airflow=before.airflow,
+            holds=before.holds,
         )
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:

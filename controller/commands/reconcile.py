@@ -21,6 +21,7 @@ from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
+from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
@@ -167,6 +168,7 @@ class Reconciler:
         specs, policy = self.load()
         self.policy = policy
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
+        world = with_holds(world, self.client, self.store)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
         plan = planned(specs, policy, world)
         return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
@@ -211,7 +213,9 @@ class Reconciler:
         )
         self.recorder = recorder
         self._tell(source, recorder, dry_run)
-        world = self._observe(specs, policy, recorder.bindings, with_dry_runs=True)
+        world = with_holds(self._observe(specs, policy, recorder.bindings, with_dry_runs=True), self.client, self.store)
+        if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
+            world = lift_due(world, specs, self.store, recorder, self.settings.actor)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
         plan = planned(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
@@ -219,6 +223,7 @@ class Reconciler:
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
+        record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
         with self.store.batch("recording outcomes"):
             recorder.outcomes(plan, by_name)

@@ -77,6 +77,8 @@ class Recorder:
         """The record, and the notifications it triggers, in one transaction (the outbox)."""
         rows = outbox_rows(entry, self.policy.notify, spec)
         self.written += 1
+        if spec is not None and spec.downstream:  # a stop of one of its systems refuses its create or unpause
+            return self.store.append(entry, rows, downstream=spec.downstream)
         return self.store.append(entry, rows) if rows else self.store.append(entry)
 
     def dirty(self, files: list[str]) -> None:

@@ -17,8 +17,9 @@ from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBeha
 from controller.core.plan.matching import adoptable, matches
 from controller.core.plan.outcome import terminal_phase
 from controller.core.plan.queue import dry_runs_needed, make_plan
+from controller.core.plan.stops import HandPause
 from controller.core.plan.values import Finding, Item, Kind, Plan, iter_changes, stuck, summary_counts
-from controller.core.plan.world import DagObservation, DryRun, World
+from controller.core.plan.world import DagObservation, DryRun, Holds, World
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 NOW = T0 + timedelta(days=1)  # every World says when it is: after every date the specs here name
@@ -60,6 +61,12 @@ def backfill(id_: int, of: BackfillSpec | None = None, *, active: bool = True, p
         T0 + timedelta(hours=id_),
         None if active else T0 + timedelta(days=1),
     )
+
+
+HAND_PAUSED = (
+    "paused in Airflow (who: not recorded); a stop: never unpaused by backfillctl "
+    "(lift: unpause it in Airflow, or a reviewed `resume` naming its stop)"
+)
 
 
 def world(
@@ -470,7 +477,7 @@ def test_bound_backfill_missing_from_airflow_is_blocked() -> None:
         (DesiredState.ACTIVE, True, "paused", ("unpause", "Running", "spec says active again")),
         (DesiredState.CANCELLED, False, "active", ("cancel", "Cancelled", "spec says cancelled")),
         (DesiredState.CANCELLED, True, "paused", ("cancel", "Cancelled", "spec says cancelled")),
-        (DesiredState.ACTIVE, True, "active", ("noop", "Paused", "drift: paused by hand (policy drift: report)")),
+        (DesiredState.ACTIVE, True, "active", ("noop", "Paused", HAND_PAUSED)),
     ],
 )
 def test_steering(state: DesiredState, paused: bool, applied: str, expected: tuple[str, str, str]) -> None:
@@ -479,16 +486,25 @@ def test_steering(state: DesiredState, paused: bool, applied: str, expected: tup
     assert [(i.kind.value, i.phase.value, i.reason, i.backfill_id) for i in plan.items] == [(*expected, 4)]
 
 
-def test_drift_is_reported_and_healed_by_policy() -> None:
+def test_a_hand_pause_is_a_stop_reported_and_never_healed() -> None:
     s = spec()
     w = world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)})
     report = make_plan([s], Policy(), w)
-    assert report.findings == (Finding("drift", "d", "backfill #4 was paused outside backfillctl", "s", 4),)
+    assert report.findings == (Finding("drift", "d", "backfill #4 was paused in Airflow (who: not recorded)", "s", 4),)
     heal = make_plan([s], Policy(drift=DriftMode.HEAL), w)
-    assert decided(heal) == [("s", "unpause", "Running", "drift: paused by hand; policy heals", 4)]
-    assert heal.findings == (
-        Finding("drift", "d", "backfill #4 was paused outside backfillctl; healing: unpause", "s", 4),
-    )
+    assert decided(heal) == [("s", "noop", "Paused", HAND_PAUSED, 4)]
+    assert heal.findings == report.findings
+
+
+def test_heal_never_unpauses_a_pause_the_event_log_names_a_user_for() -> None:
+    s = spec()
+    hand = HandPause("warehouse-oncall", T0)
+    w = replace(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}), holds=Holds(hand_pauses={4: hand}))
+    heal = make_plan([s], Policy(drift=DriftMode.HEAL), w)
+    said = "paused by hand in Airflow by warehouse-oncall at 2026-11-01T00:00:00Z"
+    lift = "lift: unpause it in Airflow, or a reviewed `resume` naming its stop"
+    assert decided(heal) == [("s", "noop", "Paused", f"{said}; a stop: never unpaused by backfillctl ({lift})", 4)]
+    assert heal.findings == (Finding("drift", "d", f"backfill #4 was {said}", "s", 4),)
 
 
 def test_cancel_with_running_runs_says_they_will_finish() -> None:
@@ -770,13 +786,13 @@ def test_summary_counts_every_kind() -> None:
 
 
 def test_finding_json() -> None:
-    finding = Finding("drift", "d", "backfill #4 was paused outside backfillctl", "s", 4)
+    finding = Finding("drift", "d", "backfill #4 was paused in Airflow (who: not recorded)", "s", 4)
     assert finding.as_json() == {
         "kind": "drift",
         "dag_id": "d",
         "spec": "s",
         "backfill_id": 4,
-        "message": "backfill #4 was paused outside backfillctl",
+        "message": "backfill #4 was paused in Airflow (who: not recorded)",
     }
     document = make_plan([spec()], Policy(), world(backfill(4, spec(), paused=True), bindings={"s": bound("s", 4)}))
     assert document.as_json()["findings"] == [finding.as_json()]

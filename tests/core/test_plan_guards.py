@@ -63,10 +63,24 @@ def test_a_window_closing_pauses_and_opening_resumes() -> None:
     assert rows(resumed) == [("s", "unpause", "Running", "resumed: window no longer applies", "window")]
 
 
+HAND_PAUSED = (
+    "paused in Airflow (who: not recorded); a stop: never unpaused by backfillctl "
+    "(lift: unpause it in Airflow, or a reviewed `resume` naming its stop)"
+)
+
+
 def test_a_hand_pause_stays_drift_and_state_paused_wins() -> None:
     paused = backfill(7, paused=True)
     plan = make_plan([spec()], WINDOWED, world_at(OPEN, paused, bindings=bound()))
-    assert rows(plan) == [("s", "noop", "Paused", "drift: paused by hand (policy drift: report)", None)]
+    assert rows(plan) == [
+        (
+            "s",
+            "noop",
+            "Paused",
+            HAND_PAUSED,
+            None,
+        )
+    ]
     assert [f.kind for f in plan.findings] == [FindingKind.DRIFT]
     by_spec = make_plan([spec(state=DesiredState.PAUSED)], WINDOWED, world_at(CLOSED, backfill(7), bindings=bound()))
     assert rows(by_spec) == [("s", "pause", "Paused", "spec says paused", None)]
@@ -215,15 +229,15 @@ def test_the_plan_shows_the_load_before_anyone_approves() -> None:
     assert "- warehouse budget 8: a 3, b 2 \\(5 requested; at most 8 at once\\)" in markdown
 
 
-def test_a_hand_pause_while_a_guard_holds_is_drift_and_not_healed() -> None:
+def test_a_hand_pause_while_a_guard_holds_is_drift_and_never_healed() -> None:
     healing = replace(WINDOWED, drift=DriftMode.HEAL)
     paused = backfill(7, paused=True)
     plan = make_plan([spec()], healing, world_at(CLOSED, paused, bindings=bound()))
-    why = "drift: paused by hand; not unpaused while the window holds it until 20:00 Europe/Berlin"
+    why = "paused in Airflow (who: not recorded); not unpaused while the window holds it until 20:00 Europe/Berlin"
     assert rows(plan) == [("s", "noop", "Paused", why, None)]
-    assert [f.message for f in plan.findings] == ["backfill #7 was paused outside backfillctl"]
-    healed = make_plan([spec()], healing, world_at(OPEN, paused, bindings=bound()))
-    assert rows(healed) == [("s", "unpause", "Running", "drift: paused by hand; policy heals", None)]
+    assert [f.message for f in plan.findings] == ["backfill #7 was paused in Airflow (who: not recorded)"]
+    open_window = make_plan([spec()], healing, world_at(OPEN, paused, bindings=bound()))
+    assert [r[1] for r in rows(open_window)] == ["noop"]  # a person's pause: heal does not undo it
 
 
 def test_a_guard_pause_is_not_settled_and_status_says_which_guard() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.reconcile import Reconciler
 from controller.core.audit.chain import AuditEntry, AuditRecord
+from controller.core.audit.notify import Notification
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
@@ -133,21 +135,25 @@ def test_cancel_by_spec(bench: Bench) -> None:
     ]
 
 
-def test_drift_is_reported_then_healed_by_policy(bench: Bench) -> None:
+def test_a_hand_pause_is_a_stop_never_healed_and_lifted_by_unpausing_in_airflow(bench: Bench) -> None:
     bench.spec("d", mar=1, end="2025-01-20")
     fake(bench).scheduler_running = False
     bench.run()
     fake(bench).backfills[1]["is_paused"] = True  # paused by hand in the Airflow UI
+    bench.policy("version: 1\ndrift: heal\n")
     reported = bench.run()
     assert reported.applied == []
-    assert [(f.kind, f.message) for f in reported.plan.findings] == [
-        ("drift", "backfill #1 was paused outside backfillctl")
-    ]
+    assert [f.kind for f in reported.plan.findings] == ["drift"]
+    assert reported.plan.findings[0].message.startswith("backfill #1 was paused")
+    (stop,) = bench.store.stops()
+    assert (stop.kind.value, stop.target, stop.source.value) == ("spec", "d", "airflow")
+    held = bench.run()
+    assert held.applied == []
+    assert held.plan.items[0].reason.startswith("paused by hand in Airflow") or "stop #1" in held.plan.items[0].reason
     assert fake(bench).backfills[1]["is_paused"] is True
-    bench.policy("version: 1\ndrift: heal\n")
-    healed = bench.run()
-    assert [(i.kind.value, o) for i, o in healed.applied] == [("unpause", "done")]
-    assert fake(bench).backfills[1]["is_paused"] is False
+    fake(bench).backfills[1]["is_paused"] = False  # unpaused in Airflow: the stop is lifted
+    bench.run()
+    assert bench.store.stops() == ()
 
 
 def test_unmanaged_backfill_blocks_the_queue_and_is_never_touched(bench: Bench) -> None:
@@ -423,10 +429,12 @@ def test_spec_paused_before_creation_creates_nothing_until_active(bench: Bench) 
 class IntentFails(Store):
     """The store refuses the create intent (disk full, lock timeout): the POST must never be sent."""
 
-    def append(self, entry: AuditEntry) -> AuditRecord:
+    def append(
+        self, entry: AuditEntry, notifications: Sequence[Notification] = (), *, downstream: Sequence[str] = ()
+    ) -> AuditRecord:
         if entry.action == "create" and entry.phase == "intent":
             raise StoreError("store sqlite:///x: writing the audit event create/intent failed: OperationalError")
-        return super().append(entry)
+        return super().append(entry, notifications, downstream=downstream)
 
 
 def test_fail_closed_when_the_intent_cannot_be_written(bench: Bench) -> None:

@@ -7,6 +7,7 @@ it shares the session's Airflow with the contract tests without interference.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -80,13 +81,23 @@ def test_pause_active_cancel_and_drift(bench: Bench) -> None:
     bench.run()
     backfill_id = bench.store.binding("steer").backfill_id  # type: ignore[union-attr]
     with bench.client() as client:
-        client.pause(backfill_id)  # by hand, in the UI
-        reported = bench.run()
-        assert [f.kind for f in reported.plan.findings] == ["drift"]
-        assert client.get_backfill(backfill_id).is_paused is True
+        client.pause(backfill_id)  # by hand, in the UI (as admin): a stop, never healed
         bench.policy("version: 1\ndrift: heal\n")
-        healed = bench.run()
-        assert [(i.kind.value, o) for i, o in healed.applied] == [("unpause", "done")]
+        reported = bench.run()
+        assert reported.applied == []
+        (finding,) = reported.plan.findings
+        assert finding.kind == "drift"
+        assert re.fullmatch(rf"backfill #{backfill_id} was paused by hand in Airflow by admin at \S+Z", finding.message)
+        (stop,) = bench.store.stops()
+        assert (stop.target, stop.actor, stop.source.value) == ("steer", "admin", "airflow")
+        held = bench.run()
+        assert held.applied == []
+        assert held.plan.items[0].reason.startswith("paused by hand in Airflow by admin at ")
+        assert f"(stop #{stop.id})" in held.plan.items[0].reason
+        assert client.get_backfill(backfill_id).is_paused is True
+        client.unpause(backfill_id)  # unpaused in Airflow: the stop is lifted, audited
+        bench.run()
+        assert bench.store.stops() == ()
         assert client.get_backfill(backfill_id).is_paused is False
         bench.spec("steer", dag="demo_tz", start="2023-02-01", end="2023-03-30", mar=1, state="paused")
         assert [(i.kind.value, o) for i, o in bench.run().applied] == [("pause", "done")]
@@ -308,3 +319,64 @@ def test_cli_plan_exit_codes_and_json_formats(bench: Bench) -> None:
     }
     assert report["partitions"] is None  # demo_finance_ledger is not partitioned
     assert [e["action"] for e in report["audit"]] == ["create", "create", "observe"]
+
+
+def test_stop_pauses_at_once_holds_and_only_a_lift_expiry_or_resume_lifts_it(bench: Bench) -> None:
+    bench.policy("version: 1\ndownstream:\n  warehouse: {max_active_runs: 8, owners: [warehouse-oncall]}\n")
+    bench.spec("loaded", dag="demo_tz", start="2022-05-01", end="2022-06-29", mar=1, downstream=["warehouse"])
+    first = bench.run()
+    assert [(i.kind.value, o) for i, o in first.applied] == [("create", "created")], first.plan.items
+    backfill_id = bench.store.binding("loaded").backfill_id  # type: ignore[union-attr]
+    stopped = bench.cli("stop", "--downstream", "warehouse", "--reason", "CPU at 95%", "--expires", "4h")
+    assert stopped.returncode == 0, stopped.stderr
+    lines = stopped.stdout.splitlines()
+    assert re.fullmatch(r"stop #1 of downstream warehouse by ci-bot \(cli\) until \S+Z", lines[0])
+    assert lines[1:3] == [
+        f"  paused loaded (backfill #{backfill_id})",
+        "  held loaded: nothing is created, unpaused or next-chunked",
+    ]
+    with bench.client() as client:
+        assert client.get_backfill(backfill_id).is_paused is True  # at once, before any pass
+        client.unpause(backfill_id)  # someone unpauses it in Airflow: the stop holds, the pass pauses it again
+        again = bench.run()
+        assert [(i.kind.value, o) for i, o in again.applied] == [("pause", "done")]
+        assert again.plan.items[0].reason.startswith("stop #1: stopped by ci-bot (cli): CPU at 95% (until ")
+        assert bench.run().applied == []
+        refused = bench.cli("stop", "--lift", "warehouse")
+        assert refused.returncode == 5
+        assert "only an owner may (warehouse-oncall); the actor is ci-bot" in refused.stderr
+        lifted = subprocess.run(
+            [sys.executable, "-m", "controller", "stop", "--lift", "warehouse", "--reason", "load is down"],
+            cwd=bench.root,
+            env=bench.cli_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_ACTOR="warehouse-oncall"),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert (lifted.returncode, lifted.stdout.splitlines()[0]) == (
+            0,
+            "lifted stop #1 of downstream warehouse (by warehouse-oncall: load is down)",
+        )
+        resumed = bench.run()
+        assert [(i.kind.value, o) for i, o in resumed.applied] == [("unpause", "done")]
+        assert client.get_backfill(backfill_id).is_paused is False
+        # a spec stop, lifted by a reviewed resume naming it
+        assert bench.cli("stop", "loaded", "--reason", "bad data").returncode == 0
+        assert client.get_backfill(backfill_id).is_paused is True
+        bench.spec(
+            "loaded",
+            dag="demo_tz",
+            start="2022-05-01",
+            end="2022-06-29",
+            mar=1,
+            downstream=["warehouse"],
+            resume='"stop #2: data fixed (CHG-7)"',
+        )
+        by_resume = bench.run()
+        assert [(i.kind.value, o) for i, o in by_resume.applied] == [("unpause", "done")]
+        assert bench.store.stops() == ()
+        assert client.get_backfill(backfill_id).is_paused is False
+    lifts = [e.entry.message for e in bench.events() if e.entry.action == "stop"]
+    assert (
+        lifts[-1] == "stop #2 of spec loaded lifted by ci-bot: reviewed resume of loaded: stop #2: data fixed (CHG-7)"
+    )

@@ -160,6 +160,9 @@ class AirflowClient:
     def pause(self, backfill_id: int) -> Backfill:
         return self._backfills.pause(backfill_id)
 
+    def last_pause(self, backfill_id: int) -> tuple[str | None, datetime] | None:
+        return self._backfills.last_pause(backfill_id)
+
     def unpause(self, backfill_id: int) -> Backfill:
         return self._backfills.unpause(backfill_id)
 

@@ -3,6 +3,7 @@ cancel. The create and dry-run body is the one this release accepts (`backfill_b
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +36,19 @@ class Backfills:
 
     def get(self, backfill_id: int) -> Backfill:
         return backfill_from_json(self._server.json("GET", f"/api/v2/backfills/{backfill_id}"))
+
+    def last_pause(self, backfill_id: int) -> tuple[str | None, datetime] | None:
+        """Who paused the backfill last and when, from Airflow's event log: every `PUT …/pause` (UI or API) writes
+        an event `pause_backfill` with the user as `owner`, no dag_id, and `extra` holding the backfill id."""
+        params = {"event": "pause_backfill", "order_by": "-when", "limit": PAGE}
+        for item in self._server.json("GET", "/api/v2/eventLogs", params=params).get("event_logs", ()):
+            try:
+                extra = json.loads(item.get("extra") or "{}")
+            except ValueError:
+                continue
+            if isinstance(extra, dict) and str(extra.get("backfill_id")) == str(backfill_id):
+                return item.get("owner"), datetime.fromisoformat(str(item["when"]).replace("Z", "+00:00"))
+        return None
 
     def body(self, request: BackfillRequest) -> dict[str, Any]:
         """The create (and dry-run) body this server accepts, with `run_on_latest_version` explicit where

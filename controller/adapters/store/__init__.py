@@ -10,11 +10,13 @@ helper (`Database.tx`):
 - `bindings`: what the store remembers of each spec;
 - `outbox`: the notifications queued with their audit records;
 - `analysis`: each downstream system's metric analysis state between passes;
-- `stats`: small read queries for metrics.
+- `stats`: small read queries for metrics;
+- `stops`: the emergency stops, and the fence every create or unpause intent runs.
 
 `Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
 Every `intent` append re-checks, in its own transaction, that this process still holds the lease it keeps
-(a fence): a reconciler whose lease was taken away cannot record an intent, so it makes no further change.
+(a fence): a reconciler whose lease was taken away cannot record an intent, so it makes no further change; in the
+same transaction a create or unpause intent is refused while an emergency stop holds its spec (`Stopped`, exit 5).
 """
 
 from __future__ import annotations
@@ -42,10 +44,12 @@ from controller.adapters.store.database import (
 )
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding
 from controller.core.model.secret import Secret
+from controller.core.plan.stops import EmergencyStop, StopKind, StopSource
 from controller.core.rules.analysis import AnalysisState
 
 __all__ = [
@@ -82,6 +86,7 @@ class Store:
         self._bindings = Bindings(db, clock)
         self._outbox = Outbox(db)
         self._analysis = AnalysisStates(db, clock)
+        self._stops = Stops(db, clock)
 
     @property
     def url(self) -> str:
@@ -132,8 +137,11 @@ class Store:
 
     # --- audit ----------------------------------------------------------------------------------------
 
-    def append(self, entry: AuditEntry, notifications: Sequence[Notification] = ()) -> AuditRecord:
-        """Append one event to the chain, with its outbox rows if any; an intent only under the kept lease."""
+    def append(
+        self, entry: AuditEntry, notifications: Sequence[Notification] = (), *, downstream: Sequence[str] = ()
+    ) -> AuditRecord:
+        """Append one event to the chain, with its outbox rows if any; an intent only under the kept lease, and a
+        create or unpause intent only while no stop holds its spec (or one of its `downstream` systems)."""
         intent = entry.phase == "intent"
         if intent:
             self._leases.check()
@@ -141,9 +149,12 @@ class Store:
         def queue(conn: Connection, record: AuditRecord) -> None:
             self._outbox.queue(conn, record, notifications, stamp(self._clock()))
 
-        # the lease fence and the outbox rows run inside the append's transaction: committed with it or not at all
-        fence = self._leases.fence if intent else None
-        return self._audit.append(entry, fence=fence, then=queue if notifications else None)
+        def fence(conn: Connection) -> None:
+            self._leases.fence(conn)
+            self._stops.fence(conn, entry.action, entry.spec_name, downstream)
+
+        # the fences and the outbox rows run inside the append's transaction: committed with it or not at all
+        return self._audit.append(entry, fence=fence if intent else None, then=queue if notifications else None)
 
     def events(
         self, where: EventFilter | None = None, batch: int = 2000, *, last: int | None = None
@@ -219,6 +230,29 @@ class Store:
     def save_analysis_states(self, states: dict[str, AnalysisState]) -> None:
         self._analysis.save(states)
 
+    # --- emergency stops ------------------------------------------------------------------------------
+
+    def add_stop(
+        self,
+        kind: StopKind,
+        target: str,
+        reason: str,
+        actor: str,
+        *,
+        source: StopSource,
+        expires_at: datetime | None = None,
+    ) -> EmergencyStop:
+        return self._stops.add(kind, target, reason, actor, source=source, expires_at=expires_at)
+
+    def stops(self) -> tuple[EmergencyStop, ...]:
+        return self._stops.active()
+
+    def lift_stop(self, stop_id: int, by: str, reason: str) -> EmergencyStop:
+        return self._stops.lift(stop_id, by, reason)
+
+    def stop_paused(self) -> frozenset[int]:
+        return self._stops.stop_paused()
+
     # --- notifications --------------------------------------------------------------------------------
 
     def due_notifications(self, now: str, limit: int = 100) -> list[Delivery]:
@@ -257,3 +291,9 @@ class NoStore(Store):
 
     def analysis_states(self) -> dict[str, AnalysisState]:
         return {}
+
+    def stops(self) -> tuple[EmergencyStop, ...]:
+        return ()
+
+    def stop_paused(self) -> frozenset[int]:
+        return frozenset()

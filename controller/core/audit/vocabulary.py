@@ -30,6 +30,7 @@ class Action(StrEnum):
     PAUSE = "pause"
     PROMOTE = "promote"  # `promote: true` after a canary chunk
     RECONCILE = "reconcile"  # a pass, a refusal of the whole pass, `--allow-dirty`
+    STOP = "stop"  # an emergency stop recorded or lifted (`backfillctl stop`, the workflow's stop job, a hand pause)
     UNLOCK = "unlock"  # `store unlock LEASE_ID`
     UNPAUSE = "unpause"
 
@@ -65,6 +66,9 @@ class Outcome(StrEnum):
     ALLOW_DIRTY = "allow-dirty"  # `--allow-dirty` applied spec files no commit holds
     TAKEN_OVER = "taken-over"  # the lease of a reconciler that is gone
     RELEASED = "released"  # a lease released by hand
+    # emergency stops
+    STOPPED = "stopped"  # a stop recorded
+    LIFTED = "lifted"  # a stop lifted: by an owner, its expiry, a reviewed resume, or an unpause in Airflow
 
 
 _CALL: Mapping[str, Event | None] = {Outcome.DONE: None, Outcome.ALREADY_COMPLETED: None, Outcome.FAILED: None}
@@ -109,6 +113,7 @@ OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
             Outcome.REFUSED: Event.REFUSED,
             Outcome.ALLOW_DIRTY: None,
         },
+        Action.STOP: {Outcome.STOPPED: None, Outcome.LIFTED: None},  # its pauses and the Paused phase send the events
         Action.UNLOCK: {Outcome.RELEASED: None},
         Action.UNPAUSE: _CALL,
     }

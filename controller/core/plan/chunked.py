@@ -19,6 +19,7 @@ from controller.core.plan.admission import analysis_runs, dag_problem, guard_now
 from controller.core.plan.lifecycle import Observed, adopt, bound, empty, steer
 from controller.core.plan.matching import adoptable_request
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.stops import STOP, stop_of
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Item, Kind, Step
 from controller.core.plan.world import Context, DryRun
 from controller.core.rules.chunks import (
@@ -165,6 +166,11 @@ def _between_chunks(
     after = halt(spec, progress, everything, boundary=True)  # the finished chunk is judged, whatever its size
     if remaining(spec, after) is None:  # otherwise the next chunk's dry run says whether anything is left
         return _chunks_done(spec, last, everything, binding.applied_state, after), ()
+    stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
+    if stop is not None:  # an emergency stop: no next chunk while it holds
+        return _held(spec, after, everything) or _chunk_item(
+            spec, Kind.NOOP, Phase.PAUSED, stop.held, after, guard=STOP
+        ), ()
     return _held(spec, after, everything) or _next_chunk(ctx, spec, after, everything, last), ()
 
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Progress
-from controller.core.model.policy import DriftMode
-from controller.core.model.spec import BackfillSpec, DesiredState
+from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.plan.admission import guard_now
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.stops import NOT_RECORDED, STOP, resumed_from, stop_of
 from controller.core.plan.values import UNOBSERVED, Finding, FindingKind, Item, Kind, Step
 from controller.core.plan.world import Context
 from controller.core.rules.guards import Stop, resumed_text
@@ -121,7 +121,9 @@ def _completed_early(ctx: Context, seen: Observed) -> Finding:
     return Finding(FindingKind.COMPLETED_EARLY, ctx.dag_id, message, seen.spec.name, seen.backfill.id)
 
 
-def steer(ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: str) -> Step:
+def steer(  # noqa: PLR0911 - one return per state the spec and its backfill can be in
+    ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: str
+) -> Step:
     """An active backfill to the spec's state: cancel, pause, the guards' pause and resume, unpause, or drift.
     `guarded` is the guard whose pause holds it now ("" when no guard paused it)."""
     seen = Observed(spec, backfill, ctx.runs(backfill.id))
@@ -131,6 +133,9 @@ def steer(ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: Desired
     if spec.state is DesiredState.PAUSED:
         kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
         return seen.item(kind, Phase.PAUSED, "spec says paused"), ()
+    stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
+    if stop is not None:  # an emergency stop: paused at once, and nothing unpauses it while it holds
+        return seen.item(Kind.NOOP if backfill.is_paused else Kind.PAUSE, Phase.PAUSED, stop.held, guard=STOP), ()
     held = _guarded(ctx, seen, applied, guarded)
     if held is not None:
         return held
@@ -164,16 +169,26 @@ def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: str) 
 
 
 def _drift(ctx: Context, seen: Observed, held: Stop | None = None) -> Step:
-    """Paused outside backfillctl: reported, and unpaused when the policy heals drift and no guard holds it."""
-    healing = ctx.policy.drift is DriftMode.HEAL and held is None
-    message = f"backfill #{seen.backfill.id} was paused outside backfillctl" + ("; healing: unpause" if healing else "")
-    found = (Finding(FindingKind.DRIFT, ctx.dag_id, message, seen.spec.name, seen.backfill.id),)
-    if healing:
-        return seen.item(Kind.UNPAUSE, Phase.RUNNING, "drift: paused by hand; policy heals"), found
+    """Paused outside this pass: what a lifted stop paused, or a stop a reviewed `resume` names, is resumed; a pause
+    made in Airflow is a person's stop, reported and never unpaused, whatever `drift` says."""
+    holds, backfill_id = ctx.world.holds, seen.backfill.id
+    resumed = resumed_from(seen.spec, holds.stops) if held is None else None
+    if resumed is not None:
+        return seen.item(Kind.UNPAUSE, Phase.RUNNING, f"resumed: {seen.spec.resume} (lifts stop #{resumed.id})"), ()
+    if held is None and backfill_id in holds.stop_paused:
+        return seen.item(Kind.UNPAUSE, Phase.RUNNING, "the stop that paused it was lifted; resuming"), ()
+    hand = holds.hand_pauses.get(backfill_id)
+    by = "" if hand is None or hand.who == NOT_RECORDED else f" by {hand.who}"
+    when = "" if hand is None or hand.when is None else f" at {format_utc(hand.when)}"
+    said = f"paused by hand in Airflow{by}{when}" if by else f"paused in Airflow (who: {NOT_RECORDED}){when}"
+    found = (
+        Finding(FindingKind.DRIFT, ctx.dag_id, f"backfill #{backfill_id} was {said}", seen.spec.name, backfill_id),
+    )
     if held is not None:
-        reason = f"drift: paused by hand; not unpaused while the {held.rule} holds it {held.detail}"
+        reason = f"{said}; not unpaused while the {held.rule} holds it {held.detail}"
         return seen.item(Kind.NOOP, Phase.PAUSED, reason), found
-    return seen.item(Kind.NOOP, Phase.PAUSED, "drift: paused by hand (policy drift: report)"), found
+    lift = "lift: unpause it in Airflow, or a reviewed `resume` naming its stop"
+    return seen.item(Kind.NOOP, Phase.PAUSED, f"{said}; a stop: never unpaused by backfillctl ({lift})"), found
 
 
 def adopt(ctx: Context, spec: BackfillSpec, backfill: Backfill) -> Step:

@@ -35,6 +35,7 @@ from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
 from controller.core.plan.lifecycle import adopt, bound
 from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.stops import STOP, stop_of
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Plan, Step
 from controller.core.plan.world import Context, DagObservation, DryRun, World
 from controller.core.rules.chunks import chunking
@@ -214,7 +215,7 @@ def _decide(ctx: Context, claims: _Claims, spec: BackfillSpec) -> Step:
     return _unbound(ctx, spec), ()
 
 
-def _unbound(ctx: Context, spec: BackfillSpec) -> Item:
+def _unbound(ctx: Context, spec: BackfillSpec) -> Item:  # noqa: PLR0911 - one return per reason it waits
     """A spec with no backfill yet: not created (cancelled, paused, refused), queued, or the queue's head."""
 
     def new(kind: Kind, phase: Phase, reason: str, *, error: bool = False, behind: str | None = None) -> Item:
@@ -224,6 +225,9 @@ def _unbound(ctx: Context, spec: BackfillSpec) -> Item:
         return new(Kind.NOOP, Phase.CANCELLED, "cancelled before it was created")
     if spec.state is DesiredState.PAUSED:  # creating it would let runs start before a pause could land
         return new(Kind.NOOP, Phase.PAUSED, "paused before it was created; set state: active to create it")
+    stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
+    if stop is not None:  # an emergency stop: never created while it holds
+        return Item(spec.name, spec.dag_id, Kind.NOOP, Phase.PAUSED, stop.held, guard=STOP, source=spec)
     future = future_partitions(spec, ctx.obs.info, ctx.policy, ctx.world.now)
     if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
         return new(Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)

@@ -18,6 +18,7 @@ from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
 from controller.core.plan.ownership import Owned
+from controller.core.plan.stops import EmergencyStop, HandPause
 from controller.core.rules.analysis import Verdict
 
 
@@ -59,6 +60,16 @@ def run_label(run: DagRun) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Holds:
+    """What holds specs by a person's word: the store's unlifted stops, the pauses Airflow's event log names,
+    and the backfills whose latest steer was a stop's pause (unpaused once no stop holds them)."""
+
+    stops: tuple[EmergencyStop, ...] = ()
+    hand_pauses: Mapping[int, HandPause] = field(default_factory=dict)
+    stop_paused: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class World:
     observations: Mapping[str, DagObservation] = field(default_factory=dict)
     bindings: Mapping[str, Binding] = field(default_factory=dict)
@@ -70,6 +81,7 @@ class World:
     # each downstream system's metric verdict this pass (None: not evaluated, e.g. `plan --no-store`); never part
     # of the plan's checksum (`commands/analysis.py` plans without it for the checksum)
     analysis: Mapping[str, Verdict] | None = None
+    holds: Holds = field(default_factory=Holds)  # emergency stops and hand pauses (`core.plan.stops`)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,120 @@
+"""Emergency stops and hand pauses (pure): what holds a spec, and which stops are due to be lifted.
+
+A stop is recorded in the store by `backfillctl stop` (the store credentials' word), by the reusable workflow's
+stop job (GitHub's identity), or by a pass that found a managed backfill paused in Airflow (Airflow's identity,
+where its event log names the user). A stop holds every spec it names, or every spec listing its downstream
+system: nothing is created, unpaused or next-chunked for it. It is lifted by an owner (`stop --lift`), by its
+expiry, by a reviewed `resume` that names it (`resume: "stop #3: warehouse recovered"`), and a stop made in
+Airflow also by unpausing the backfill in Airflow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from controller.core.model.airflow import Backfill
+from controller.core.model.spec import BackfillSpec, format_utc
+
+
+class StopKind(StrEnum):
+    SPEC = "spec"
+    DOWNSTREAM = "downstream"
+
+
+class StopSource(StrEnum):
+    CLI = "cli"  # as trustworthy as the store credentials the caller used
+    WORKFLOW = "workflow"  # GitHub's identity: the reusable workflow's stop job, owners only
+    AIRFLOW = "airflow"  # a pause made in Airflow's UI or API, found by a pass
+
+
+NOT_RECORDED = "not recorded"
+STOP = "stop"  # the guard word of a stop's pause on an item (never `state: paused`, never drift)
+_NAMES = re.compile(r"\bstop #(\d+)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class EmergencyStop:
+    id: int
+    kind: StopKind
+    target: str
+    reason: str
+    actor: str
+    source: StopSource
+    created_at: datetime
+    expires_at: datetime | None = None
+
+    def covers(self, spec: BackfillSpec) -> bool:
+        if self.kind is StopKind.SPEC:
+            return self.target == spec.name
+        return self.target in spec.downstream
+
+    def expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    @property
+    def held(self) -> str:
+        """What a held spec's item says."""
+        if self.source is StopSource.AIRFLOW:
+            who = f"by {self.actor}" if self.actor != NOT_RECORDED else f"(who: {NOT_RECORDED})"
+            return (
+                f"paused by hand in Airflow {who} at {format_utc(self.created_at)} (stop #{self.id}); "
+                f'lift: unpause it in Airflow, or merge `resume: "stop #{self.id}: …"`'
+            )
+        until = f" (until {format_utc(self.expires_at)})" if self.expires_at is not None else ""
+        return f"stop #{self.id}: stopped by {self.actor} ({self.source.value}): {self.reason}{until}"
+
+
+@dataclass(frozen=True, slots=True)
+class HandPause:
+    """A managed backfill's pause found in Airflow's event log (`pause_backfill`), or not found there."""
+
+    who: str = NOT_RECORDED
+    when: datetime | None = None
+
+
+def named_by_resume(spec: BackfillSpec) -> frozenset[int]:
+    """The stop ids the spec's reviewed `resume` value names (`stop #3`)."""
+    return frozenset(int(n) for n in _NAMES.findall(spec.resume or ""))
+
+
+def stop_of(spec: BackfillSpec, stops: Iterable[EmergencyStop], now: datetime) -> EmergencyStop | None:
+    """The first (oldest) stop that holds the spec now: unexpired, and not named by its `resume`."""
+    lifted = named_by_resume(spec)
+    held = [s for s in stops if s.covers(spec) and not s.expired(now) and s.id not in lifted]
+    return min(held, key=lambda s: s.id, default=None)
+
+
+def resumed_from(spec: BackfillSpec, stops: Iterable[EmergencyStop]) -> EmergencyStop | None:
+    """A stop of the spec its `resume` names: the planner unpauses what that stop paused."""
+    lifted = named_by_resume(spec)
+    return next((s for s in stops if s.covers(spec) and s.id in lifted), None)
+
+
+def due_lifts(
+    stops: Sequence[EmergencyStop],
+    specs: Sequence[BackfillSpec],
+    backfills: Mapping[str, Backfill],
+    now: datetime,
+) -> list[tuple[EmergencyStop, str]]:
+    """The stops a pass lifts, each with why: expired, named by a spec's reviewed `resume`, or (a pause made in
+    Airflow) unpaused there. `backfills`: each spec's bound backfill as observed now."""
+    lifts: list[tuple[EmergencyStop, str]] = []
+    for stop in stops:
+        covered = [s for s in specs if stop.covers(s)]
+        if stop.expired(now):
+            lifts.append((stop, f"expired at {format_utc(stop.expires_at or now)}"))
+        elif resumed := [s for s in covered if stop.id in named_by_resume(s)]:
+            if stop.kind is StopKind.SPEC or len(resumed) == len(covered):
+                lifts.append((stop, f"reviewed resume of {resumed[0].name}: {resumed[0].resume}"))
+        elif stop.source is StopSource.AIRFLOW and _unpaused(covered, backfills):
+            lifts.append((stop, "unpaused in Airflow"))
+    return lifts
+
+
+def _unpaused(covered: Sequence[BackfillSpec], backfills: Mapping[str, Backfill]) -> bool:
+    seen = [backfills.get(s.name) for s in covered]
+    return bool(seen) and all(b is None or not b.active or not b.is_paused for b in seen)

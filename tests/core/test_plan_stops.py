@@ -1,0 +1,84 @@
+"""The planner under emergency stops: a stopped spec is held (exact items), never created, unpaused or next-chunked."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from controller.core.model.airflow import Backfill
+from controller.core.model.policy import Policy
+from controller.core.plan.queue import make_plan
+from controller.core.plan.stops import EmergencyStop, StopKind, StopSource, due_lifts
+from controller.core.plan.world import Holds, World
+from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
+
+STOP = EmergencyStop(
+    3, StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
+)
+HELD = "stop #3: stopped by oncall (cli): CPU at 95% (until 2026-11-02T04:00:00Z)"
+
+
+def stopped(w: World, *stops: EmergencyStop, paused_by_stop: frozenset[int] = frozenset()) -> World:
+    return replace(w, holds=Holds(stops=stops or (STOP,), stop_paused=paused_by_stop))
+
+
+def test_a_stopped_spec_is_never_created() -> None:
+    s = spec(downstream=("warehouse",))
+    plan = make_plan([s], Policy(), stopped(world(dry={"s": dates(3)})))
+    assert decided(plan) == [("s", "noop", "Paused", HELD, None)]
+    assert plan.items[0].guard == "stop"
+    other = spec(downstream=("lake",))
+    assert [i.kind.value for i in make_plan([other], Policy(), stopped(world(dry={"s": dates(3)}))).items] == ["create"]
+
+
+def test_a_running_backfill_is_paused_and_a_paused_one_stays_paused() -> None:
+    s = spec(downstream=("warehouse",))
+    running = make_plan([s], Policy(), stopped(world(backfill(4, s), bindings={"s": bound("s", 4)})))
+    assert decided(running) == [("s", "pause", "Paused", HELD, 4)]
+    held = make_plan([s], Policy(), stopped(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)})))
+    assert decided(held) == [("s", "noop", "Paused", HELD, 4)]
+    assert held.findings == ()  # a stop's pause is not drift
+
+
+def test_a_spec_stop_holds_by_name_and_an_expired_one_does_not() -> None:
+    s = spec()
+    by_name = replace(STOP, kind=StopKind.SPEC, target="s", expires_at=None)
+    plan = make_plan([s], Policy(), stopped(world(backfill(4, s), bindings={"s": bound("s", 4)}), by_name))
+    assert decided(plan) == [("s", "pause", "Paused", "stop #3: stopped by oncall (cli): CPU at 95%", 4)]
+    gone = replace(by_name, expires_at=NOW)
+    plan = make_plan([s], Policy(), stopped(world(backfill(4, s), bindings={"s": bound("s", 4)}), gone))
+    assert decided(plan) == [("s", "noop", "Running", "in sync", 4)]
+
+
+def test_once_lifted_what_the_stop_paused_is_resumed() -> None:
+    s = spec(downstream=("warehouse",))
+    w = world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)})
+    plan = make_plan([s], Policy(), replace(w, holds=Holds(stop_paused=frozenset({4}))))
+    assert decided(plan) == [("s", "unpause", "Running", "the stop that paused it was lifted; resuming", 4)]
+
+
+def test_a_reviewed_resume_naming_the_stop_lifts_it() -> None:
+    s = spec(downstream=("warehouse",), resume="stop #3: warehouse recovered (CHG-9)")
+    w = stopped(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}))
+    plan = make_plan([s], Policy(), w)
+    why = "resumed: stop #3: warehouse recovered (CHG-9) (lifts stop #3)"
+    assert decided(plan) == [("s", "unpause", "Running", why, 4)]
+    lifts = due_lifts(w.holds.stops, [s], {"s": backfill(4, s, paused=True)}, NOW)
+    assert [(stop.id, why) for stop, why in lifts] == [
+        (3, "reviewed resume of s: stop #3: warehouse recovered (CHG-9)")
+    ]
+
+
+def test_due_lifts_expired_and_unpaused_in_airflow() -> None:
+    s = spec()
+    hand = EmergencyStop(5, StopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
+    expired = replace(STOP, expires_at=NOW)
+    paused: dict[str, Backfill] = {"s": backfill(4, s, paused=True)}
+    assert due_lifts((hand, expired), [s], paused, NOW) == [(expired, "expired at 2026-11-02T00:00:00Z")]
+    assert due_lifts((hand,), [s], {"s": backfill(4, s)}, NOW) == [(hand, "unpaused in Airflow")]
+    plan = make_plan([s], Policy(), stopped(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}), hand))
+    why = (
+        "paused by hand in Airflow by admin at 2026-11-01T00:00:00Z (stop #5); "
+        'lift: unpause it in Airflow, or merge `resume: "stop #5: …"`'
+    )
+    assert decided(plan) == [("s", "noop", "Paused", why, 4)]
