@@ -1,4 +1,4 @@
-"""`backfillctl validate` memory: a file's bytes and document are dropped once it is checked (issue 12), so what
+"""`backfillctl validate` memory: a file's bytes and document are dropped once it is checked, so what
 validation keeps grows by far less per file than a file costs; diagnostics found later are still placed."""
 
 from __future__ import annotations
