@@ -95,7 +95,12 @@ def test_summarise_nothing() -> None:
 
 
 def test_phase_terminality() -> None:
-    assert {p for p in Phase if p.terminal} == {Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED}
+    assert {p for p in Phase if p.terminal} == {
+        Phase.SUCCEEDED,
+        Phase.COMPLETED_WITH_FAILURES,
+        Phase.CANCELLED,
+        Phase.VERIFICATION_FAILED,
+    }
     assert [p.value for p in Phase] == [
         "Pending",
         "Queued",

@@ -29,10 +29,13 @@ class Action(StrEnum):
     OBSERVE = "observe"  # a spec's phase changed, as observed in Airflow; the outcome is the new `Phase`
     PAUSE = "pause"
     PROMOTE = "promote"  # `promote: true` after a canary chunk
+    PUBLISH = "publish"  # the publish run, triggered once after the final verification passed
     RECONCILE = "reconcile"  # a pass, a refusal of the whole pass, `--allow-dirty`
+    REHEARSE = "rehearse"  # a rehearsal slice's backfill in the rehearsing environment, and the rehearsal's result
     STOP = "stop"  # an emergency stop recorded or lifted (`backfillctl stop`, the workflow's stop job, a hand pause)
     UNLOCK = "unlock"  # `store unlock LEASE_ID`
     UNPAUSE = "unpause"
+    VERIFY = "verify"  # a verification run: triggered (intent/outcome), then its result
 
 
 class AuditPhase(StrEnum):
@@ -54,6 +57,10 @@ class Outcome(StrEnum):
     HALTED = "halted"  # the pause of a halt (too many failed runs): not `state: paused`, not a guard's pause
     ALREADY_COMPLETED = "already-completed"  # 409: Airflow had finished the backfill first
     FAILED = "failed"
+    # what a verification or publish trigger did, and how a verification or rehearsal ended
+    TRIGGERED = "triggered"
+    ADOPTED_RUN = "adopted-run"  # the run with the derived id existed already (a retried trigger): not a second one
+    PASSED = "passed"
     # observations
     ADOPTED = "adopted"
     PROMOTED = "promoted"
@@ -86,6 +93,8 @@ PHASE_EVENTS: Mapping[str, Event | None] = MappingProxyType(
         Phase.CANCELLED: Event.CANCELLED,
         Phase.BLOCKED: Event.REFUSED,
         Phase.ORPHANED: Event.ORPHANED,
+        Phase.AWAITING_REHEARSAL: None,  # waiting is not news; the rehearsal's own records are
+        Phase.VERIFICATION_FAILED: Event.VERIFICATION_FAILED,
     }
 )
 # per action, every outcome its records can hold, and the event it is (None: not an event)
@@ -116,6 +125,23 @@ OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
         Action.STOP: {Outcome.STOPPED: None, Outcome.LIFTED: None},  # its pauses and the Paused phase send the events
         Action.UNLOCK: {Outcome.RELEASED: None},
         Action.UNPAUSE: _CALL,
+        # a slice's create is `created` (no event: the rehearsal's result is); a failed slice or verification fails it
+        Action.REHEARSE: {
+            Outcome.CREATED: None,
+            Outcome.PASSED: Event.REHEARSED,
+            Outcome.FAILED: Event.VERIFICATION_FAILED,
+        },
+        Action.VERIFY: {
+            Outcome.TRIGGERED: None,
+            Outcome.ADOPTED_RUN: None,
+            Outcome.PASSED: Event.VERIFIED,
+            Outcome.FAILED: Event.VERIFICATION_FAILED,
+        },
+        Action.PUBLISH: {
+            Outcome.TRIGGERED: Event.PUBLISHED,
+            Outcome.ADOPTED_RUN: Event.PUBLISHED,
+            Outcome.FAILED: None,
+        },
     }
 )
 ACTIONS = tuple(Action)  # in `audit show --action`'s help, in this order

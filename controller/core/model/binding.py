@@ -30,10 +30,12 @@ class Phase(StrEnum):
     ORPHANED = "Orphaned"
     AWAITING_PROMOTION = "AwaitingPromotion"  # a chunked spec's canary chunk finished; waits for `promote: true`
     HALTED = "Halted"  # too many of a chunked spec's runs failed; waits for a new `resume` value
+    AWAITING_REHEARSAL = "AwaitingRehearsal"  # production waits for a rehearsal with the current key to succeed
+    VERIFICATION_FAILED = "VerificationFailed"  # every run succeeded, the final verification did not
 
     @property
     def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED)
+        return self in (Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED, Phase.VERIFICATION_FAILED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,10 @@ class Event(StrEnum):
     CANCELLED = "cancelled"
     REFUSED = "refused"
     ORPHANED = "orphaned"
+    REHEARSED = "rehearsed"  # a rehearsal (its slices and their verification) succeeded
+    VERIFIED = "verified"  # a verification run passed (after a canary, or the last backfill)
+    VERIFICATION_FAILED = "verification_failed"  # a verification run failed, timed out or could not start
+    PUBLISHED = "published"  # the publish run was triggered
 
 
 EVENTS: tuple[str, ...] = tuple(Event)

@@ -12,6 +12,7 @@ from controller.core.model.analysis import parse_analysis
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, Window
 from controller.core.model.load import AssetConsumers
 from controller.core.model.notify_policy import NO_NOTIFY, NotifyPolicy, parse_notify
+from controller.core.model.stages import PRODUCTION, Environment
 
 NO_SCHEDULER_GUARD = SchedulerGuard()
 
@@ -35,7 +36,9 @@ class Rule:
     chunk_required_above: int = 0
     require_canary_for_completed: bool = False
     asset_consumers: AssetConsumers | None = None  # the DAGs a backfill's asset events trigger: warn, or
-    # require the spec's downstream to name them (issue 27)
+    # require the spec's downstream to name them
+    require_rehearsal: bool = False  # a spec on these DAGs must set `rehearsal`
+    require_rollback_note: bool = False  # a spec on these DAGs must set `rollback`
 
     def matches(self, dag_id: str) -> bool:
         return any(fnmatchcase(dag_id, glob) for glob in self.dags)
@@ -56,6 +59,19 @@ class Policy:
     freezes: tuple[Freeze, ...] = ()
     windows: tuple[Window, ...] = ()  # default run windows; empty: always
     scheduler_guard: SchedulerGuard = NO_SCHEDULER_GUARD
+    environments: tuple[Environment, ...] = ()  # empty: one Airflow, production, as before
+    verification_dags: tuple[str, ...] = ()  # the DAGs a spec's `verify` / `publish` may name
+
+    def environment(self, name: str) -> Environment | None:
+        return next((e for e in self.environments if e.name == name), None)
+
+    @property
+    def rehearsal_environment(self) -> Environment | None:
+        """Where production rehearses (None: it does not)."""
+        production = self.environment(PRODUCTION)
+        return (
+            None if production is None or production.rehearse_in is None else self.environment(production.rehearse_in)
+        )
 
     @property
     def budgets(self) -> dict[str, Budget]:

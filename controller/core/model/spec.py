@@ -18,6 +18,7 @@ from typing import Any
 
 from controller.core.documents.yamlsafe import Document
 from controller.core.model.guards import Window
+from controller.core.model.stages import Promotion, Publish, Rehearsal, Verify
 
 
 class ReprocessBehavior(StrEnum):
@@ -53,6 +54,7 @@ class Execution:
     canary_runs: int | None = None
     halt_on_failure_ratio: float | None = None
     halt_min_finished: int | None = None  # None: the default (chunks.HALT_MIN_FINISHED)
+    promotion: Promotion = Promotion.MANUAL  # what lets the canary continue: `promote: true`, or its verification
 
 
 NO_EXECUTION = Execution()
@@ -84,6 +86,11 @@ class BackfillSpec:
     promote: bool = False  # lets a chunked spec continue after its canary chunk
     resume: str | None = None  # a new value lets a Halted spec continue
     retry_of: str | None = None  # the spec whose failed runs this one re-runs (its change record links here)
+    rehearsal: Rehearsal | None = None  # slices run first in the environment production rehearses in
+    verify: Verify | None = None  # the verification DAG run after a rehearsal, a canary and the last backfill
+    publish: Publish | None = None  # triggered once, after the final verification passed
+    writes: tuple[str, ...] = ()  # the tables the backfill rewrites (shown; owners notified)
+    rollback: str | None = None  # how to undo it (shown in the PR comment and the change record)
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -101,6 +108,19 @@ class BackfillSpec:
             "dag_run_conf": self.conf_json(),
             "run_on_latest_version": self.run_on_latest_version,
         }
+
+    def rehearsal_key(self, bundle_version: str | None) -> str:
+        """What a rehearsal proves, as a short digest: the fields that create the backfill (without the range:
+        the slices stand for it), the DAG's bundle version where it rehearses, and `attempt`. A changed `notify`
+        keeps the key; a fixed DAG (a new bundle version) or a new `attempt` changes it."""
+        facts: dict[str, Any] = {k: v for k, v in self.identity().items() if k not in ("from_date", "to_date")}
+        rehearsal = self.rehearsal
+        facts["slices"] = (
+            [[format_utc(s.from_date), format_utc(s.to_date)] for s in rehearsal.slices] if rehearsal else []
+        )
+        facts["attempt"] = rehearsal.attempt if rehearsal else None
+        facts["bundle_version"] = bundle_version
+        return hashlib.sha256(canonical_json(facts).encode()).hexdigest()[:16]
 
 
 def parse_date(text: str) -> datetime:
