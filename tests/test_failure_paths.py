@@ -308,7 +308,7 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
             "--action",
             "nonsense",
             "Invalid value for '--action': 'nonsense' is not an audited action; use one of: adopt, cancel, create, "
-            "finding, lease, observe, pause, promote, reconcile, stop, unlock, unpause",
+            "finding, lease, observe, pause, promote, publish, reconcile, rehearse, stop, unlock, unpause, verify",
         ),
     ],
 )

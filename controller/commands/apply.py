@@ -24,6 +24,7 @@ from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
+from controller.core.model.stages import Promotion
 from controller.core.plan.chunked import HALT
 from controller.core.plan.matching import matches_request
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, approved_by
@@ -144,7 +145,7 @@ class Applier:
                 AuditPhase.OBSERVATION,
                 spec,
                 outcome=Outcome.PROMOTED,
-                message="`promote: true` after the canary",
+                message=_promoted_by(spec),
             )
         before = self.recorder.bindings.get(spec.name)
         approval = self.recorder.approvals.get(spec.name) or (before.approval if before is not None else None)
@@ -372,3 +373,8 @@ def _create_facts(item: Item) -> CreateFacts:
 def _dates_json(item: Item) -> dict[str, Any]:
     """The dates the dry run listed, as ranges (first, last, count), beside the body in the create intent."""
     return {} if item.dates is None else {"dates": ranges_json(item.dates)}
+
+
+def _promoted_by(spec: BackfillSpec) -> str:
+    on_verification = spec.execution is not None and spec.execution.promotion is Promotion.ON_VERIFICATION
+    return "the canary's verification passed" if on_verification else "`promote: true` after the canary"

@@ -25,19 +25,22 @@ from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
+from controller.commands.stages import StageRunner
 from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
 from controller.core.model.spec import BackfillSpec
+from controller.core.model.stages import PRODUCTION
 from controller.core.plan.provenance import Evidence, Gate, SpecOrigin, gate_plan
 from controller.core.plan.queue import make_plan
+from controller.core.plan.stages import due
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, iter_changes, refusals, stuck
 from controller.core.plan.world import World
 from controller.core.render.plan import findings
 from controller.core.rules.analysis import Verdict
-from controller.errors import InvalidSpecs, StalePlan
+from controller.errors import ConfigError, InvalidSpecs, StalePlan
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +111,7 @@ class Reconciler:
         sleep: Callable[[float], None] = time.sleep,
         git: GitSource | None = None,
         allow_dirty: bool = False,
+        connect: Callable[[Settings], AirflowClient] | None = None,
     ) -> None:
         self.settings, self.store, self.client, self.clock, self.sleep = settings, store, client, clock, sleep
         self.allow_dirty = allow_dirty
@@ -122,6 +126,27 @@ class Reconciler:
         self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.recorder: Recorder | None = None  # the last pass's (the pass hooks audit stuck findings through it)
+        self.connect = connect  # opens another environment's client (None: production only)
+        self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
+        self.stages = StageRunner(store, self.client_for, self.clock)
+
+    def client_for(self, name: str) -> AirflowClient:
+        """The client of an environment the policy declares (production's is the session's)."""
+        if name == PRODUCTION:
+            return self.client
+        if name not in self.environments:
+            environment = self.policy.environment(name)
+            if environment is None or self.connect is None:
+                raise ConfigError(
+                    f"no Airflow for environment {name}", hint="declare it under the policy's `environments`"
+                )
+            self.environments[name] = self.connect(self.settings.for_environment(environment))
+        return self.environments[name]
+
+    def close(self) -> None:
+        for client in self.environments.values():
+            client.close()
+        self.environments.clear()
 
     # --- the specs -----------------------------------------------------------------------------------------
 
@@ -170,6 +195,7 @@ class Reconciler:
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
         world = with_holds(world, self.client, self.store)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
+        world = replace(world, stages=self.stages.records(specs, policy, world.bindings))
         plan = planned(specs, policy, world)
         return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
 
@@ -217,6 +243,7 @@ class Reconciler:
         if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
             world = lift_due(world, specs, self.store, recorder, self.settings.actor)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
+        world = replace(world, stages=self.stages.records(specs, policy, recorder.bindings))
         plan = planned(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
@@ -245,6 +272,10 @@ class Reconciler:
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan, by_name)
+        current = after or plan  # the rehearsals, verifications and publish runs this pass's plan waits on
+        self.stages.advance(
+            due(specs, policy, current.items, world.stages), specs, world.stages, recorder, verified_ids(current)
+        )
         recorder.pass_done(plan, len(applied), self.clock())
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]
@@ -293,6 +324,17 @@ def planned(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan
     if world.analysis is None:
         return plan
     return replace(plan, unmetered=make_plan(specs, policy, replace(world, analysis=None)).checksum())
+
+
+def verified_ids(plan: Plan) -> dict[str, tuple[int, ...]]:
+    """Per spec waiting on a verification, the backfills it verifies: every chunk's, or its one backfill."""
+    ids: dict[str, tuple[int, ...]] = {}
+    for item in plan.items:
+        if item.stage is None:
+            continue
+        chunks = tuple(c.backfill_id for c in item.progress.chunks) if item.progress is not None else ()
+        ids[item.spec] = chunks or ((item.backfill_id,) if item.backfill_id is not None else ())
+    return ids
 
 
 def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Created | None]]:

@@ -93,7 +93,9 @@ def open_reconciler(
             if lease:
                 stack.enter_context(hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
             with make_client(settings) as client:
-                yield Reconciler(settings, store, client, allow_dirty=allow_dirty)
+                reconciler = Reconciler(settings, store, client, allow_dirty=allow_dirty, connect=make_client)
+                stack.callback(reconciler.close)  # the other environments' clients
+                yield reconciler
     finally:
         store.close()
 

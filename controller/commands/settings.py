@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import getpass
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from controller.core.model.secret import Secret, header_problem, redact_url, text_problem, url_problem
+from controller.core.model.stages import Environment
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
 DEFAULT_AIRFLOW_TIMEOUT = 30.0  # seconds to wait for one Airflow answer (connects give up after 5 s)
+PRODUCTION_NAMES = (
+    "BACKFILLCTL_AIRFLOW_URL",
+    "BACKFILLCTL_AIRFLOW_TOKEN",
+    "BACKFILLCTL_AIRFLOW_USERNAME",
+    "BACKFILLCTL_AIRFLOW_PASSWORD",
+)
 AUDIT_KEY_MIN_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is weaker than the MAC
 
 
@@ -31,6 +38,9 @@ class Settings:
     # BACKFILLCTL_ALLOW_ADMIN_IDENTITY=1: running as an identity with more rights than needed is known (a local
     # Airflow's admin): the preflight's least-privilege warning is not said
     allow_admin_identity: bool = False
+    # the variables the Airflow URL and credentials came from (another environment names its own in the policy)
+    names: tuple[str, str, str, str] = PRODUCTION_NAMES
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # for other environments
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -51,6 +61,33 @@ class Settings:
             audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
             allow_untested_airflow=get("ALLOW_UNTESTED_AIRFLOW") == "1",
             allow_admin_identity=get("ALLOW_ADMIN_IDENTITY") == "1",
+            environ=dict(env),
+        )
+
+    def for_environment(self, environment: Environment) -> Settings:
+        """The settings of another environment's Airflow: its URL and credentials from the variables the policy
+        names (production's unnamed ones are BACKFILLCTL_AIRFLOW_*)."""
+        names = tuple(
+            given or default
+            for given, default in zip(
+                (
+                    environment.airflow_url_env,
+                    environment.token_env,
+                    environment.username_env,
+                    environment.password_env,
+                ),
+                PRODUCTION_NAMES,
+                strict=True,
+            )
+        )
+        url, token, username, password = (self.environ.get(name, "").strip() or None for name in names)
+        return replace(
+            self,
+            airflow_url=(url or "").rstrip("/") or None,
+            airflow_token=Secret(token) if token else None,
+            airflow_username=username,
+            airflow_password=Secret(password) if password else None,
+            names=(names[0], names[1], names[2], names[3]),
         )
 
     def airflow_address(self) -> str:
@@ -59,17 +96,17 @@ class Settings:
         print it)."""
         if not self.airflow_url:
             raise ConfigError(
-                "BACKFILLCTL_AIRFLOW_URL is not set",
+                f"{self.names[0]} is not set",
                 hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
                 'for a local one: eval "$(scripts/airflow-local env)"',
             )
         problem, hint = self._airflow_url_problem(self.airflow_url)
         if problem is not None:
-            raise ConfigError(f"BACKFILLCTL_AIRFLOW_URL={redact_url(self.airflow_url)!r} {problem}", hint=hint)
+            raise ConfigError(f"{self.names[0]}={redact_url(self.airflow_url)!r} {problem}", hint=hint)
         sent = (
-            ("BACKFILLCTL_AIRFLOW_TOKEN", self.airflow_token and self.airflow_token.reveal(), header_problem),
-            ("BACKFILLCTL_AIRFLOW_USERNAME", self.airflow_username, text_problem),
-            ("BACKFILLCTL_AIRFLOW_PASSWORD", self.airflow_password and self.airflow_password.reveal(), text_problem),
+            (self.names[1], self.airflow_token and self.airflow_token.reveal(), header_problem),
+            (self.names[2], self.airflow_username, text_problem),
+            (self.names[3], self.airflow_password and self.airflow_password.reveal(), text_problem),
         )
         for name, value, check in sent:
             if value and (problem := check(value)) is not None:

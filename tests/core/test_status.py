@@ -113,6 +113,8 @@ def test_phase_terminality() -> None:
         "Orphaned",
         "AwaitingPromotion",
         "Halted",
+        "AwaitingRehearsal",
+        "VerificationFailed",
     ]
 
 

@@ -23,6 +23,7 @@ from controller.core.model.airflow import Rerun, RunSummary
 from controller.core.model.binding import Approval, ApprovedReview, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import compact
+from controller.core.model.stages import Stage, StageRecord, StageState
 from controller.errors import LockHeld, StoreError
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -216,7 +217,7 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
-    assert store.migrate() == ("0001", "0007")
+    assert store.migrate() == ("0001", "0008")
     old = store.bindings()["s"]
     assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
         3,
@@ -246,7 +247,7 @@ def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store
     sql(store, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(StoreError) as refused:
         make(store_url)
-    assert "has schema revision 9999, newer than this backfillctl knows (head 0007)" in refused.value.message
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0008)" in refused.value.message
 
 
 def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:
@@ -373,12 +374,31 @@ def test_migration_0007_adds_the_pass_state_tables_and_downgrades_cleanly(
     make: Callable[..., Store], store_url: str
 ) -> None:
     store = make(store_url)
-    assert store.revision() == "0007"
+    assert store.revision() == "0008"
     tables = set(inspect(store.engine).get_table_names())
     assert {"analysis_state", "stops", "spec_index"} <= tables
     with store.engine.begin() as conn:
         _alembic(conn, "downgrade", "0006")
-    assert not {"analysis_state", "stops", "spec_index"} & set(inspect(store.engine).get_table_names())
+    assert not {"analysis_state", "stops", "spec_index", "stages"} & set(inspect(store.engine).get_table_names())
     with store.engine.begin() as conn:
         _alembic(conn, "upgrade", "head")
-    assert store.revision() == "0007"
+    assert store.revision() == "0008"
+
+
+def test_migration_0008_adds_stages_and_a_stage_is_saved_read_and_updated_by_its_key(
+    make: Callable[..., Store], store_url: str
+) -> None:
+    store = make(store_url)
+    started = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    first = StageRecord("s", "staging", Stage.REHEARSAL, "k1", StageState.REHEARSING, started, backfill_ids=(7,))
+    store.save_stage(first)
+    store.save_stage(replace(first, key="k2"))
+    passed = replace(first, state=StageState.PASSED, backfill_ids=(7, 8), run_id="r", metrics={"rows": 3})
+    store.save_stage(passed)
+    assert store.stage("s", "staging", Stage.REHEARSAL, "k1") == passed
+    assert store.stage("s", "production", Stage.REHEARSAL, "k1") is None
+    assert [r.key for r in store.stages_of("s")] == ["k1", "k2"]
+    assert [r.state for r in store.stages()] == [StageState.PASSED, StageState.REHEARSING]
+    with store.engine.begin() as conn:
+        _alembic(conn, "downgrade", "0007")
+    assert "stages" not in set(inspect(store.engine).get_table_names())

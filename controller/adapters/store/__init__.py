@@ -11,7 +11,8 @@ helper (`Database.tx`):
 - `outbox`: the notifications queued with their audit records;
 - `analysis`: each downstream system's metric analysis state between passes;
 - `stats`: small read queries for metrics;
-- `stops`: the emergency stops, and the fence every create or unpause intent runs.
+- `stops`: the emergency stops, and the fence every create or unpause intent runs;
+- `stages`: each spec's rehearsal, verification and publish runs, keyed by what they prove.
 
 `Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
 Every `intent` append re-checks, in its own transaction, that this process still holds the lease it keeps
@@ -44,11 +45,13 @@ from controller.adapters.store.database import (
 )
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding
 from controller.core.model.secret import Secret
+from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.stops import EmergencyStop, StopKind, StopSource
 from controller.core.rules.analysis import AnalysisState
 
@@ -87,6 +90,7 @@ class Store:
         self._outbox = Outbox(db)
         self._analysis = AnalysisStates(db, clock)
         self._stops = Stops(db, clock)
+        self._stages = Stages(db, clock)
 
     @property
     def url(self) -> str:
@@ -253,6 +257,20 @@ class Store:
     def stop_paused(self) -> frozenset[int]:
         return self._stops.stop_paused()
 
+    # --- stages: rehearsals, verifications, publish -----------------------------------------------------
+
+    def stage(self, spec: str, environment: str, stage: Stage, key: str) -> StageRecord | None:
+        return self._stages.get(spec, environment, stage, key)
+
+    def stages(self) -> tuple[StageRecord, ...]:
+        return self._stages.all()
+
+    def stages_of(self, spec: str) -> tuple[StageRecord, ...]:
+        return self._stages.of_spec(spec)
+
+    def save_stage(self, record: StageRecord) -> StageRecord:
+        return self._stages.save(record)
+
     # --- notifications --------------------------------------------------------------------------------
 
     def due_notifications(self, now: str, limit: int = 100) -> list[Delivery]:
@@ -297,3 +315,9 @@ class NoStore(Store):
 
     def stop_paused(self) -> frozenset[int]:
         return frozenset()
+
+    def stages(self) -> tuple[StageRecord, ...]:
+        return ()
+
+    def stages_of(self, spec: str) -> tuple[StageRecord, ...]:
+        return ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Integer, MetaData, String, Table, Text
+from sqlalchemy import JSON, BigInteger, Column, Integer, MetaData, String, Table, Text, UniqueConstraint
 
 metadata = MetaData()
 
@@ -114,4 +114,24 @@ spec_index = Table(  # finished spec files by git blob id: an unchanged file is 
     Column("phase", String(32), nullable=False),
     Column("facts", JSON, nullable=True),
     Column("indexed_at", String(40), nullable=False),
+)
+
+stages = Table(  # a spec's rehearsal, verification and publish runs, one row per (spec, environment, stage, key)
+    "stages",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("spec_name", String(100), nullable=False, index=True),
+    Column("environment", String(64), nullable=False),
+    Column("stage", String(20), nullable=False),
+    Column("stage_key", String(64), nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("started_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
+    Column("backfill_ids", JSON, nullable=False),
+    Column("run_id", String(250)),
+    Column("triggered_at", String(40)),
+    Column("reason", Text),
+    Column("metrics", JSON),
+    Column("runs", JSON),
+    UniqueConstraint("spec_name", "environment", "stage", "stage_key", name="uq_stages_key"),
 )

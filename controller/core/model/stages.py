@@ -74,3 +74,33 @@ def run_id(spec: str, environment: str, stage: Stage, key: str) -> str:
     """The dag_run_id of a verification or publish run: derived, so a retried trigger after a lost answer or a
     crash finds the run it started (Airflow answers 409) instead of starting a second one."""
     return f"backfillctl__{spec}__{environment}__{stage.value}__{key}"
+
+
+class StageState(StrEnum):
+    REHEARSING = "rehearsing"  # the rehearsal's slices are running, one backfill at a time (one per DAG in Airflow)
+    VERIFYING = "verifying"  # the verification run was triggered; its result is awaited
+    PASSED = "passed"
+    FAILED = "failed"
+
+    @property
+    def settled(self) -> bool:
+        return self in (StageState.PASSED, StageState.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class StageRecord:
+    """One stage of a spec in one environment, as the store keeps it: a rehearsal (its slices' backfills, then
+    its verification run), a canary's or the final verification, or the publish run."""
+
+    spec: str
+    environment: str
+    stage: Stage
+    key: str  # the rehearsal key; for a verification after production backfills, the backfills it verifies
+    state: StageState
+    started_at: datetime
+    backfill_ids: tuple[int, ...] = ()  # the rehearsal's slice backfills, in slice order (created so far)
+    run_id: str | None = None  # the verification (or publish) run, once triggered
+    triggered_at: datetime | None = None
+    reason: str | None = None  # why it failed, or what it passed with
+    metrics: Mapping[str, Any] | None = None  # what the verification's result task reported
+    runs: Mapping[str, int] | None = None  # the slices' runs by state (a rehearsal)

@@ -15,10 +15,12 @@ from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.spec import BackfillSpec, DesiredState
+from controller.core.model.stages import Stage, StageState
 from controller.core.plan.admission import analysis_runs, dag_problem, guard_now
 from controller.core.plan.lifecycle import Observed, adopt, bound, empty, steer
 from controller.core.plan.matching import adoptable_request
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.stages import StageRecords, canary_gate
 from controller.core.plan.stops import STOP, stop_of
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Item, Kind, Step
 from controller.core.plan.world import Context, DryRun
@@ -168,22 +170,28 @@ def _between_chunks(
         return _chunks_done(spec, last, everything, binding.applied_state, after), ()
     stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
     if stop is not None:  # an emergency stop: no next chunk while it holds
-        return _held(spec, after, everything) or _chunk_item(
+        return _held(spec, after, everything, ctx.world.stages) or _chunk_item(
             spec, Kind.NOOP, Phase.PAUSED, stop.held, after, guard=STOP
         ), ()
-    return _held(spec, after, everything) or _next_chunk(ctx, spec, after, everything, last), ()
+    return _held(spec, after, everything, ctx.world.stages) or _next_chunk(ctx, spec, after, everything, last), ()
 
 
-def _held(spec: BackfillSpec, progress: Progress, everything: RunSummary) -> Item | None:
+def _held(spec: BackfillSpec, progress: Progress, everything: RunSummary, stages: StageRecords) -> Item | None:
     """What holds the next chunk back: a halt, the canary's review, or `state: paused` (None: nothing)."""
     if progress.halted is not None:
         return _chunk_item(spec, Kind.NOOP, Phase.HALTED, progress.halted, progress)
     if awaiting_promotion(spec, progress) and progress.uncreated != 0:  # a canary that ran every run waits not
-        reason = (
-            f"canary chunk finished ({everything.count('success')} succeeded, {everything.count('failed')} failed);"
-            " check its output, then merge `promote: true` to continue"
-        )
-        return _chunk_item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress)
+        done = f"canary chunk finished ({everything.count('success')} succeeded, {everything.count('failed')} failed)"
+        state, said = canary_gate(spec, stages)
+        if said is None:
+            reason = f"{done}; check its output, then merge `promote: true` to continue"
+            return _chunk_item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress)
+        if state is StageState.FAILED:
+            why = f"the canary's verification failed: {said}; fix it, then set a new `resume` value"
+            return replace(_chunk_item(spec, Kind.NOOP, Phase.HALTED, why, progress), stage=Stage.CANARY)
+        if state is not StageState.PASSED:
+            item = _chunk_item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, f"{done}; {said}", progress)
+            return replace(item, stage=Stage.CANARY)
     if spec.state is DesiredState.PAUSED:
         why = f"paused after chunk {len(progress.chunks)}; set state: active to continue"
         return _chunk_item(spec, Kind.NOOP, Phase.PAUSED, why, progress)

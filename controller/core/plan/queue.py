@@ -35,6 +35,7 @@ from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
 from controller.core.plan.lifecycle import adopt, bound
 from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.stages import rehearsal_gate, verified
 from controller.core.plan.stops import STOP, stop_of
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Plan, Step
 from controller.core.plan.world import Context, DagObservation, DryRun, World
@@ -63,6 +64,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         if obs.error and dag_id not in by_dag
     ]
     items += orphan_items
+    items = [_verified(i, world) for i in items]
     items = [_code(with_load(i, world), world) for i in admit_creates(items, specs, policy)]
     findings += scheduler_findings(policy, world)
     ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
@@ -72,6 +74,12 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
 def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
     """The queue heads a create would start, whose run counts must come from Airflow's dry run first."""
     return make_plan(specs, policy, world).dry_runs_needed
+
+
+def _verified(item: Item, world: World) -> Item:
+    """A spec with `verify` is Succeeded only after its final verification (one recorded finished already was)."""
+    binding = world.bindings.get(item.spec)
+    return item if binding is not None and binding.phase.terminal else verified(item, world.stages)
 
 
 def _code(item: Item, world: World) -> Item:
@@ -231,6 +239,9 @@ def _unbound(ctx: Context, spec: BackfillSpec) -> Item:  # noqa: PLR0911 - one r
     future = future_partitions(spec, ctx.obs.info, ctx.policy, ctx.world.now)
     if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
         return new(Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
+    rehearsing = rehearsal_gate(spec, ctx.policy, ctx.world.stages)
+    if rehearsing is not None:  # production waits for its rehearsal, wherever it stands in the queue
+        return rehearsing
     if ctx.occupant is not None:
         who, backfill_id = ctx.occupant
         where = f" (backfill #{backfill_id})" if backfill_id else ""

@@ -18,6 +18,7 @@ from controller.core.model.chunks import Progress
 from controller.core.model.load import DagLoad, load_json
 from controller.core.model.ranges import DateRange
 from controller.core.model.spec import BackfillSpec, canonical_json, format_utc
+from controller.core.model.stages import Stage
 from controller.core.rules.chunks import Chunking
 from controller.core.rules.guards import BudgetLoad
 
@@ -95,6 +96,8 @@ class Item:
     unobserved: bool = False  # decided without an observation (its DAG, the scheduler): never recorded as seen
     refused_at_head: str | None = None  # `plan` only: a queued spec's dry run now exceeds its limit (lookahead.py)
     load: DagLoad | None = None  # `plan` only, a create: what its runs set off beyond themselves (never checksummed)
+    stage: Stage | None = None  # a verification this item waits on, or whose failure it is (`core.plan.stages`)
+    stage_failed: bool = False  # a rehearsal or verification failed: settled, and unsuccessful for --fail-on-failures
 
     @property
     def held_by_guard(self) -> bool:
@@ -104,7 +107,12 @@ class Item:
     @property
     def moving(self) -> bool:
         """It goes on without a human (for now): pending, queued, running, or paused by a guard."""
-        return self.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING) or self.held_by_guard
+        waiting = self.phase in (Phase.AWAITING_REHEARSAL, Phase.AWAITING_PROMOTION) and self.stage is not None
+        return (
+            self.phase in (Phase.PENDING, Phase.QUEUED, Phase.RUNNING)
+            or self.held_by_guard
+            or (waiting and not self.stage_failed)
+        )
 
     @property
     def facts(self) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from controller.core.model.binding import Binding
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
+from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.ownership import Owned
 from controller.core.plan.stops import EmergencyStop, HandPause
 from controller.core.rules.analysis import Verdict
@@ -82,6 +83,8 @@ class World:
     # of the plan's checksum (`commands/analysis.py` plans without it for the checksum)
     analysis: Mapping[str, Verdict] | None = None
     holds: Holds = field(default_factory=Holds)  # emergency stops and hand pauses (`core.plan.stops`)
+    # each spec's rehearsal (with the current key), canary and final verification and publish (`core.plan.stages`)
+    stages: Mapping[tuple[str, Stage], StageRecord] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
