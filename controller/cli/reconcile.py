@@ -225,7 +225,7 @@ def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
     unsuccessful = [
         f"{i.spec} ended {i.phase.value}: {i.reason}"
         for i in result.current.items
-        if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED)
+        if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED, Phase.VERIFICATION_FAILED) or i.stage_failed
     ]
     if fail_on_failures:
         sys.stderr.write(plain_lines([f"failed: {line}" for line in unsuccessful]))
