@@ -21,6 +21,7 @@ from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, controller_event
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding
+from controller.core.model.stages import StageRecord
 from controller.errors import StoreError
 
 
@@ -79,10 +80,11 @@ def unlock(settings: Settings, lease_id: str) -> Lease:
         return released
 
 
-def spec_record(settings: Settings, name: str) -> tuple[Binding | None, list[AuditRecord]]:
-    """The stored binding and the audit events of one spec."""
+def spec_record(settings: Settings, name: str) -> tuple[Binding | None, list[AuditRecord], tuple[StageRecord, ...]]:
+    """The stored binding, the audit events and the stages of one spec."""
     with Store(settings.store_url, read_only=True) as store:
-        return store.binding(name), [_readable(record) for record in store.events(EventFilter(spec=name))]
+        events = [_readable(record) for record in store.events(EventFilter(spec=name))]
+        return store.binding(name), events, store.stages_of(name)
 
 
 def _readable(record: AuditRecord | Unreadable) -> AuditRecord:

@@ -45,6 +45,6 @@ def report_document(settings: Settings, name: str, now: datetime) -> ChangeRecor
     spec = next((s for s in specs if s.name == name), None)
     if spec is None:
         raise UsageError(f"no spec named {name!r} under {settings.specs_dir}", hint="the name is the file name")
-    stored, events = audit_cmd.spec_record(settings, name)
+    stored, events, stages = audit_cmd.spec_record(settings, name)
     retries = [s for s in specs if s.retry_of == name]  # follow-ups over its failed runs (`new --retry-failed-of`)
-    return change_record(spec, stored, events, retries)
+    return change_record(spec, stored, events, retries, stages)

@@ -20,7 +20,9 @@ from controller.core.model.notify_policy import Event, NotifyPolicy
 from controller.core.model.spec import BackfillSpec, format_utc, parse_date
 
 NOTIFY_FORMAT_VERSION = 1
-TERMINAL_EVENTS = frozenset({Event.SUCCEEDED, Event.COMPLETED_WITH_FAILURES, Event.CANCELLED})
+TERMINAL_EVENTS = frozenset(
+    {Event.SUCCEEDED, Event.COMPLETED_WITH_FAILURES, Event.CANCELLED, Event.VERIFICATION_FAILED}
+)
 FORMATS = ("slack", "json")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SLACK_TEXT_LIMIT = 2900  # Slack refuses section texts over 3000 characters
@@ -131,6 +133,10 @@ _TITLES: dict[str, str] = {
     Event.CANCELLED: "Backfill cancelled",
     Event.REFUSED: "Backfill refused",
     Event.ORPHANED: "Backfill orphaned (its spec was deleted)",
+    Event.REHEARSED: "Backfill rehearsed",
+    Event.VERIFIED: "Backfill verified",
+    Event.VERIFICATION_FAILED: "Backfill verification failed",
+    Event.PUBLISHED: "Backfill published",
 }
 
 

@@ -20,6 +20,7 @@ from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.ranges import DateRange, ranges_json
 from controller.core.model.spec import BackfillSpec, format_utc
+from controller.core.model.stages import StageRecord
 from controller.core.plan.provenance import approved_by
 
 REPORT_FORMAT_VERSION = 1
@@ -157,6 +158,7 @@ class ChangeRecord:
     retried_by: tuple[FollowUp, ...]
     events: tuple[AuditRecord, ...]
     ran_on: RanOn | None = None  # None: Airflow was not read (offline)
+    stages: tuple[StageRecord, ...] = ()  # its rehearsals, verifications and publish run, oldest first
 
     @property
     def direction(self) -> str:
@@ -199,7 +201,25 @@ class ChangeRecord:
         }
         if self.ran_on is not None:  # only with Airflow read: offline, the document is what it always was
             document["ran_on"] = self.ran_on.as_json()
+        if self.stages or s.rehearsal or s.verify or s.publish:  # a spec without stages reads as it always did
+            document["writes"], document["rollback"] = list(s.writes), s.rollback
+            document["stages"] = [stage_json(r) for r in self.stages]
         return document
+
+
+def stage_json(record: StageRecord) -> dict[str, Any]:
+    return {
+        "environment": record.environment,
+        "stage": record.stage.value,
+        "key": record.key,
+        "state": record.state.value,
+        "started_at": format_utc(record.started_at),
+        "backfill_ids": list(record.backfill_ids),
+        "run_id": record.run_id,
+        "result": record.reason,
+        "metrics": None if record.metrics is None else dict(record.metrics),
+        "runs": None if record.runs is None else dict(record.runs),
+    }
 
 
 def change_record(
@@ -207,6 +227,7 @@ def change_record(
     binding: Binding | None,
     events: Sequence[AuditRecord],
     retries: Sequence[BackfillSpec] = (),
+    stages: Sequence[StageRecord] = (),
 ) -> ChangeRecord:
     created = (binding.created if binding else None) or CreateFacts()
     return ChangeRecord(
@@ -224,6 +245,7 @@ def change_record(
         chunks=None if binding is None or binding.progress is None else _chunks(binding.progress, binding),
         retried_by=tuple(FollowUp(r.name, r.path) for r in retries),
         events=tuple(events),
+        stages=tuple(stages),
     )
 
 

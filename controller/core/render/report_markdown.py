@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from controller.core.documents.escaping import md_code, md_fence, md_text
 from controller.core.model.airflow import Rerun
 from controller.core.model.spec import format_utc
+from controller.core.model.stages import Stage
 from controller.core.render.audit import record_line
 from controller.core.render.change_record import ChangeRecord, ChunkRow, RanOn
 from controller.core.render.heatmap import HeatMap, heatmap_text
@@ -50,6 +51,7 @@ def report_markdown(record: ChangeRecord, calendar: HeatMap | None = None, rerun
         *_retry_lines(record),
         *_code_lines(record.ran_on),
         "",
+        *_stage_lines(record),
         *_since_lines(reruns_since if calendar is not None else ()),
         *_calendar_lines(calendar),
         "## Audit trail",
@@ -57,6 +59,38 @@ def report_markdown(record: ChangeRecord, calendar: HeatMap | None = None, rerun
         *md_fence([record_line(e) for e in record.events]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _stage_lines(record: ChangeRecord) -> list[str]:
+    """The rehearsal (before production), the verifications and the publish run, and what it writes and how
+    to roll it back."""
+    s = record.spec
+    if not (record.stages or s.rehearsal or s.verify or s.publish):
+        return []
+    lines = ["## Stages", ""]
+    if s.writes:
+        lines.append("- **Writes**: " + ", ".join(md_code(t) for t in s.writes))
+    if s.rollback:
+        lines.append(f"- **Rollback**: {md_text(s.rollback)}")
+    for r in record.stages:
+        ids = ", ".join(f"#{i}" for i in r.backfill_ids)
+        where = f"{r.stage.value} in {md_text(r.environment)}"
+        cuts = s.rehearsal.slices if s.rehearsal is not None and r.stage is Stage.REHEARSAL else ()
+        dates = ", ".join(f"{c.from_date.date()}..{c.to_date.date()}" for c in cuts)
+        facts = [
+            dates and f"slices {dates}",
+            f"backfills {ids}" if ids else "",
+            r.run_id and f"run {md_code(r.run_id)}",
+        ]
+        runs = ", ".join(f"{n} {state}" for state, n in sorted((r.runs or {}).items()))
+        metrics = ", ".join(f"{md_text(k)}={md_text(str(v))}" for k, v in sorted((r.metrics or {}).items()))
+        said = "; ".join(f for f in (*facts, runs and f"runs {runs}", metrics and f"metrics {metrics}") if f)
+        lines.append(f"- **{where}** ({format_utc(r.started_at)}): {r.state.value}" + (f"; {said}" if said else ""))
+        if r.reason:
+            lines.append(f"  - {md_text(r.reason)}")
+    if not record.stages:
+        lines.append("- none run yet")
+    return [*lines, ""]
 
 
 def _chunk_lines(chunks: Sequence[ChunkRow] | None) -> list[str]:
