@@ -29,7 +29,7 @@ def status_view(settings: Settings, now: datetime, name: str | None = None) -> S
     else:
         with open_reconciler(settings, read_only=True) as reconciler:
             current, _specs, world = reconciler.plan(with_dry_runs=False)
-            rows = status.status_rows(current, reconciler.store.bindings(), world.analysis)
+            rows = status.status_rows(current, reconciler.store.bindings(), world.analysis, world.stages)
         view = StatusView(rows, incomplete=any(i.error for i in current.items), offline=False)
     if name is None:
         return view

@@ -11,6 +11,7 @@ from controller.core.documents.escaping import plain_lines
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.spec import BackfillSpec
+from controller.core.model.stages import Stage, StageRecord, StageState
 from controller.core.plan.admission import running_concurrency
 from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.analysis import spec_analysis
@@ -63,11 +64,27 @@ class StatusRow:
 
 
 def status_rows(
-    plan: Plan, bindings: Mapping[str, Binding], analysis: Mapping[str, Verdict] | None = None
+    plan: Plan,
+    bindings: Mapping[str, Binding],
+    analysis: Mapping[str, Verdict] | None = None,
+    stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
 ) -> list[StatusRow]:
-    """A row per spec; `analysis`: the verdicts, in the note of each unfinished spec that lists the system."""
+    """A row per spec; `analysis`: the verdicts, in the note of each unfinished spec that lists the system;
+    `stages`: a rehearsed spec's note says how its rehearsal went."""
     rows = [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
-    return [_with_analysis(row, item, analysis) for row, item in zip(rows, plan.items, strict=True)]
+    rows = [_with_analysis(row, item, analysis) for row, item in zip(rows, plan.items, strict=True)]
+    return [_with_rehearsal(row, item, stages or {}) for row, item in zip(rows, plan.items, strict=True)]
+
+
+def _with_rehearsal(row: StatusRow, item: Item, stages: Mapping[tuple[str, Stage], StageRecord]) -> StatusRow:
+    """`rehearsal in staging: Succeeded, verified (run …)` once production goes on (before, the phase says it)."""
+    record = stages.get((item.spec, Stage.REHEARSAL))
+    if record is None or item.phase is Phase.AWAITING_REHEARSAL:
+        return row
+    verified = f", verified (run {record.run_id})" if record.run_id and record.state is StageState.PASSED else ""
+    state = {StageState.PASSED: "Succeeded", StageState.FAILED: "Failed"}.get(record.state, "running")
+    shown = f"rehearsal in {record.environment}: {state}{verified}"
+    return replace(row, note=f"{row.note} · {shown}" if row.note else shown)
 
 
 def _with_analysis(row: StatusRow, item: Item, analysis: Mapping[str, Verdict] | None) -> StatusRow:
