@@ -55,6 +55,7 @@ class Bench:
         self.store = Store(self.store_url)
         self.clients: list[AirflowClient] = []
         self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
+        self.environ: dict[str, str] = {}  # the variables other environments' Airflows are named by (the policy)
 
     def close(self) -> None:
         for client in self.clients:
@@ -117,10 +118,22 @@ class Bench:
         )
 
     def settings(self) -> Settings:
-        return Settings(specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot")
+        return Settings(
+            specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot", environ=self.environ
+        )
+
+    def connect(self, settings: Settings) -> AirflowClient:
+        """Another environment's client, as the CLI's session opens it (its URL and login from `environ`)."""
+        client = AirflowClient(
+            settings.airflow_address(), username=settings.airflow_username, password=settings.airflow_password
+        )
+        self.clients.append(client)
+        return client
 
     def reconciler(self, store: Store | None = None) -> Reconciler:
-        return Reconciler(self.settings(), store or self.store, self.client(), sleep=lambda _s: None)
+        return Reconciler(
+            self.settings(), store or self.store, self.client(), sleep=lambda _s: None, connect=self.connect
+        )
 
     def run(self, **kwargs: Any) -> PassResult:
         return self.reconciler().run_once(**kwargs)
