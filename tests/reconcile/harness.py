@@ -102,6 +102,7 @@ class Bench:
             "BACKFILLCTL_STORE_URL": self.store_url,
             "BACKFILLCTL_SPECS_DIR": str(self.specs),
             "BACKFILLCTL_ACTOR": "ci-bot",
+            **self.environ,
             **more,
         }
 
