@@ -45,16 +45,23 @@ class StageRunner:
         created in production yet), the latest canary and final verification and publish run."""
         rows = self.store.stages()
         found: dict[tuple[str, Stage], StageRecord] = {}
+        latest: dict[str, StageRecord] = {}  # each spec's latest rehearsal (what a created spec's status shows)
         for row in rows:  # oldest first: the latest wins
             if row.stage is not Stage.REHEARSAL:
                 found[(row.spec, row.stage)] = row
+            else:
+                latest[row.spec] = row
         by_key = {(r.spec, r.environment, r.key): r for r in rows if r.stage is Stage.REHEARSAL}
         self.keys = {}
         versions: dict[tuple[str, str], str | None] = {}
         for spec in specs:
             where = rehearses(spec, policy)
             binding = bindings.get(spec.name)
-            if where is None or (binding is not None and (binding.backfill_id or binding.progress)):
+            if where is None:
+                continue
+            if binding is not None and (binding.backfill_id or binding.progress):  # created: its rehearsal is done
+                if spec.name in latest:
+                    found[(spec.name, Stage.REHEARSAL)] = latest[spec.name]
                 continue
             try:
                 if (where, spec.dag_id) not in versions:  # one DAG read a pass per DAG and environment
@@ -109,19 +116,20 @@ class StageRunner:
         client = self.clients(where)
         slices = spec.rehearsal.slices
         if record.backfill_ids:
-            done = _slice_done(client, spec, slices[len(record.backfill_ids) - 1], record.backfill_ids[-1])
+            cut = slices[len(record.backfill_ids) - 1]
+            done = _slice_done(client, spec, cut, record.backfill_ids[-1])
             if done is None:
                 return
             if done.get("failed"):
-                cut = slices[len(record.backfill_ids) - 1]
                 why = f"slice {_dates(cut)}: {done['failed']} of {sum(done.values())} run(s) failed"
                 self._settle(spec, record, recorder, (StageState.FAILED, why, None))
                 return
-            record = replace(record, runs=_added(record.runs, done))
-            self.store.save_stage(record)
         if len(record.backfill_ids) < len(slices):
             self._next_slice(spec, where, record, slices[len(record.backfill_ids)], recorder)
-        elif spec.verify is not None:
+            return
+        # every slice done: their runs, counted once (a pass that repeats this after a crash counts the same)
+        record = replace(record, runs=_total(client, spec, slices))
+        if spec.verify is not None:
             self.store.save_stage(self._trigger(spec, spec.verify, record, where, recorder))
         else:
             self._settle(spec, record, recorder, (StageState.PASSED, _runs_text(record.runs), None))
@@ -314,10 +322,12 @@ def _slice_done(client: AirflowClient, spec: BackfillSpec, cut: Slice, backfill_
     return None if runs.unfinished else dict(runs.counts)
 
 
-def _added(total: Mapping[str, int] | None, more: Mapping[str, int]) -> dict[str, int]:
-    out = dict(total or {})
-    for state, n in more.items():
-        out[state] = out.get(state, 0) + n
+def _total(client: AirflowClient, spec: BackfillSpec, slices: Sequence[Slice]) -> dict[str, int]:
+    """The runs of every slice by state (one read per slice, once per rehearsal)."""
+    out: dict[str, int] = {}
+    for cut in slices:
+        for state, n in client.run_summary(spec.dag_id, cut.from_date, cut.to_date).counts.items():
+            out[state] = out.get(state, 0) + n
     return out
 
 
