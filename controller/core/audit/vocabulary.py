@@ -135,7 +135,9 @@ OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
             Outcome.TRIGGERED: None,
             Outcome.ADOPTED_RUN: None,
             Outcome.PASSED: Event.VERIFIED,
-            Outcome.FAILED: Event.VERIFICATION_FAILED,
+            # one event per failure: a rehearsal's is its `rehearse` failure, a canary's the Halted phase, the
+            # final one the VerificationFailed phase (which carries the outcome and the report)
+            Outcome.FAILED: None,
         },
         Action.PUBLISH: {
             Outcome.TRIGGERED: Event.PUBLISHED,
