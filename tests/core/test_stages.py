@@ -215,13 +215,12 @@ REHEARSE_HINT = (
         ),
         (
             "version: 1\nenvironments: {production: {rehearse_in: stagin}}\n",
-            "the policy's environments.production.rehearse_in 'stagin' is not a declared environment other than "
-            "production (declared: production)",
+            "the policy's environments.production.rehearse_in 'stagin' is not a declared environment (declared: "
+            "production)",
         ),
         (
             "version: 1\nenvironments: {production: {rehearse_in: production}}\n",
-            "the policy's environments.production.rehearse_in 'production' is not a declared environment other than "
-            "production (declared: production)",
+            "the policy's environments.production.rehearse_in names production itself",
         ),
     ],
 )

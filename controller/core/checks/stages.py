@@ -94,10 +94,12 @@ def _no_rehearsal_environment(policy: Policy) -> str | None:
         return "the policy's environments declare no production"
     if production.rehearse_in is None:
         return "the policy's environments.production sets no rehearse_in"
-    if production.rehearse_in == PRODUCTION or policy.rehearsal_environment is None:
+    if production.rehearse_in == PRODUCTION:
+        return "the policy's environments.production.rehearse_in names production itself"
+    if policy.rehearsal_environment is None:
         return (
             f"the policy's environments.production.rehearse_in {production.rehearse_in!r} is not a declared "
-            f"environment other than production ({_declared(policy)})"
+            f"environment ({_declared(policy)})"
         )
     return None
 
