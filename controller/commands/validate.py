@@ -140,8 +140,9 @@ def check_dags(
     result: ValidationResult, lookup: DagLookup, now: datetime, listing: Callable[[], set[str]] | None = None
 ) -> ValidationResult:
     """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked, and its verify
-    and publish DAGs exist (one details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow. A DAG
-    that does not exist gets the closest ids of Airflow's DAG `listing` (read only then), never a guess."""
+    and publish DAGs exist (one details call per DAG). An unreachable Airflow is a warning: validate itself does not
+    need Airflow. A DAG that does not exist gets the closest ids of Airflow's DAG `listing` (read only then), never
+    a guess."""
     from controller.core.checks.dags import (  # noqa: PLC0415
         check_against_dag,
         check_stage_dags,
