@@ -33,9 +33,10 @@ def check_spec_stages(item: LoadedSpec, policy: Policy, _now: datetime) -> Itera
 def _slices(item: LoadedSpec) -> Iterator[Diagnostic]:
     """Each slice is ordered and inside the range; no date is in two slices."""
     spec = item.spec
-    slices = spec.rehearsal.slices if spec.rehearsal else ()
+    if spec.rehearsal is None:
+        return  # most specs: nothing to format
     span = f"{format_utc(spec.from_date)} … {format_utc(spec.to_date)}"
-    for index, piece in enumerate(slices):
+    for index, piece in enumerate(spec.rehearsal.slices):
         at = ("rehearsal", "slices", index)
         shown = f"rehearsal slice {index + 1} ({format_utc(piece.from_date)} … {format_utc(piece.to_date)})"
         if piece.from_date > piece.to_date:
