@@ -32,7 +32,7 @@ rules:
 """
 HINT = (
     "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
-    "`execution`, `windows` and `notify` may change)"
+    "`execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may change)"
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,8 @@ import pytest
 
 from controller.cli import main
 from controller.core.model.binding import Phase
-from controller.core.model.spec import BackfillSpec
+from controller.core.model.spec import BackfillSpec, Execution
+from controller.core.model.stages import Promotion, Publish, Rehearsal, Slice, Verify
 from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
 from tests.core.test_plan import spec
@@ -269,3 +271,67 @@ def test_plan_pr_comment_names_a_missing_file_before_contacting_airflow(
         "  hint: write it with `git diff -z --name-only origin/main...HEAD -- specs/ > FILE` (NUL-separated paths)\n"
     )
     assert not (tmp_path / "none.db").exists()
+
+
+def staged_spec(name: str, **extra: Any) -> BackfillSpec:
+    """The walk-through spec with a rehearsal, a verification, a publish, the tables it rewrites and its rollback."""
+    fields: dict[str, Any] = {
+        "rehearsal": Rehearsal(
+            (Slice(MARCH1, MARCH1), Slice(MARCH1 + timedelta(days=2, hours=6), MARCH1 + timedelta(days=2, hours=6))), 2
+        ),
+        "verify": Verify("orders_verify", None, 30, "check_rows"),
+        "publish": Publish("orders_publish"),
+        "writes": ("warehouse.orders", "bi | revenue <b>"),
+        "rollback": "restore snapshot `orders_2022q1`\n| see runbook [R-12](http://x)",
+        "execution": Execution(canary_runs=1, promotion=Promotion.ON_VERIFICATION),
+    }
+    fields.update(extra)
+    return replace(walk_spec(name), **fields)
+
+
+def test_writes_and_rollback_lead_and_the_stages_are_one_line_each_in_the_details_all_escaped() -> None:
+    staged = replace(WALK, spec="staged", source=staged_spec("staged"))
+    body = pr_comment(plan(staged), ["specs/staged.yaml"], {})
+    assert (
+        "**Tables these specs rewrite, and how to undo it:**\n"
+        "\n"
+        "- `staged`: rewrites `warehouse.orders`, bi \\| revenue \\<b\\>; rollback: restore snapshot "
+        "\\`orders\\_2022q1\\` \\| see runbook \\[R-12\\]\\(http://x\\)\n"
+        "\n"
+        "**Specs this pull request adds or changes (1)**\n"
+    ) in body
+    assert (
+        "- `to_date`: 2022-03-03T00:00:00Z\n"
+        "- rehearsal (attempt 2), 2 slices: 2022-03-01 … 2022-03-01, 2022-03-03T06:00:00Z … 2022-03-03T06:00:00Z\n"
+        "- verify: `orders_verify` (timeout 30 min, result task `check_rows`); its pass after the canary continues "
+        "the spec\n"
+        "- publish: `orders_publish`, once, after the final verification passed\n"
+        "- first and last dates to run:"
+    ) in body
+
+
+def test_a_spec_that_rewrites_tables_without_a_rollback_note_says_so_and_long_lists_are_counted() -> None:
+    tables = tuple(f"t{n}" for n in range(12))
+    quiet = replace(
+        WALK,
+        source=staged_spec("walk-demo", writes=tables, rollback=None, rehearsal=None, verify=None, publish=None),
+    )
+    body = pr_comment(plan(quiet), ["specs/walk-demo.yaml"], {})
+    shown = ", ".join(f"`t{n}`" for n in range(10))
+    assert f"- `walk-demo`: rewrites {shown} and 2 more; no rollback note\n" in body
+    assert [line for line in body.splitlines() if line.startswith(("- rehearsal", "- verify", "- publish"))] == []
+
+
+def test_a_spec_without_writes_or_rollback_adds_nothing() -> None:
+    body = pr_comment(plan(WALK), ["specs/walk-demo.yaml"], NOTES)
+    assert "rewrite" not in body
+    assert "rollback" not in body
+
+
+def test_a_long_rollback_note_is_cut_to_300_characters() -> None:
+    note = "restore " + "x" * 400
+    body = pr_comment(
+        plan(replace(WALK, source=staged_spec("walk-demo", writes=(), rollback=note))), ["specs/walk-demo.yaml"], {}
+    )
+    line = next(line for line in body.splitlines() if line.startswith("- `walk-demo`: rollback: "))
+    assert line == f"- `walk-demo`: rollback: restore {'x' * 291}…"

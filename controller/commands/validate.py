@@ -139,32 +139,50 @@ def check_consumers(result: ValidationResult, client: AirflowClient) -> Validati
 def check_dags(
     result: ValidationResult, lookup: DagLookup, now: datetime, listing: Callable[[], set[str]] | None = None
 ) -> ValidationResult:
-    """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked (one
-    details call per DAG). An unreachable Airflow is a warning: validate itself does not need Airflow. A DAG
-    that does not exist gets the closest ids of Airflow's DAG `listing` (read only then), never a guess."""
-    from controller.core.checks.dags import Unknown, check_against_dag, superseded_warnings  # noqa: PLC0415
+    """With Airflow configured: every spec's DAG exists and its schedule can be backfilled as asked, and its verify
+    and publish DAGs exist (one details call per DAG). An unreachable Airflow is a warning: validate itself does not
+    need Airflow. A DAG that does not exist gets the closest ids of Airflow's DAG `listing` (read only then), never
+    a guess."""
+    from controller.core.checks.dags import (  # noqa: PLC0415
+        check_against_dag,
+        check_stage_dags,
+        superseded_warnings,
+    )
 
     infos: dict[str, DagInfo | Unknown | None] = {}
     for item in result.loaded:
-        dag_id = item.spec.dag_id
-        if dag_id not in infos:
-            try:
-                infos[dag_id] = lookup(dag_id)
-            except AirflowNotFound:
-                infos[dag_id] = None
-            except AirflowError as exc:
-                infos[dag_id] = Unknown(exc.message)
+        for dag_id in _dag_ids(item.spec):
+            if dag_id not in infos:
+                infos[dag_id] = _look_up(lookup, dag_id)
     similar = _similar_ids([d for d, info in infos.items() if info is None], listing)
     found = [
         d
         for item in result.loaded
         for d in check_against_dag(item, infos[item.spec.dag_id], result.policy, now, similar.get(item.spec.dag_id, ()))
     ]
+    found += [d for item in result.loaded for d in check_stage_dags(item, infos, similar)]
     replaced = {
         d for item in result.loaded for d in superseded_warnings(item, infos[item.spec.dag_id], result.diagnostics)
     }
     kept = replace(result, diagnostics=tuple(d for d in result.diagnostics if d not in replaced))
     return _with(kept, found)
+
+
+def _dag_ids(spec: BackfillSpec) -> list[str]:
+    """The DAGs a spec runs in Airflow: its own, then its verify and publish DAGs."""
+    stages = (spec.verify, spec.publish)
+    return [spec.dag_id, *(stage.dag_id for stage in stages if stage is not None)]
+
+
+def _look_up(lookup: DagLookup, dag_id: str) -> DagInfo | Unknown | None:
+    from controller.core.checks.dags import Unknown  # noqa: PLC0415
+
+    try:
+        return lookup(dag_id)
+    except AirflowNotFound:
+        return None
+    except AirflowError as exc:
+        return Unknown(exc.message)
 
 
 def _similar_ids(missing: Sequence[str], listing: Callable[[], set[str]] | None) -> dict[str, tuple[str, ...]]:

@@ -58,3 +58,75 @@ def test_a_listing_that_fails_suggests_nothing_and_the_dag_is_still_an_error(tmp
     ]
     assert not checked.ok
     bench.close()
+
+
+def staged(dag_id: str) -> DagInfo:
+    """Airflow with the backfilled DAG, a verification DAG and a paused publish DAG."""
+    infos = {
+        "orders_daily": DagInfo("orders_daily", False, False, False, True, None),
+        "orders_verify": DagInfo("orders_verify", False, False, False, False, None),
+        "orders_publish": DagInfo("orders_publish", True, False, False, False, None),
+    }
+    if dag_id not in infos:
+        raise AirflowNotFound(f"GET /api/v2/dags/{dag_id}/details -> 404", status=404)
+    return infos[dag_id]
+
+
+def test_verify_and_publish_dags_are_checked_in_airflow_with_a_suggestion_like_dag_id(tmp_path: Path) -> None:
+    bench = Bench(tmp_path)
+    bench.policy("""\
+        version: 1
+        verification: {allowed_dags: [orders_verfy, orders_publish]}
+        """)
+    bench.spec("staged", dag="orders_daily", verify="{dag_id: orders_verfy}", publish="{dag_id: orders_publish}")
+    looked: list[str] = []
+
+    def lookup(dag_id: str) -> DagInfo:
+        looked.append(dag_id)
+        return staged(dag_id)
+
+    checked = check_dags(validate_paths([], bench.specs, NOW), lookup, NOW, lambda: {"orders_daily", "orders_verify"})
+    assert looked == ["orders_daily", "orders_verfy", "orders_publish"]  # one details call per DAG
+    assert [(d.location.line, d.location.column, d.location.path) for d in checked.diagnostics] == [
+        (12, 18, ("verify", "dag_id")),
+        (13, 19, ("publish", "dag_id")),
+    ]
+    assert [(d.message, d.hint, d.severity.value) for d in checked.diagnostics] == [
+        (
+            "verify DAG 'orders_verfy' does not exist in Airflow; did you mean 'orders_verify'?",
+            "check verify.dag_id (Airflow's UI or `GET /api/v2/dags` lists the DAGs)",
+            "error",
+        ),
+        (
+            "publish DAG 'orders_publish' is paused in Airflow: its run would not start, which fails the publish",
+            "unpause orders_publish before the spec reaches that stage",
+            "warning",
+        ),
+    ]
+    assert not checked.ok
+    bench.close()
+
+
+def test_an_unreachable_verify_dag_is_a_warning(tmp_path: Path) -> None:
+    bench = Bench(tmp_path)
+    bench.policy("""\
+        version: 1
+        verification: {allowed_dags: [orders_verify]}
+        """)
+    bench.spec("staged", dag="orders_daily", verify="{dag_id: orders_verify}")
+
+    def lookup(dag_id: str) -> DagInfo:
+        if dag_id == "orders_verify":
+            raise AirflowUnavailable("GET /api/v2/dags/orders_verify/details -> 503", status=503)
+        return staged(dag_id)
+
+    checked = check_dags(validate_paths([], bench.specs, NOW), lookup, NOW)
+    assert [(d.message, d.hint, d.severity.value) for d in checked.diagnostics] == [
+        (
+            "could not check verify DAG 'orders_verify' in Airflow: GET /api/v2/dags/orders_verify/details -> 503",
+            "plan and reconcile check it again",
+            "warning",
+        )
+    ]
+    assert checked.ok
+    bench.close()

@@ -1,10 +1,11 @@
 """What a pull request changes in specs/, and the rules for changes (pure).
 
 A spec that exists at the base ref may change only what is not sent to Airflow (`state`, `promote`,
-`resume`, `execution`, `windows`, `notify`, …): its backfill may already exist in Airflow, and Airflow cannot
-change a backfill's dates, DAG, reprocess behaviour or limits in place. One exception: a chunked
-spec (with `execution` at the base and at head) may change `max_active_runs`, which applies from its next
-chunk. A rename is a delete plus an add. A deletion is allowed and cancels nothing (a warning says so).
+`resume`, `execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes`, `rollback`, …): its
+backfill may already exist in Airflow, and Airflow cannot change a backfill's dates, DAG, reprocess behaviour or
+limits in place. One exception: a chunked spec (with `execution` at the base and at head) may change
+`max_active_runs`, which applies from its next chunk. A rename is a delete plus an add. A deletion is allowed and
+cancels nothing (a warning says so).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ IMMUTABLE = BACKFILL_FIELDS  # what a create sends can never change in place
 CHUNKED_MUTABLE = "max_active_runs"  # …except this one on a chunked spec: the next chunk is a new backfill
 HINT = (
     "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
-    "`execution`, `windows` and `notify` may change)"
+    "`execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may change)"
 )
 
 

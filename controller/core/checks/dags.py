@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from controller.core.checks.loaded import LoadedSpec
@@ -57,6 +57,36 @@ def check_against_dag(
             None,
             Severity.WARNING,
         )
+
+
+def check_stage_dags(
+    item: LoadedSpec, infos: Mapping[str, DagInfo | Unknown | None], similar: Mapping[str, Sequence[str]]
+) -> Iterator[Diagnostic]:
+    """`validate` with Airflow configured: the spec's verify and publish DAGs exist there, like its `dag_id`
+    (`infos` by dag_id, None: not found; `similar`: the closest existing ids of a missing one)."""
+    for field, stage in (("verify", item.spec.verify), ("publish", item.spec.publish)):
+        if stage is None:
+            continue
+        info, at = infos.get(stage.dag_id), item.at(field, "dag_id")
+        if isinstance(info, Unknown):
+            message = f"could not check {field} DAG {stage.dag_id!r} in Airflow: {info.message}"
+            yield Diagnostic(at, message, "plan and reconcile check it again", Severity.WARNING)
+        elif info is None:
+            guess = similar.get(stage.dag_id, ())
+            yield Diagnostic(
+                at,
+                f"{field} DAG {stage.dag_id!r} does not exist in Airflow"
+                + (f"; did you mean {' or '.join(repr(i) for i in guess)}?" if guess else ""),
+                f"check {field}.dag_id (Airflow's UI or `GET /api/v2/dags` lists the DAGs)",
+            )
+        elif info.is_paused:
+            yield Diagnostic(
+                at,
+                f"{field} DAG {stage.dag_id!r} is paused in Airflow: its run would not start, which fails the "
+                + ("verification" if field == "verify" else "publish"),
+                f"unpause {stage.dag_id} before the spec reaches that stage",
+                Severity.WARNING,
+            )
 
 
 def superseded_warnings(

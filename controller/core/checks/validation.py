@@ -15,6 +15,7 @@ from typing import Any
 from controller.core.checks.analysis import check_policy_analysis
 from controller.core.checks.guard_rules import check_policy_guards, check_spec_guards
 from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.stages import check_policy_stages, check_spec_stages
 from controller.core.documents.diagnostics import Diagnostic, PathPart, Severity
 from controller.core.documents.patterns import ecma_search
 from controller.core.documents.schema import Schema, SchemaValidator
@@ -118,6 +119,7 @@ class SpecValidator:
         diagnostics.extend(check_policy_guards(policy, doc))
         diagnostics.extend(check_policy_analysis(doc))
         diagnostics.extend(check_policy_chunks(policy, doc))
+        diagnostics.extend(check_policy_stages(policy, doc))
         return policy
 
     def _spec(
@@ -431,6 +433,7 @@ _CHECKS: tuple[Check, ...] = (
     _execution,
     _promote_resume,
     check_spec_guards,
+    check_spec_stages,
 )
 
 

@@ -59,6 +59,9 @@ class SchemaValidator:
             yield from self._unknown_fields(doc, error, path)
             return
         message, hint = _message(error, self._properties, path)
+        if "propertyNames" in error.absolute_schema_path and isinstance(error.instance, str):
+            yield Diagnostic(doc.locate((*path, error.instance), at_key=True), message, hint)  # the key is wrong
+            return
         yield Diagnostic(doc.locate(path), message, hint)
 
     def _unknown_fields(
@@ -196,14 +199,32 @@ def _min_length(error: ValidationError, _p: Mapping[str, Any], path: tuple[PathP
     return error.message, hint
 
 
+_DAG_ID_HINT = "a dag_id has letters, digits, '_', '.' and '-' only"
+_ENVIRONMENT_HINT = (
+    "environment names have lower-case letters, digits, '_' and '-', starting with a letter (e.g. staging)"
+)
+_PATTERN_HINTS = {  # by the field's own name (its last path part), else by the top-level field
+    "name": "use lower-case letters, digits, '-', '_' and '.', and name the file the same",
+    "dag_id": _DAG_ID_HINT,
+    "allowed_dags": _DAG_ID_HINT,
+    "result_task": "a task_id has letters, digits, '_', '.' and '-' only",
+    "rehearse_in": _ENVIRONMENT_HINT,
+    "environments": _ENVIRONMENT_HINT,
+}
+_ENV_NAME_HINT = (
+    "an environment variable's name: upper-case letters, digits and '_' (e.g. BACKFILLCTL_STAGING_AIRFLOW_URL)"
+)
+
+
 def _pattern(error: ValidationError, _p: Mapping[str, Any], path: tuple[PathPart, ...]) -> tuple[str, str | None]:
-    hints = {
-        "name": "use lower-case letters, digits, '-', '_' and '.', and name the file the same",
-        "dag_id": "a dag_id has letters, digits, '_', '.' and '-' only",
-    }
     if path and path[-1] in ("max_sample_age", "pause_after"):  # the policy's analysis durations
         return f"{error.instance!r} is not a duration", "write hours, minutes and seconds in that order: 90s, 2m, 1h30m"
-    return error.message, hints.get(str(path[0]) if path else "", "logins have letters, digits, '.', '_' and '-'")
+    named = [str(part) for part in path if isinstance(part, str)]
+    own = named[-1] if named else ""
+    if own.endswith("_env"):
+        return error.message, _ENV_NAME_HINT
+    hint = _PATTERN_HINTS.get(own) or _PATTERN_HINTS.get(named[0] if named else "")
+    return error.message, hint or "logins have letters, digits, '.', '_' and '-'"
 
 
 def _unique(error: ValidationError, _p: Mapping[str, Any], _path: tuple[PathPart, ...]) -> tuple[str, str | None]:

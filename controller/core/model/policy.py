@@ -115,6 +115,19 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
             bool(data.get("scheduler_guard", {}).get("pause_when_unhealthy", False)),
             data.get("scheduler_guard", {}).get("max_heartbeat_age_s"),
         ),
+        environments=tuple(_environment(name, raw) for name, raw in data.get("environments", {}).items()),
+        verification_dags=tuple(data.get("verification", {}).get("allowed_dags", ())),
+    )
+
+
+def _environment(name: str, raw: dict[str, Any]) -> Environment:
+    return Environment(
+        name,
+        raw.get("airflow_url_env"),
+        raw.get("token_env"),
+        raw.get("username_env"),
+        raw.get("password_env"),
+        raw.get("rehearse_in"),
     )
 
 
@@ -142,4 +155,6 @@ def _rule(raw: dict[str, Any], index: int) -> Rule:
         chunk_required_above=raw.get("chunk_runs", {}).get("required_above", 0),
         require_canary_for_completed=raw.get("require_canary_for_completed", False),
         asset_consumers=raw.get("asset_consumers"),
+        require_rehearsal=raw.get("require_rehearsal", False),
+        require_rollback_note=raw.get("require_rollback_note", False),
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from controller.core.documents.yamlsafe import Document
 from controller.core.model.guards import Window
-from controller.core.model.stages import Promotion, Publish, Rehearsal, Verify
+from controller.core.model.stages import DEFAULT_VERIFY_TIMEOUT_MINUTES, Promotion, Publish, Rehearsal, Slice, Verify
 
 
 class ReprocessBehavior(StrEnum):
@@ -179,6 +179,11 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         promote=bool(data.get("promote", False)),
         resume=data.get("resume"),
         retry_of=data.get("retry_of"),
+        rehearsal=_rehearsal(data.get("rehearsal")),
+        verify=_verify(data.get("verify")),
+        publish=_publish(data.get("publish")),
+        writes=tuple(data.get("writes", ())),
+        rollback=data.get("rollback"),
     )
 
 
@@ -186,8 +191,36 @@ def _execution(raw: dict[str, Any] | None) -> Execution | None:
     if raw is None:
         return None
     return Execution(
-        raw.get("chunk_runs"), raw.get("canary_runs"), raw.get("halt_on_failure_ratio"), raw.get("halt_min_finished")
+        raw.get("chunk_runs"),
+        raw.get("canary_runs"),
+        raw.get("halt_on_failure_ratio"),
+        raw.get("halt_min_finished"),
+        Promotion(raw.get("promotion", Promotion.MANUAL.value)),
     )
+
+
+def _rehearsal(raw: dict[str, Any] | None) -> Rehearsal | None:
+    if raw is None:
+        return None
+    slices = tuple(Slice(parse_date(s["from_date"]), parse_date(s["to_date"])) for s in raw["slices"])
+    return Rehearsal(slices, raw.get("attempt", 1))
+
+
+def _verify(raw: dict[str, Any] | None) -> Verify | None:
+    if raw is None:
+        return None
+    timeout = raw.get("timeout_minutes", DEFAULT_VERIFY_TIMEOUT_MINUTES)
+    return Verify(raw["dag_id"], _frozen_conf(raw), timeout, raw.get("result_task"))
+
+
+def _publish(raw: dict[str, Any] | None) -> Publish | None:
+    return None if raw is None else Publish(raw["dag_id"], _frozen_conf(raw))
+
+
+def _frozen_conf(raw: dict[str, Any]) -> Mapping[str, Any] | None:
+    """A verify or publish `conf`, read-only like `dag_run_conf` (None when unset)."""
+    conf = raw.get("conf")
+    return None if conf is None else _freeze(conf)
 
 
 def _same(value: Any) -> Any:

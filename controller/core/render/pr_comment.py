@@ -7,7 +7,9 @@ reason cannot break the table, open HTML or close a code span. The comment never
 the summary line is kept.
 
 A spec whose runs re-run history on a DAG version that is not the latest (`run_on_latest_version: false`, the
-DAG's own `rerun_with_latest_version: false`, or a release without the field) is called out before the table.
+DAG's own `rerun_with_latest_version: false`, or a release without the field) is called out before the table, and
+so are the tables each spec rewrites (`writes`) with how to undo it (`rollback`). A spec's details say its
+rehearsal slices, its verify DAG and its publish DAG, one line each.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ import html
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from controller.core.documents.escaping import md_code as code
 from controller.core.documents.escaping import md_text as escape
 from controller.core.model.capabilities import Capabilities, run_on_latest
-from controller.core.model.spec import ReprocessBehavior, format_utc
+from controller.core.model.spec import BackfillSpec, ReprocessBehavior, format_utc
+from controller.core.model.stages import Promotion
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, summary_counts
 from controller.core.render.plan import LABELS, SYMBOLS, item_load, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
 REASON_CELL = 200  # characters of a spec's reason shown in the table (the full text is in the details)
+ROLLBACK_SHOWN = 300  # characters of a rollback note shown (the spec file has it all)
+LISTED = 10  # tables and slices shown by name; the rest are counted
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
 
@@ -73,6 +79,7 @@ def pr_comment(
     ]
     head += _older_code(planned, airflow)
     head += _triggered(planned)
+    head += _writes(planned)
     if not plan.complete:
         head += [
             "**Incomplete plan**: not every DAG could be observed in Airflow (findings below), so it shows less "
@@ -182,6 +189,59 @@ def _triggered(items: Sequence[Item]) -> list[str]:
     ]
 
 
+def _writes(items: Sequence[Item]) -> list[str]:
+    """What the PR's specs rewrite and how each is undone: what a reviewer weighs before approving."""
+    lines = [
+        f"- {code(item.spec)}: {_rewrites(spec)}"
+        for item in items
+        if (spec := item.source) is not None and (spec.writes or spec.rollback is not None)
+    ]
+    if not lines:
+        return []
+    return ["**Tables these specs rewrite, and how to undo it:**", "", *lines, ""]
+
+
+def _rewrites(spec: BackfillSpec) -> str:
+    parts = [f"rewrites {_listed([code(table) for table in spec.writes])}"] if spec.writes else []
+    if spec.rollback is None:
+        parts.append("no rollback note")
+    else:
+        parts.append(f"rollback: {escape(cut(' '.join(spec.rollback.split()), ROLLBACK_SHOWN))}")
+    return "; ".join(parts)
+
+
+def _listed(shown: Sequence[str]) -> str:
+    more = len(shown) - LISTED
+    return ", ".join(shown[:LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _stages(spec: BackfillSpec | None) -> list[str]:
+    """One line each for the rehearsal, the verify DAG and the publish DAG the spec sets."""
+    if spec is None:
+        return []
+    lines = []
+    if spec.rehearsal is not None:
+        slices = [f"{_day(s.from_date)} … {_day(s.to_date)}" for s in spec.rehearsal.slices]
+        count = f"{len(slices)} slice{'' if len(slices) == 1 else 's'}"
+        lines.append(f"rehearsal (attempt {spec.rehearsal.attempt}), {count}: {_listed(slices)}")
+    if spec.verify is not None:
+        task = f", result task {code(spec.verify.result_task)}" if spec.verify.result_task else ""
+        canary = spec.execution is not None and spec.execution.promotion is Promotion.ON_VERIFICATION
+        lines.append(
+            f"verify: {code(spec.verify.dag_id)} (timeout {spec.verify.timeout_minutes} min{task})"
+            + ("; its pass after the canary continues the spec" if canary else "")
+        )
+    if spec.publish is not None:
+        lines.append(f"publish: {code(spec.publish.dag_id)}, once, after the final verification passed")
+    return lines
+
+
+def _day(value: datetime) -> str:
+    """A date when the instant is midnight UTC (how specs usually say it), else the full date-time."""
+    utc = format_utc(value)
+    return utc[:10] if utc.endswith("T00:00:00Z") else utc
+
+
 def _why_older(item: Item, airflow: Capabilities | None) -> str | None:
     spec = item.source
     if airflow is None or spec is None or item.kind not in (Kind.CREATE, Kind.WAIT):
@@ -230,6 +290,7 @@ def _details(item: Item, note: SpecNote | None) -> str:
         if key in ("request", "runs", "load") or value is None:
             continue
         lines.append(f"- {code(key)}: {escape(_show(value))}")
+    lines += [f"- {line}" for line in _stages(item.source)]
     if item.first_date is not None and item.last_date is not None:
         first, last = format_utc(item.first_date), format_utc(item.last_date)
         lines.append(f"- first and last dates to run: {escape(first)} … {escape(last)}")
