@@ -9,7 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from controller.core.model.secret import Secret, header_problem, redact_url, text_problem, url_problem
-from controller.core.model.stages import Environment
+from controller.core.model.stages import PRODUCTION, Environment
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
@@ -66,21 +66,13 @@ class Settings:
 
     def for_environment(self, environment: Environment) -> Settings:
         """The settings of another environment's Airflow: its URL and credentials from the variables the policy
-        names (production's unnamed ones are BACKFILLCTL_AIRFLOW_*)."""
-        names = tuple(
-            given or default
-            for given, default in zip(
-                (
-                    environment.airflow_url_env,
-                    environment.token_env,
-                    environment.username_env,
-                    environment.password_env,
-                ),
-                PRODUCTION_NAMES,
-                strict=True,
-            )
+        names. Only production falls back to BACKFILLCTL_AIRFLOW_* (another environment never borrows them)."""
+        fallback = PRODUCTION_NAMES if environment.name == PRODUCTION else ("", "", "", "")
+        given = (environment.airflow_url_env, environment.token_env, environment.username_env, environment.password_env)
+        names = tuple(name or default for name, default in zip(given, fallback, strict=True))
+        url, token, username, password = (
+            self.environ.get(name, "").strip() or None if name else None for name in names
         )
-        url, token, username, password = (self.environ.get(name, "").strip() or None for name in names)
         return replace(
             self,
             airflow_url=(url or "").rstrip("/") or None,
