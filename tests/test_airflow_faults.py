@@ -9,6 +9,7 @@ import inspect
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import httpx
 import pytest
@@ -250,6 +251,12 @@ def test_a_trigger_that_may_have_landed_is_ambiguous_and_not_sent_again(fault: h
         client.trigger_run("v", "r1", {"k": 1})
     assert (len(sent), sleeps, caught.value.path) == (1, [], "/api/v2/dags/v/dagRuns")
     assert sent[0].content == b'{"dag_run_id":"r1","logical_date":null,"conf":{"k":1}}'
+
+
+def test_a_frozen_conf_is_sent_as_plain_json() -> None:
+    client, sent, _ = scripted(httpx.Response(200, json=RUN))
+    client.trigger_run("v", "r1", MappingProxyType({"k": (1, MappingProxyType({"a": "b"}))}))
+    assert sent[0].content == b'{"dag_run_id":"r1","logical_date":null,"conf":{"k":[1,{"a":"b"}]}}'
 
 
 def test_after_a_lost_answer_the_derived_run_id_finds_the_run_and_a_retry_adopts_it() -> None:

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from controller.adapters.airflow.decode import triggered_run_from_json
 from controller.adapters.airflow.server import Server
 from controller.core.model.airflow import TriggeredRun
+from controller.core.model.spec import thaw
 from controller.errors import AirflowConflict, AirflowError, AirflowNotFound
 
 RESULT_KEY = "return_value"  # the XCom a task's returned value is pushed under
@@ -47,7 +48,8 @@ class Triggers:
         (False: adopted; its conf is whatever it was created with). A conf the DAG's params refuse (400), a body
         Airflow refuses (422) or a DAG it does not have (404) raise; an ambiguous answer raises AirflowAmbiguous
         (see the module's docstring: never sent twice here)."""
-        path, body = runs_path(dag_id), {"dag_run_id": run_id, "logical_date": None, "conf": dict(conf)}
+        # conf may be frozen (a spec's values are): sent as plain JSON
+        path, body = runs_path(dag_id), {"dag_run_id": run_id, "logical_date": None, "conf": thaw(conf)}
         try:
             data = self._server.json("POST", path, json=body)
         except AirflowConflict as conflict:
