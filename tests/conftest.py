@@ -24,7 +24,12 @@ settings.load_profile("backfillctl")
 # Fixtures that need a service. A test needs it when the fixture is in its closure (`item.fixturenames`,
 # which includes fixtures requested by other fixtures), or when a parametrized fixture requests it
 # dynamically (`request.getfixturevalue`) for one of its parameters: those are listed by (fixture, param).
-SERVICE_FIXTURES = {"airflow_url": "airflow", "postgres_admin": "postgres", "prometheus_server": "prometheus"}
+SERVICE_FIXTURES = {
+    "airflow_url": "airflow",
+    "staging_airflow_url": "airflow",  # a second Airflow: the same group, so one worker starts both
+    "postgres_admin": "postgres",
+    "prometheus_server": "prometheus",
+}
 SERVICE_PARAMS = {("store_url", "postgresql"): "postgres", ("make_client", "real"): "airflow"}
 
 
@@ -72,6 +77,7 @@ def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     checks DAGs when BACKFILLCTL_AIRFLOW_URL is set): tests that need Airflow pass it explicitly (`airflow_url`)."""
     for name in ("URL", "TOKEN", "USERNAME", "PASSWORD"):
         monkeypatch.delenv(f"BACKFILLCTL_AIRFLOW_{name}", raising=False)
+        monkeypatch.delenv(f"BACKFILLCTL_STAGING_AIRFLOW_{name}", raising=False)  # the issue-28 example's staging
 
 
 @pytest.fixture(autouse=True)
@@ -93,11 +99,25 @@ def _no_width_from_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
 def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Apache Airflow (AIRFLOW_VERSION): BACKFILLCTL_TEST_AIRFLOW_URL if set (it must run that
     release), else one the harness starts for this session."""
-    given = os.environ.get("BACKFILLCTL_TEST_AIRFLOW_URL")
+    yield from _harness_airflow(tmp_path_factory, "BACKFILLCTL_TEST_AIRFLOW_URL", "airflow")
+
+
+@pytest.fixture(scope="session")
+def staging_airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second real Airflow of the same release, independent of `airflow_url` (its own home, port, metadata
+    database and JWT secret): the staging environment of issue 28. BACKFILLCTL_TEST_STAGING_AIRFLOW_URL if set,
+    else one the harness starts for this session (about 20 s more, ~0.6 GB PSS)."""
+    yield from _harness_airflow(tmp_path_factory, "BACKFILLCTL_TEST_STAGING_AIRFLOW_URL", "staging-airflow")
+
+
+def _harness_airflow(factory: pytest.TempPathFactory, variable: str, name: str) -> Iterator[str]:
+    """The Airflow at `variable`'s URL, else one scripts/airflow-local starts in a fresh directory (stopped and
+    purged at the end of the session)."""
+    given = os.environ.get(variable)
     if given:
         yield given.rstrip("/")
         return
-    home = tmp_path_factory.mktemp("airflow")
+    home = factory.mktemp(name)
     script = str(REPO / "scripts" / "airflow-local")
     started = subprocess.run(
         [sys.executable, script, "up", "--dir", str(home), "--fresh", "--version", AIRFLOW_VERSION],
@@ -106,7 +126,7 @@ def airflow_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         check=False,
     )
     if started.returncode != 0:
-        pytest.fail(f"could not start the local Airflow {AIRFLOW_VERSION}:\n{started.stderr[-3000:]}")
+        pytest.fail(f"could not start the local Airflow {AIRFLOW_VERSION} ({name}):\n{started.stderr[-3000:]}")
     try:
         yield started.stdout.strip().splitlines()[-1]
     finally:

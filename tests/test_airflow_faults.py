@@ -8,6 +8,8 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
+from types import MappingProxyType
 
 import httpx
 import pytest
@@ -18,8 +20,17 @@ from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff, Failure, Verdict, classify, outcome_of, request_kind
-from controller.errors import AirflowAmbiguous, AirflowAuthError, AirflowError, AirflowInvalid, AirflowUnavailable
+from controller.errors import (
+    AirflowAmbiguous,
+    AirflowAuthError,
+    AirflowConflict,
+    AirflowError,
+    AirflowInvalid,
+    AirflowUnavailable,
+)
 from tests.airflow.test_contract import day
+from tests.fakes.airflow import FakeAirflow
+from tests.fakes.calls import record_calls
 
 BACKFILL = {
     "id": 7,
@@ -214,3 +225,136 @@ def test_secret_canary_in_no_error_or_log(caplog: pytest.LogCaptureFixture) -> N
     assert isinstance(caught.value, AirflowAuthError)
     texts += [r.getMessage() for r in caplog.records] + [repr(client)]
     assert all("CANARY-tok-91" not in text for text in texts), texts
+
+
+# --- triggered runs (issue 28): exactly once -------------------------------------------------------------
+
+RUN = {
+    "dag_run_id": "r1",
+    "dag_id": "v",
+    "state": "queued",
+    "queued_at": "2026-12-02T06:53:10.039294Z",
+    "start_date": None,
+    "end_date": None,
+    "conf": {"k": 1},
+}
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [httpx.ReadTimeout("slow"), httpx.Response(503, json={"detail": "Database is locked."}), httpx.Response(500)],
+    ids=["read-timeout", "503", "500"],
+)
+def test_a_trigger_that_may_have_landed_is_ambiguous_and_not_sent_again(fault: httpx.Response | Exception) -> None:
+    client, sent, sleeps = scripted(fault)
+    with pytest.raises(AirflowAmbiguous) as caught:
+        client.trigger_run("v", "r1", {"k": 1})
+    assert (len(sent), sleeps, caught.value.path) == (1, [], "/api/v2/dags/v/dagRuns")
+    assert sent[0].content == b'{"dag_run_id":"r1","logical_date":null,"conf":{"k":1}}'
+
+
+def test_a_frozen_conf_is_sent_as_plain_json() -> None:
+    client, sent, _ = scripted(httpx.Response(200, json=RUN))
+    client.trigger_run("v", "r1", MappingProxyType({"k": (1, MappingProxyType({"a": "b"}))}))
+    assert sent[0].content == b'{"dag_run_id":"r1","logical_date":null,"conf":{"k":[1,{"a":"b"}]}}'
+
+
+def test_after_a_lost_answer_the_derived_run_id_finds_the_run_and_a_retry_adopts_it() -> None:
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    fake.fault("POST", "/api/v2/dags/demo_orders_publish/dagRuns", lambda _r: httpx.ReadTimeout("lost"), after=True)
+    client = AirflowClient(
+        "http://fake-airflow", transport=fake.transport(), username="admin", password=Secret("admin")
+    )
+    with pytest.raises(AirflowAmbiguous):
+        client.trigger_run("demo_orders_publish", "backfillctl__s__production__publish__k", {"n": 1})
+    calls = record_calls(client)
+    found = client.get_run("demo_orders_publish", "backfillctl__s__production__publish__k")
+    assert found is not None
+    run, created = client.trigger_run("demo_orders_publish", "backfillctl__s__production__publish__k", {"n": 1})
+    assert (run, created) == (found, False)
+    assert len(fake.triggered) == 1
+    path = "/api/v2/dags/demo_orders_publish/dagRuns"
+    assert calls == [("GET", f"{path}/backfillctl__s__production__publish__k"), ("POST", path),
+                     ("GET", f"{path}/backfillctl__s__production__publish__k")]  # fmt: skip
+
+
+def test_a_run_the_409_names_that_is_gone_again_is_the_conflict() -> None:
+    client, sent, _ = scripted(
+        httpx.Response(409, json={"detail": {"reason": "Unique constraint violation"}}),
+        httpx.Response(404, json={"detail": "The DagRun with dag_id: `v` and run_id: `r1` was not found"}),
+    )
+    with pytest.raises(AirflowConflict) as caught:
+        client.trigger_run("v", "r1", {})
+    assert str(caught.value) == "POST /api/v2/dags/v/dagRuns -> 409 for run r1 of v, and GET finds no such run"
+    assert [(r.method, r.url.path) for r in sent] == [
+        ("POST", "/api/v2/dags/v/dagRuns"),
+        ("GET", "/api/v2/dags/v/dagRuns/r1"),
+    ]
+
+
+def test_a_run_id_is_one_path_segment() -> None:
+    client, sent, _ = scripted(httpx.Response(200, json=dict(RUN, dag_run_id="a/b:c")))
+    assert client.get_run("v", "a/b:c") is not None
+    assert sent[0].url.raw_path == b"/api/v2/dags/v/dagRuns/a%2Fb%3Ac"
+
+
+@pytest.mark.parametrize(
+    ("answer", "what"),
+    [
+        ([RUN], "the answer is not a JSON object but an array"),
+        (dict(RUN, state="paused"), "state 'paused' is none of queued, running, success, failed"),
+        (dict(RUN, state=None), "state None is none of queued, running, success, failed"),
+        (dict(RUN, conf=[1]), "conf is an array, not an object"),
+        (dict(RUN, conf="x"), "conf is a string, not an object"),
+        (dict(RUN, dag_run_id=""), "dag_run_id is '', not a non-empty string"),
+        ({k: v for k, v in RUN.items() if k != "dag_id"}, "dag_id is None, not a non-empty string"),
+        (
+            dict(RUN, start_date="2026-12-02T06:53:10"),
+            "start_date '2026-12-02T06:53:10' is not a date-time with an offset",
+        ),
+        (dict(RUN, end_date="yesterday"), "end_date 'yesterday' is not a date-time with an offset"),
+        (dict(RUN, queued_at=17), "queued_at 17 is not a date-time with an offset"),
+    ],
+    ids=["array", "state", "no-state", "conf-array", "conf-string", "empty-id", "no-dag", "naive", "text", "number"],
+)
+def test_an_odd_run_answer_is_a_clear_error(answer: object, what: str) -> None:
+    client, _, _ = scripted(httpx.Response(200, json=answer))
+    with pytest.raises(AirflowError) as caught:
+        client.get_run("v", "r1")
+    assert str(caught.value) == f"GET /api/v2/dags/v/dagRuns/r1: Airflow's answer is not a DAG run: {what}"
+
+
+def test_a_null_conf_is_an_empty_one_and_times_keep_their_offset() -> None:
+    client, _, _ = scripted(httpx.Response(200, json=dict(RUN, conf=None, start_date="2026-12-02T07:53:10+01:00")))
+    run = client.get_run("v", "r1")
+    assert run is not None
+    assert (dict(run.conf), run.start_date, run.queued_at) == (
+        {},
+        datetime(2026, 12, 2, 6, 53, 10, tzinfo=UTC),
+        datetime(2026, 12, 2, 6, 53, 10, 39294, tzinfo=UTC),
+    )
+
+
+def test_a_trigger_answered_with_another_run_id_is_refused() -> None:
+    client, _, _ = scripted(httpx.Response(200, json=dict(RUN, dag_run_id="manual__2026-12-02T06:53:10+00:00")))
+    with pytest.raises(AirflowError) as caught:
+        client.trigger_run("v", "r1", {})
+    assert str(caught.value) == (
+        "POST /api/v2/dags/v/dagRuns: Airflow started run 'manual__2026-12-02T06:53:10+00:00' of v, not 'r1' of v"
+    )
+
+
+def test_task_result_asks_for_the_deserialized_value_and_refuses_an_answer_without_one() -> None:
+    client, sent, _ = scripted(httpx.Response(200, json={"key": "return_value", "value": [1, 2]}),
+                               httpx.Response(200, json={"key": "return_value"}))  # fmt: skip
+    assert client.task_result("v", "r1", "result") == [1, 2]
+    assert str(sent[0].url) == (
+        "http://airflow.test/api/v2/dags/v/dagRuns/r1/taskInstances/result/xcomEntries/return_value?deserialize=true"
+    )
+    with pytest.raises(AirflowError) as caught:
+        client.task_result("v", "r1", "result")
+    assert str(caught.value) == (
+        "GET /api/v2/dags/v/dagRuns/r1/taskInstances/result/xcomEntries/return_value: "
+        "Airflow's answer is not an XCom entry (no value)"
+    )

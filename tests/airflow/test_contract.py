@@ -10,6 +10,7 @@ allows one active backfill per DAG, and reprocess behaviour depends on runs left
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.runs import FINISHED_AFTER_START, _range_params
-from controller.core.model.airflow import Backfill, BackfillRequest, Schedule
+from controller.core.model.airflow import Backfill, BackfillRequest, Schedule, TriggeredRun
 from controller.core.model.secret import Secret
 from controller.core.rules.schedules import unbackfillable
 from controller.errors import (
@@ -435,3 +436,122 @@ def test_the_dag_listing_tells_what_the_details_tell(client: AirflowClient) -> N
     for name, info in listed.items():
         details = client.dag(name, with_tasks=False)
         assert info == replace(details, params={}, dag_version=None)
+
+
+# --- runs triggered by id (verification, publish: issue 28) ------------------------------------------------
+
+VERIFY, PUBLISH = "demo_orders_verify", "demo_orders_publish"
+CHECKED = {"days": 4, "rows": 400}  # what demo_orders_verify's check_rows makes of 2025-01-30 … 2025-02-02
+
+
+def fresh_run_id(what: str) -> str:
+    """A run id no earlier session made: a reused server (BACKFILLCTL_TEST_AIRFLOW_URL) keeps every run."""
+    return f"backfillctl__contract__{what}__{secrets.token_hex(4)}"
+
+
+def verify_conf(**extra: Any) -> dict[str, Any]:
+    run = {"spec": "orders-fix", "environment": "staging", "stage": "rehearsal", "from_date": "2025-01-30",
+           "to_date": "2025-02-02", "backfill_ids": [3], "ticket": "CHG-1"}  # fmt: skip
+    return {"table": "orders", **extra, "backfillctl": run}
+
+
+def wait_finished(client: AirflowClient, dag_id: str, run_id: str, timeout: float = 120) -> TriggeredRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.get_run(dag_id, run_id)
+        assert run is not None, f"run {run_id} of {dag_id} vanished"
+        if run.finished:
+            return run
+        time.sleep(1)
+    raise AssertionError(f"run {run_id} of {dag_id} not finished after {timeout}s")
+
+
+def count_runs(client: AirflowClient, dag_id: str) -> int:
+    return int(client.server.json("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 1})["total_entries"])
+
+
+def test_trigger_run_creates_a_run_with_the_conf_and_its_result_task_returns_the_dict(client: AirflowClient) -> None:
+    run_id, conf = fresh_run_id("verify"), verify_conf()
+    run, created = client.trigger_run(VERIFY, run_id, conf)
+    assert (run.dag_id, run.run_id, run.state, run.start_date, run.end_date, created) == (
+        VERIFY, run_id, "queued", None, None, True
+    )  # fmt: skip
+    assert dict(run.conf) == conf
+    assert run.queued_at is not None
+    assert run.queued_at.utcoffset() is not None
+    done = wait_finished(client, VERIFY, run_id)
+    assert (done.state, dict(done.conf)) == ("success", conf)
+    assert done.start_date is not None
+    assert done.end_date is not None
+    assert done.start_date <= done.end_date
+    assert client.task_result(VERIFY, run_id, "result") == {"passed": True, "metrics": CHECKED}
+    assert client.task_result(VERIFY, run_id, "check_rows") == CHECKED
+    assert client.task_result(VERIFY, run_id, "no_such_task") is None
+
+
+def test_the_verification_dag_fails_as_its_conf_says(client: AirflowClient) -> None:
+    """`expect: fail`: the run succeeds and `result` says passed false; `fail_task`: that task raises, the run
+    fails, and a task that did not run returned nothing."""
+    failing, broken = fresh_run_id("expect-fail"), fresh_run_id("fail-task")
+    client.trigger_run(VERIFY, failing, verify_conf(expect="fail"))
+    client.trigger_run(VERIFY, broken, verify_conf(fail_task="check_rows"))
+    assert wait_finished(client, VERIFY, failing).state == "success"
+    assert client.task_result(VERIFY, failing, "result") == {"passed": False, "metrics": CHECKED}
+    assert wait_finished(client, VERIFY, broken).state == "failed"
+    assert (client.task_result(VERIFY, broken, "check_rows"), client.task_result(VERIFY, broken, "result")) == (
+        None,
+        None,
+    )
+
+
+def test_trigger_run_again_adopts_the_run_and_starts_no_second_one(client: AirflowClient) -> None:
+    run_id = fresh_run_id("publish")
+    first, created = client.trigger_run(PUBLISH, run_id, {"attempt": 1})
+    runs = count_runs(client, PUBLISH)
+    calls = record_calls(client)
+    again, created_again = client.trigger_run(PUBLISH, run_id, {"attempt": 2})
+    assert (created, created_again) == (True, False)
+    assert (again.dag_id, again.run_id, dict(again.conf)) == (PUBLISH, run_id, {"attempt": 1})  # the first one's
+    assert again.queued_at == first.queued_at
+    assert calls == [("POST", f"/api/v2/dags/{PUBLISH}/dagRuns"), ("GET", f"/api/v2/dags/{PUBLISH}/dagRuns/{run_id}")]
+    assert count_runs(client, PUBLISH) == runs
+
+
+def test_get_run_and_task_result_of_an_unknown_run_are_none(client: AirflowClient) -> None:
+    run_id = fresh_run_id("unknown")
+    assert client.get_run(VERIFY, run_id) is None
+    assert client.get_run("nope_not_a_dag", run_id) is None
+    assert client.task_result(VERIFY, run_id, "result") is None
+
+
+def test_a_conf_the_dag_params_reject_is_airflows_message(client: AirflowClient) -> None:
+    run_id = fresh_run_id("bad-conf")
+    with pytest.raises(AirflowInvalid) as caught:
+        client.trigger_run(VERIFY, run_id, verify_conf(expect="maybe"))
+    # jsonschema's own text; the schema in it as the DAG declares it on 3.1.8, keys sorted on 3.2.2 and 3.3.2
+    schema = since(
+        client,
+        {
+            "3.1.0": "{'type': 'string', 'enum': ['pass', 'fail']}",
+            "3.2.0": "{'enum': ['pass', 'fail'], 'type': 'string'}",
+        },
+    )
+    detail = (
+        "Invalid input for param expect: 'maybe' is not one of ['pass', 'fail'] Failed validating 'enum' in "
+        f"schema:     {schema} On instance:     'maybe'"
+    )
+    assert (caught.value.status, caught.value.detail) == (400, detail)
+    assert str(caught.value) == f"POST /api/v2/dags/{VERIFY}/dagRuns -> 400: {detail}"
+    assert client.get_run(VERIFY, run_id) is None
+
+
+def test_trigger_run_of_an_unknown_dag_says_so(client: AirflowClient) -> None:
+    run_id = fresh_run_id("no-dag")
+    with pytest.raises(AirflowNotFound) as caught:
+        client.trigger_run("nope_not_a_dag", run_id, {})
+    detail = since(client, {"3.1.0": "DAG", "3.2.0": "Dag"}) + " with dag_id: 'nope_not_a_dag' not found"
+    assert str(caught.value) == (
+        f"cannot trigger run {run_id}: Airflow has no DAG nope_not_a_dag "
+        f"(POST /api/v2/dags/nope_not_a_dag/dagRuns -> 404: {detail})"
+    )
+    assert caught.value.detail == detail

@@ -12,6 +12,11 @@ max_active_runs), `finish_run` (running → success | failed), `mark_complete` (
 ground truth of a backfill's runs, including runs a later backfill took over (frozen at that moment),
 which the public API cannot show (dag runs carry no backfill_id).
 
+Runs triggered with `POST /dags/{dag_id}/dagRuns` (verification, publish) are kept apart from backfill runs
+(`fake.triggered`, by (dag_id, run_id)); the tiny scheduler finishes them as their DAG would (`Dag.outcome`: the
+final state and each task's return value, its XCom). With the scheduler stopped, `set_run_state` and `set_xcom`
+drive them by hand.
+
 Faults: `fake.faults` is a list of (method, exact path, action) consumed in order by matching requests.
 An action is a callable(request) -> httpx.Response | Exception | None, run before (or, for
 `after=True` entries, after) the request is processed: e.g. commit a create, then raise ReadTimeout.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,9 +36,16 @@ from urllib.parse import parse_qs
 from zoneinfo import ZoneInfo
 
 import httpx
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 Action = Callable[[httpx.Request], "httpx.Response | BaseException | None"]
+# what a triggered run of a DAG ends as, from its conf: the final state and each task's return value (XCom)
+Outcome = Callable[[dict[str, Any]], tuple[str, dict[str, Any]]]
+RUN_ID = re.compile(r"^[A-Za-z0-9_.~:+-]+$")  # Airflow's [scheduler] allowed_run_id_pattern (its default)
+TRIGGER_FIELDS = {
+    "dag_run_id", "data_interval_start", "data_interval_end", "logical_date", "run_after", "conf", "note",
+    "partition_key",
+}  # fmt: skip
 
 
 @dataclass
@@ -44,6 +57,7 @@ class Dag:
     params: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
     fail_odd: bool = False
     is_paused: bool = False
+    outcome: Outcome | None = None  # a triggered run's end (None: success, nothing returned)
 
     def ticks(self, start: datetime, end: datetime) -> list[datetime]:
         if self.schedule == "hourly":
@@ -61,6 +75,22 @@ class Dag:
         return out
 
 
+def verify_outcome(conf: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What examples/dags/demo_orders_verify.py does with a run's conf: `fail_task` names the task that raises
+    (the run fails; a task after it returns nothing), `expect: fail` makes `result` say passed: false."""
+    failing, run = conf.get("fail_task"), conf.get("backfillctl") or {}
+    if failing == "check_rows":
+        return "failed", {}
+    days = 0
+    if run.get("from_date") and run.get("to_date"):
+        days = (parse(run["to_date"]).date() - parse(run["from_date"]).date()).days + 1
+    checked = {"days": days, "rows": days * 100}
+    if failing == "result":
+        return "failed", {"check_rows": checked}
+    result = {"passed": conf.get("expect", "pass") != "fail", "metrics": checked}
+    return "success", {"check_rows": checked, "result": result}
+
+
 DEMO_DAGS = [
     Dag("demo_daily"),
     Dag("demo_hourly", schedule="hourly"),
@@ -69,6 +99,13 @@ DEMO_DAGS = [
     Dag("demo_tz", tz="America/New_York"),
     Dag("demo_flaky", fail_odd=True),
     Dag("demo_finance_ledger"),
+    Dag(
+        "demo_orders_verify",
+        schedule=None,
+        params={"expect": ("pass", {"type": "string", "enum": ["pass", "fail"]})},
+        outcome=verify_outcome,
+    ),
+    Dag("demo_orders_publish", schedule=None),
     Dag(
         "demo_params",
         params={
@@ -100,6 +137,8 @@ class FakeAirflow:
         self.dags = {d.dag_id: d for d in (dags or DEMO_DAGS)}
         self.backfills: dict[int, dict[str, Any]] = {}
         self.runs: dict[tuple[str, datetime], dict[str, Any]] = {}
+        self.triggered: dict[tuple[str, str], dict[str, Any]] = {}  # (dag_id, run_id) → a run POSTed by id
+        self.xcoms: dict[tuple[str, str, str, str], Any] = {}  # (dag_id, run_id, task_id, key) → value
         self.tokens: set[str] = set()
         self.faults: list[tuple[str, str, Action, bool]] = []
         self.requests: list[tuple[str, str]] = []
@@ -164,6 +203,8 @@ class FakeAirflow:
             return self._backfills(method, parts[1:], query, body)
         if parts == ["dags"]:
             return 200, _page([self._dag_entry(d) for _, d in sorted(self.dags.items())], query, "dags")
+        if parts[0] == "dags" and len(parts) >= 3 and parts[2] == "dagRuns" and (method == "POST" or len(parts) > 3):
+            return self._dag_run(method, parts[1], parts[3:], body)
         if parts[0] == "dags" and len(parts) >= 3:
             return self._dags(parts[1], parts[2], query)
         if parts == ["assets"]:
@@ -289,15 +330,14 @@ class FakeAirflow:
         return dag, (dates[::-1] if backwards else dates)
 
     def _check_conf(self, dag: Dag, conf: dict[str, Any]) -> None:
-        for name, (_default, schema) in dag.params.items():
-            if name in conf:
-                error = next(iter(Draft202012Validator(schema).iter_errors(conf[name])), None)
-                if error is not None:
-                    raise Reply(
-                        422,
-                        f"Invalid input for param {name}: {error.message}\n\nFailed validating "
-                        f"{error.validator!r} in schema: {json.dumps(schema)}",
-                    )
+        found = _param_error(dag, conf)
+        if found is not None:
+            name, error = found
+            raise Reply(
+                422,
+                f"Invalid input for param {name}: {error.message}\n\nFailed validating "
+                f"{error.validator!r} in schema: {json.dumps(dag.params[name][1])}",
+            )
 
     def _wanted(self, dag_id: str, tick: datetime, reprocess: str) -> bool:
         run = self.runs.get((dag_id, tick))
@@ -384,34 +424,44 @@ class FakeAirflow:
         }
 
     def _dag_runs(self, dag_id: str, query: dict[str, str]) -> dict[str, Any]:
-        if query.get("run_type") not in (None, "backfill"):
+        run_type = query.get("run_type")
+        if run_type not in (None, "backfill", "manual"):
             raise Reply(
                 422,
                 "Invalid value for run type. Valid values are backfill, scheduled, manual, "
                 "operator_triggered, asset_triggered, asset_materialization",
             )
+        dated = "logical_date_gte" in query or "logical_date_lte" in query  # a null logical date matches no range
         low = parse(query["logical_date_gte"]) if "logical_date_gte" in query else datetime.min.replace(tzinfo=UTC)
         high = parse(query["logical_date_lte"]) if "logical_date_lte" in query else datetime.max.replace(tzinfo=UTC)
         states = set(query["state"].split(",")) if "state" in query else None
         shortest = float(query["duration_gte"]) if "duration_gte" in query else None
+        # `self.runs` are the backfills' (whatever run type a test gave them), `self.triggered` the manual ones
+        backfill_runs = [r for (d, when), r in self.runs.items() if d == dag_id and low <= when <= high]
+        triggered = [r for (d, _), r in self.triggered.items() if d == dag_id and not dated]
+        chosen = {None: backfill_runs + triggered, "backfill": backfill_runs, "manual": triggered}[run_type]
         runs = sorted(
             (
                 r
-                for (d, when), r in self.runs.items()
-                if d == dag_id and low <= when <= high and (states is None or r["state"] in states)
+                for r in chosen
+                if states is None or r["state"] in states
                 if shortest is None or (_duration(r) is not None and _duration(r) >= shortest)
             ),
-            key=lambda r: r["logical_date"],
+            key=lambda r: (r["logical_date"] is None, r["logical_date"] or "", r.get("_seq", 0)),
         )
         page = _page(runs, query, "dag_runs")
-        page["dag_runs"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in page["dag_runs"]]
+        page["dag_runs"] = [_public_run(r) for r in page["dag_runs"]]
         return page
 
     def _runs_of(self, backfill: dict[str, Any]) -> list[dict[str, Any]]:
         return [r for r in self.runs.values() if r.get("_backfill") == backfill["id"]]
 
     def tick(self) -> None:
-        """One scheduler step: each active, unpaused backfill finishes up to max_active_runs runs."""
+        """One scheduler step: each active, unpaused backfill finishes up to max_active_runs runs; each queued
+        triggered run of an unpaused DAG finishes."""
+        for run in self.triggered.values():
+            if run["state"] == "queued" and not self.dags[run["dag_id"]].is_paused:
+                self._finish_triggered(run)
         for backfill in self.backfills.values():
             if backfill["completed_at"] is not None or backfill["is_paused"] or self.dags[backfill["dag_id"]].is_paused:
                 continue
@@ -423,6 +473,103 @@ class FakeAirflow:
                 self._finish(run)
             if not any(r["state"] in ("queued", "running") for r in self._runs_of(backfill)):
                 backfill["completed_at"] = iso(self.now())
+
+    # --- runs triggered by id -------------------------------------------------------------------------
+
+    def _dag_run(self, method: str, dag_id: str, rest: list[str], body: dict[str, Any]) -> tuple[int, Any]:
+        """POST a run; GET one by id; GET a task's XCom entry (the answers of 3.3.2, texts included)."""
+        if method == "POST" and not rest:
+            return 200, _public_run(self._trigger(dag_id, body))
+        if method == "GET" and len(rest) == 1:
+            run = self._find_run(dag_id, rest[0])
+            if run is None:
+                raise Reply(404, f"The DagRun with dag_id: `{dag_id}` and run_id: `{rest[0]}` was not found")
+            return 200, _public_run(run)
+        if method == "GET" and len(rest) == 5 and (rest[1], rest[3]) == ("taskInstances", "xcomEntries"):
+            key = (dag_id, rest[0], rest[2], rest[4])
+            if key not in self.xcoms:
+                raise Reply(404, f"XCom entry with key: `{rest[4]}` not found")
+            return 200, {"key": rest[4], "task_id": rest[2], "dag_id": dag_id, "run_id": rest[0], "map_index": -1,
+                         "value": self.xcoms[key]}  # fmt: skip
+        raise Reply(405, "Method Not Allowed")
+
+    def _trigger(self, dag_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Airflow's order: the body's shape (422), the DAG (404), the run id and the params (400), the id (409)."""
+        self._check_trigger_body(body)
+        dag = self.dags.get(dag_id)
+        if dag is None:
+            raise Reply(404, f"Dag with dag_id: '{dag_id}' not found")
+        run_id, conf = body.get("dag_run_id") or f"manual__{iso(self.now())}", body.get("conf") or {}
+        if not RUN_ID.match(run_id):
+            raise Reply(400, f"The run_id provided '{run_id}' does not match regex pattern '{RUN_ID.pattern}'")
+        self._check_params(dag, conf)
+        if self._find_run(dag_id, run_id) is not None:  # the unique constraint: Airflow hides the statement
+            raise Reply(409, {"reason": "Unique constraint violation", "statement": "hidden", "orig_error": "hidden",
+                              "message": "Serious error when handling your request."})  # fmt: skip
+        run = {
+            "dag_run_id": run_id,
+            "dag_id": dag_id,
+            "logical_date": body["logical_date"],
+            "queued_at": iso(self.now()),
+            "start_date": None,
+            "end_date": None,
+            "run_type": "manual",
+            "state": "queued",
+            "triggered_by": "rest_api",
+            "triggering_user_name": "admin",
+            "conf": conf,
+            "_seq": len(self.triggered),
+        }
+        self.triggered[(dag_id, run_id)] = run
+        return run
+
+    @staticmethod
+    def _check_trigger_body(body: dict[str, Any]) -> None:
+        """TriggerDAGRunPostBody: a strict model whose `logical_date` is required (nullable), `conf` an object."""
+        extra = sorted(set(body) - TRIGGER_FIELDS)
+        if extra:
+            raise Reply(
+                422, [{"type": "extra_forbidden", "loc": ["body", extra[0]], "msg": "Extra inputs are not permitted"}]
+            )
+        if "logical_date" not in body:
+            raise Reply(422, [{"type": "missing", "loc": ["body", "logical_date"], "msg": "Field required"}])
+        if body.get("conf") is not None and not isinstance(body["conf"], dict):
+            detail = [{"type": "dict_type", "loc": ["body", "conf"], "msg": "Input should be a valid dictionary"}]
+            raise Reply(422, detail)
+
+    @staticmethod
+    def _check_params(dag: Dag, conf: dict[str, Any]) -> None:
+        """A trigger's conf against the DAG's params: 400 with jsonschema's own text (as Airflow's Param says it)."""
+        found = _param_error(dag, conf)
+        if found is not None:
+            raise Reply(400, f"Invalid input for param {found[0]}: {found[1]}")
+
+    def _find_run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
+        """A run by id: a triggered one, or a backfill's (one DAG's run ids are unique across run types)."""
+        found = self.triggered.get((dag_id, run_id))
+        backfill_runs = (r for (d, _), r in self.runs.items() if d == dag_id and r["dag_run_id"] == run_id)
+        return found or next(backfill_runs, None)
+
+    def set_run_state(self, dag_id: str, run_id: str, state: str) -> None:
+        """Move a run by hand (the scheduler stopped): running gets a start date, success/failed an end date too."""
+        run = self._find_run(dag_id, run_id)
+        assert run is not None, f"no run {run_id} of {dag_id}"
+        now = iso(self.now())
+        run["state"] = state
+        run["start_date"] = run["start_date"] or (now if state != "queued" else None)
+        run["end_date"] = now if state in ("success", "failed") else None
+
+    def set_xcom(self, dag_id: str, run_id: str, task_id: str, value: Any, key: str = "return_value") -> None:
+        """What a task of the run pushed (its return value under `return_value`)."""
+        self.xcoms[(dag_id, run_id, task_id, key)] = value
+
+    def _finish_triggered(self, run: dict[str, Any]) -> None:
+        outcome = self.dags[run["dag_id"]].outcome
+        state, pushed = outcome(run["conf"]) if outcome is not None else ("success", {})
+        now = iso(self.now())
+        run.update(state=state, start_date=now, end_date=now)
+        for task_id, value in pushed.items():
+            self.set_xcom(run["dag_id"], run["dag_run_id"], task_id, value)
 
     # --- explicit scheduling ----------------------------------------------------------------------------
 
@@ -504,6 +651,22 @@ class FakeAirflow:
         dag, now = self.dags[run["dag_id"]], self.now()
         odd = parse(run["logical_date"]).day % 2 == 1
         run.update(state="failed" if dag.fail_odd and odd else "success", start_date=iso(now), end_date=iso(now))
+
+
+def _param_error(dag: Dag, conf: dict[str, Any]) -> tuple[str, ValidationError] | None:
+    """The first param the conf gives a value its schema refuses, with jsonschema's error (whose text shows the
+    schema: with its keys sorted, as the serialized DAG holds it)."""
+    for name, (_default, schema) in dag.params.items():
+        validator = Draft202012Validator(dict(sorted(schema.items())))
+        error = next(iter(validator.iter_errors(conf[name])), None) if name in conf else None
+        if error is not None:
+            return name, error
+    return None
+
+
+def _public_run(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as the API shows it (a copy: the tiny scheduler changes the stored one after the answer is made)."""
+    return {k: v for k, v in run.items() if not k.startswith("_")}
 
 
 def _duration(run: dict[str, Any]) -> float | None:

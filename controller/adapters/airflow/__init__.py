@@ -7,7 +7,8 @@
 - `decode`: Airflow's answers as the core's values;
 - `server`: the release and its capabilities (read from `/api/v2/version` once), the preflight, health,
   and each call's run filters checked against the capabilities;
-- `backfills`, `dags`, `runs`, `assets`, `pools`: the endpoints, grouped by what they read or change.
+- `backfills`, `dags`, `runs`, `assets`, `pools`: the endpoints, grouped by what they read or change;
+- `triggers`: the runs the controller starts itself (verification, publish), by a run id of its own.
 
 The API facts it relies on are pinned by tests/airflow/test_contract.py, on each supported line (3.1, 3.2,
 3.3).
@@ -30,7 +31,16 @@ from controller.adapters.airflow.pools import Pools
 from controller.adapters.airflow.runs import Runs
 from controller.adapters.airflow.server import Server
 from controller.adapters.airflow.transport import Observer, Sleep, Transport
-from controller.core.model.airflow import Backfill, BackfillRequest, DagInfo, DagRun, PlannedRun, RunSummary
+from controller.adapters.airflow.triggers import Triggers
+from controller.core.model.airflow import (
+    Backfill,
+    BackfillRequest,
+    DagInfo,
+    DagRun,
+    PlannedRun,
+    RunSummary,
+    TriggeredRun,
+)
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.load import AssetTrigger
@@ -72,6 +82,7 @@ class AirflowClient:
         self.server = Server(self.transport, allow_untested=allow_untested, capabilities=capabilities)
         self._backfills, self._dags, self._runs = Backfills(self.server), Dags(self.server), Runs(self.server)
         self._assets, self._pools = Assets(self.server), Pools(self.server)
+        self._triggers = Triggers(self.server)
 
     def __repr__(self) -> str:
         return f"AirflowClient({self.shown_url!r}, token=[secure])"
@@ -217,6 +228,21 @@ class AirflowClient:
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[tuple[DagRun, str]]:
         return self._runs.runs_with_types(dag_id, from_date, to_date, partitioned=partitioned)
+
+    # --- runs the controller triggers (verification, publish) ------------------------------------------
+
+    def trigger_run(self, dag_id: str, run_id: str, conf: Mapping[str, Any]) -> tuple[TriggeredRun, bool]:
+        """Start run `run_id` of `dag_id` with `conf`: (the run, True), or (the run that has that id already,
+        False: adopted, never a second one). A timeout or 5xx raises AirflowAmbiguous and is never re-sent
+        here; with a derived run id, `get_run` (or `trigger_run` again) is the safe next step."""
+        return self._triggers.trigger(dag_id, run_id, conf)
+
+    def get_run(self, dag_id: str, run_id: str) -> TriggeredRun | None:
+        return self._triggers.get(dag_id, run_id)
+
+    def task_result(self, dag_id: str, run_id: str, task_id: str) -> Any | None:
+        """The task's XCom `return_value` as JSON; None when it pushed none."""
+        return self._triggers.result(dag_id, run_id, task_id)
 
     # --- the load a backfill sets off (assets, pools) -------------------------------------------------
 

@@ -11,12 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from controller.core.model.airflow import (
+    RUN_STATES,
     Backfill,
     DagInfo,
     DagRun,
     DagVersion,
     PlannedRun,
     Schedule,
+    TriggeredRun,
     periodic_from_summary,
 )
 from controller.core.model.capabilities import Capabilities
@@ -62,6 +64,77 @@ def dag_run_from_json(data: Mapping[str, Any]) -> DagRun:
         partition_date=parse_time(data.get("partition_date")),
         queued_at=parse_time(data.get("queued_at")),
         dag_versions=_dag_versions(data.get("dag_versions")),
+    )
+
+
+def triggered_run_from_json(data: Any, *, method: str, path: str) -> TriggeredRun:
+    """A run `POST`ed or read by its id; an answer that is not such a run says which field is wrong, and how."""
+    if not isinstance(data, Mapping):
+        raise _odd_run(method, path, f"the answer is not a JSON object but {_kind(data)}")
+    state, conf = data.get("state"), data.get("conf")
+    if state not in RUN_STATES:
+        raise _odd_run(method, path, f"state {truncate(repr(state), 60)} is none of {', '.join(RUN_STATES)}")
+    if conf is not None and not isinstance(conf, Mapping):
+        raise _odd_run(method, path, f"conf is {_kind(conf)}, not an object")
+    return TriggeredRun(
+        dag_id=_name(data, "dag_id", method, path),
+        run_id=_name(data, "dag_run_id", method, path),
+        state=str(state),
+        start_date=_aware(data, "start_date", method, path),
+        end_date=_aware(data, "end_date", method, path),
+        conf=dict(conf or {}),
+        queued_at=_aware(data, "queued_at", method, path),
+    )
+
+
+def _name(data: Mapping[str, Any], key: str, method: str, path: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value:
+        raise _odd_run(method, path, f"{key} is {truncate(repr(value), 60)}, not a non-empty string")
+    return value
+
+
+def _aware(data: Mapping[str, Any], key: str, method: str, path: str) -> datetime | None:
+    """An optional time with its offset; a naive or unreadable one is Airflow's error, never a guess."""
+    value = data.get(key)
+    if value is None:
+        return None
+    parsed = _time_or_none(value)
+    if parsed is None or parsed.utcoffset() is None:
+        raise _odd_run(method, path, f"{key} {truncate(repr(value), 60)} is not a date-time with an offset")
+    return parsed
+
+
+def _time_or_none(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+_JSON_KINDS = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, never the value (it may be long or unsafe to show)."""
+    return "null" if value is None else _JSON_KINDS.get(type(value), type(value).__name__)
+
+
+def _odd_run(method: str, path: str, what: str) -> AirflowError:
+    return AirflowError(
+        f"{method} {path}: Airflow's answer is not a DAG run: {what}",
+        method=method,
+        path=path,
+        hint="is BACKFILLCTL_AIRFLOW_URL an Airflow 3 api-server (not a proxy or another service)?",
     )
 
 

@@ -162,6 +162,27 @@ class DagRun:
     dag_versions: tuple[DagVersion, ...] = ()  # the code its task instances ran on, oldest first (the last: latest)
 
 
+RUN_STATES = ("queued", "running", "success", "failed")  # Airflow 3's DagRunState, every value
+FINISHED_STATES = ("success", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class TriggeredRun:
+    """A run started with `POST /dags/{dag_id}/dagRuns` (a verification or publish run), or read back by its id."""
+
+    dag_id: str
+    run_id: str
+    state: str  # queued | running | success | failed
+    start_date: datetime | None
+    end_date: datetime | None
+    conf: Mapping[str, Any]
+    queued_at: datetime | None = None  # when Airflow queued it: a run that never starts is timed from here
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedRun:
     """One run a dry run lists: a logical date, or for a partitioned DAG a partition key and date."""

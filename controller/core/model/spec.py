@@ -94,7 +94,7 @@ class BackfillSpec:
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
-        return None if self.dag_run_conf is None else canonical_json(_thaw(self.dag_run_conf))
+        return None if self.dag_run_conf is None else canonical_json(thaw(self.dag_run_conf))
 
     def identity(self) -> dict[str, Any]:
         """The fields that define the backfill in Airflow; they must not change once applied."""
@@ -252,14 +252,15 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _thaw(value: Any) -> Any:
+def thaw(value: Any) -> Any:
+    """A plain, JSON-serialisable copy of a frozen JSON value (mappings as dicts, tuples as lists)."""
     if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
+        return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
+        return [thaw(v) for v in value]
     return value
 
 
 def thaw_conf(spec: BackfillSpec) -> dict[str, Any] | None:
     """A plain, JSON-serialisable copy of the spec's dag_run_conf."""
-    return None if spec.dag_run_conf is None else dict(_thaw(spec.dag_run_conf))
+    return None if spec.dag_run_conf is None else dict(thaw(spec.dag_run_conf))
