@@ -243,7 +243,7 @@ class StageRunner:
         if run is None:
             return StageState.FAILED, f"verification run {record.run_id} is not in {where} any more", None
         if run.state in ("queued", "running"):
-            since = run.start_date or record.triggered_at or record.started_at
+            since = run.start_date or run.queued_at or record.triggered_at or record.started_at
             if now - since <= limit:
                 return None
             late = "did not start" if run.start_date is None else "did not finish"

@@ -125,18 +125,6 @@ class DagInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class TriggeredRun:
-    """A DAG run backfillctl triggered (a verification or publish run), as Airflow reports it."""
-
-    dag_id: str
-    run_id: str
-    state: str  # queued, running, success, failed
-    start_date: datetime | None = None
-    end_date: datetime | None = None
-    conf: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class DagVersion:
     """One version of a DAG's code, as a run's `dag_versions` names it."""
 
