@@ -20,6 +20,7 @@ from controller.core.model.binding import Binding, CreateFacts
 from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
+from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.load import creates, with_load
 from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
 from controller.core.plan.ownership import Owned, own_runs
@@ -67,7 +68,9 @@ class Observer:
         now: datetime,
         *,
         with_dry_runs: bool = True,
+        stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
     ) -> World:
+        """`stages`: what the stage gates decide by (a spec awaiting its rehearsal needs no dry run yet)."""
         observations = self.dags(specs, bindings)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
@@ -75,7 +78,14 @@ class Observer:
         while True:  # a head with nothing to reprocess is settled at once, so the next spec becomes head
             airflow = self.client.known_capabilities
             world = World(
-                observations, bindings, dict(dry_runs), intents, now=now, scheduler=scheduler, airflow=airflow
+                observations,
+                bindings,
+                dict(dry_runs),
+                intents,
+                now=now,
+                scheduler=scheduler,
+                airflow=airflow,
+                stages=stages or {},
             )
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
@@ -176,6 +186,7 @@ class Observer:
             scheduler=before.scheduler,
             airflow=before.airflow,
             holds=before.holds,
+            stages=before.stages,
         )
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:

@@ -195,7 +195,6 @@ class Reconciler:
         world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
         world = with_holds(world, self.client, self.store)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
-        world = replace(world, stages=self.stages.records(specs, policy, world.bindings))
         plan = planned(specs, policy, world)
         return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
 
@@ -203,7 +202,10 @@ class Reconciler:
         self, specs: Sequence[BackfillSpec], policy: Policy, bindings: dict[str, Binding], *, with_dry_runs: bool
     ) -> World:
         intents = self.store.pending_creates()
-        return self.observer.world(specs, policy, bindings, intents, self.clock(), with_dry_runs=with_dry_runs)
+        stages = self.stages.records(specs, policy, bindings)  # before the dry runs: a rehearsing head needs none
+        return self.observer.world(
+            specs, policy, bindings, intents, self.clock(), with_dry_runs=with_dry_runs, stages=stages
+        )
 
     # --- one pass -----------------------------------------------------------------------------------------
 
@@ -243,7 +245,6 @@ class Reconciler:
         if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
             world = lift_due(world, specs, self.store, recorder, self.settings.actor)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
-        world = replace(world, stages=self.stages.records(specs, policy, recorder.bindings))
         plan = planned(specs, policy, world)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))

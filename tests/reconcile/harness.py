@@ -56,6 +56,7 @@ class Bench:
         self.clients: list[AirflowClient] = []
         self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
         self.environ: dict[str, str] = {}  # the variables other environments' Airflows are named by (the policy)
+        self.other_fakes: dict[str, FakeAirflow] = {}  # URL → another environment's fake Airflow
 
     def close(self) -> None:
         for client in self.clients:
@@ -125,8 +126,14 @@ class Bench:
 
     def connect(self, settings: Settings) -> AirflowClient:
         """Another environment's client, as the CLI's session opens it (its URL and login from `environ`)."""
+        url = settings.airflow_address()
+        other = self.other_fakes.get(url)
         client = AirflowClient(
-            settings.airflow_address(), username=settings.airflow_username, password=settings.airflow_password
+            url,
+            username=settings.airflow_username,
+            password=settings.airflow_password,
+            transport=other.transport() if other else None,
+            capabilities=newest() if other else None,
         )
         self.clients.append(client)
         return client

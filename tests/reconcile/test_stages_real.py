@@ -36,6 +36,7 @@ DAG, VERIFY, PUBLISH = "demo_chunked", "demo_orders_verify", "demo_orders_publis
 HOUR = timedelta(hours=1)
 CHECKED = "timeout_minutes: 10, result_task: result"
 POLICY = f"""\
+version: 1
 environments:
   staging: {{airflow_url_env: STAGING_URL, username_env: STAGING_USER, password_env: STAGING_PASSWORD}}
   production: {{rehearse_in: staging}}
