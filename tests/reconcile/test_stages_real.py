@@ -58,8 +58,12 @@ def bench(tmp_path: Path, airflow_url: str, staging_airflow_url: str) -> Iterato
     b.close()
 
 
-def client_of(url: str) -> AirflowClient:
-    return AirflowClient(url, username="admin", password=Secret("admin"))
+def client_of(url: str, bench: Bench | None = None) -> AirflowClient:
+    """A client of `url`; with `bench`, closed with it."""
+    client = AirflowClient(url, username="admin", password=Secret("admin"))
+    if bench is not None:
+        bench.clients.append(client)
+    return client
 
 
 def day() -> datetime:
@@ -120,7 +124,7 @@ def test_a_rehearsed_and_verified_spec_runs_in_production_after_staging_and_publ
     bench.policy(POLICY)
     start = day()
     staged_spec(bench, "staged-orders", start)
-    production, staging = client_of(airflow_url), client_of(staging_airflow_url)
+    production, staging = client_of(airflow_url, bench), client_of(staging_airflow_url, bench)
 
     def production_waits(result: PassResult) -> None:
         rehearsal = bench.store.stages_of("staged-orders")
@@ -200,7 +204,7 @@ def test_a_failing_verification_keeps_the_spec_out_of_production_until_a_new_att
     bench.policy(POLICY)
     start = day()
     staged_spec(bench, "staged-failing", start, expect="fail")
-    production, staging = client_of(airflow_url), client_of(staging_airflow_url)
+    production, staging = client_of(airflow_url, bench), client_of(staging_airflow_url, bench)
     result = passes(bench)
     (item,) = result.current.items
     failed_run = run_id("staged-failing", "staging", Stage.REHEARSAL, bench.store.stages_of("staged-failing")[0].key)
@@ -243,7 +247,7 @@ def test_a_canary_promoted_by_its_verification_continues_without_a_merge(bench: 
     result = passes(bench)
     (item,) = result.current.items
     assert item.phase.value == "Succeeded"
-    production = client_of(airflow_url)
+    production = client_of(airflow_url, bench)
     assert ours(production, start) == [
         (start, start + HOUR),
         (start + 2 * HOUR, start + 4 * HOUR),
@@ -275,7 +279,7 @@ def test_a_reconciler_killed_between_a_verifications_intent_and_outcome_does_not
     bench.policy(POLICY)
     start = day()
     staged_spec(bench, "staged-killed", start)
-    staging = client_of(staging_airflow_url)
+    staging = client_of(staging_airflow_url, bench)
     for _ in range(60):  # until the rehearsal's slices are done and its verification is due
         rehearsal = [r for r in bench.store.stages_of("staged-killed") if r.stage is Stage.REHEARSAL]
         if (

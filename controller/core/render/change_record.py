@@ -213,7 +213,7 @@ def stage_json(record: StageRecord) -> dict[str, Any]:
         "stage": record.stage.value,
         "key": record.key,
         "state": record.state.value,
-        "started_at": format_utc(record.started_at),
+        "started_at": format_utc(record.started_at.replace(microsecond=0)),
         "backfill_ids": list(record.backfill_ids),
         "run_id": record.run_id,
         "result": record.reason,

@@ -85,7 +85,10 @@ def _stage_lines(record: ChangeRecord) -> list[str]:
         runs = ", ".join(f"{n} {state}" for state, n in sorted((r.runs or {}).items()))
         metrics = ", ".join(f"{md_text(k)}={md_text(str(v))}" for k, v in sorted((r.metrics or {}).items()))
         said = "; ".join(f for f in (*facts, runs and f"runs {runs}", metrics and f"metrics {metrics}") if f)
-        lines.append(f"- **{where}** ({format_utc(r.started_at)}): {r.state.value}" + (f"; {said}" if said else ""))
+        lines.append(
+            f"- **{where}** ({format_utc(r.started_at.replace(microsecond=0))}): {r.state.value}"
+            + (f"; {said}" if said else "")
+        )
         if r.reason:
             lines.append(f"  - {md_text(r.reason)}")
     if not record.stages:
