@@ -25,7 +25,7 @@ from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc, thaw_conf
 from controller.core.model.stages import PRODUCTION, Slice, Stage, StageRecord, StageState, Verify, run_id
 from controller.core.plan.stages import StageStep, rehearses
-from controller.errors import AirflowError, ControllerError
+from controller.errors import AirflowError, ConfigError, LockHeld, Stopped
 
 log = logging.getLogger(__name__)
 ClientFor = Callable[[str], AirflowClient]  # environment name → its client (opened once, on first use)
@@ -66,8 +66,8 @@ class StageRunner:
             try:
                 if (where, spec.dag_id) not in versions:  # one DAG read a pass per DAG and environment
                     versions[(where, spec.dag_id)] = self.clients(where).dag(spec.dag_id, with_tasks=False).dag_version
-            except ControllerError as exc:
-                log.warning("rehearsal of %s: %s is not reachable: %s", spec.name, where, exc.message)
+            except (AirflowError, ConfigError) as exc:  # production waits, and says why each pass
+                log.warning("rehearsal of %s: DAG %s in %s not read: %s", spec.name, spec.dag_id, where, exc.message)
                 continue
             key = spec.rehearsal_key(versions[(where, spec.dag_id)])
             self.keys[spec.name] = key
@@ -98,7 +98,9 @@ class StageRunner:
                     self._verification(spec, step.stage, current, recorder, finals.get(spec.name, ()))
                 elif step.stage is Stage.PUBLISH:
                     self._publish(spec, records[(spec.name, Stage.FINAL)], recorder)
-            except ControllerError as exc:
+            except LockHeld:  # a lost lease: no further change (the pass ends with it)
+                raise
+            except (AirflowError, ConfigError, Stopped) as exc:
                 log.warning("%s of %s: %s; tried again next pass", step.stage.value, spec.name, exc.message)
 
     def _rehearse(self, spec: BackfillSpec, where: str, record: StageRecord | None, recorder: Recorder) -> None:
@@ -193,7 +195,15 @@ class StageRunner:
             "backfillctl": _context(spec, PRODUCTION, Stage.PUBLISH, final.backfill_ids),
         }
         recorder.audit(Action.PUBLISH, AuditPhase.INTENT, spec, request={"dag_id": spec.publish.dag_id, "run_id": rid})
-        run, created = self.clients(PRODUCTION).trigger_run(spec.publish.dag_id, rid, conf)
+        try:
+            run, created = self.clients(PRODUCTION).trigger_run(spec.publish.dag_id, rid, conf)
+        except AirflowError as exc:
+            if exc.status is None or exc.status >= 500:  # no answer to trust: the same id is tried again
+                raise
+            why = f"the publish run could not be triggered: {exc.message}"  # settled: a person must look
+            recorder.audit(Action.PUBLISH, AuditPhase.OUTCOME, spec, outcome=Outcome.FAILED, message=why)
+            self.store.save_stage(replace(record, state=StageState.FAILED, reason=why))
+            return
         outcome = Outcome.TRIGGERED if created else Outcome.ADOPTED_RUN
         recorder.audit(Action.PUBLISH, AuditPhase.OUTCOME, spec, outcome=outcome, message=f"publish run {run.run_id}")
         self.store.save_stage(replace(record, state=StageState.PASSED, run_id=run.run_id, triggered_at=self.clock()))

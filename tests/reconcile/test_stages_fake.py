@@ -239,5 +239,20 @@ def test_an_unreachable_staging_holds_production_and_says_why(bench: Bench, capl
     assert [(i.phase.value, i.reason) for i in result.current.items] == [
         ("AwaitingRehearsal", "waiting for its rehearsal in staging")
     ]
-    assert "rehearsal of orders: staging is not reachable: STAGING_URL is not set" in caplog.text
+    assert "rehearsal of orders: DAG demo_daily in staging not read: STAGING_URL is not set" in caplog.text
     assert fake(bench).backfills == {}
+
+
+def test_a_publish_run_airflow_refuses_is_recorded_failed_and_not_retried(bench: Bench) -> None:
+    del fake(bench).dags["demo_orders_publish"]  # this instance's own mapping
+    staged(bench, publish="{dag_id: demo_orders_publish}")
+    settle(bench)
+    bench.run()
+    publish = bench.store.stages_of("orders")[-1]
+    assert (publish.stage, publish.state) == (Stage.PUBLISH, StageState.FAILED)
+    assert publish.reason is not None
+    assert publish.reason.startswith("the publish run could not be triggered: cannot trigger run ")
+    assert [(a, p, o) for a, p, o in bench.trail("orders") if a == "publish"] == [
+        ("publish", "intent", None),
+        ("publish", "outcome", "failed"),
+    ]
