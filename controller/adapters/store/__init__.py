@@ -11,7 +11,8 @@ helper (`Database.tx`):
 - `outbox`: the notifications queued with their audit records;
 - `analysis`: each downstream system's metric analysis state between passes;
 - `stats`: small read queries for metrics;
-- `stops`: the emergency stops, and the fence every create or unpause intent runs.
+- `stops`: the emergency stops, and the fence every create or unpause intent runs;
+- `spec_index`: finished spec files by git blob id, so that a pass does not read them again.
 
 `Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
 Every `intent` append re-checks, in its own transaction, that this process still holds the lease it keeps
@@ -22,7 +23,7 @@ same transaction a create or unpause intent is refused while an emergency stop h
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine
@@ -44,6 +45,7 @@ from controller.adapters.store.database import (
 )
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.spec_index import IndexedSpec, SpecIndex
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
@@ -57,6 +59,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_HEAD",
     "EventFilter",
+    "IndexedSpec",
     "Lease",
     "LeaseLost",
     "NoStore",
@@ -87,6 +90,7 @@ class Store:
         self._outbox = Outbox(db)
         self._analysis = AnalysisStates(db, clock)
         self._stops = Stops(db, clock)
+        self._index = SpecIndex(db, clock)
 
     @property
     def url(self) -> str:
@@ -222,6 +226,16 @@ class Store:
     def bindings(self) -> dict[str, Binding]:
         return self._bindings.all()
 
+    # --- the index of finished spec files -------------------------------------------------------------
+
+    def indexed_specs(self) -> dict[str, IndexedSpec]:
+        """Blob id → the finished spec file the index keeps."""
+        return self._index.all()
+
+    def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
+        """Keep `entries`; forget the blobs not `present` at HEAD."""
+        self._index.save(entries, present)
+
     # --- analysis -----------------------------------------------------------------------------------------
 
     def analysis_states(self) -> dict[str, AnalysisState]:
@@ -297,3 +311,6 @@ class NoStore(Store):
 
     def stop_paused(self) -> frozenset[int]:
         return frozenset()
+
+    def indexed_specs(self) -> dict[str, IndexedSpec]:
+        return {}
