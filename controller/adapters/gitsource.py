@@ -16,7 +16,7 @@ from pathlib import Path
 
 import git
 
-from controller.adapters.files import SPEC_SUFFIXES, display
+from controller.adapters.files import SPEC_SUFFIXES, display, has_spec_suffix
 from controller.core.model.spec import SourceFile
 from controller.errors import GitError
 
@@ -117,7 +117,8 @@ class GitSource:
         for entry in filter(None, out.split("\0")):
             meta, path = entry.split("\t", 1)
             mode, kind, sha = meta.split(" ")
-            if kind == "blob" and mode in _REGULAR and _is_spec(path):
+            name = path.rpartition("/")[2]
+            if kind == "blob" and mode in _REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
                 found[path] = sha
         return found
 

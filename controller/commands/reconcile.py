@@ -142,7 +142,7 @@ class Reconciler:
             unread = unread_specs(
                 self.git, self.store, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
             )
-        result, rows = self._read(source, settled, unread)
+        result, rows, known = self._read(source, settled, unread)
         if not result.ok:
             first = result.errors[0]
             raise InvalidSpecs(
@@ -151,7 +151,7 @@ class Reconciler:
             )
         indexed = rebuilt(rows)
         self.loaded = {item.spec.name: item for item in (*result.loaded, *indexed)}
-        ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], rows)
+        ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], known)
         if bindings is not None and not self.store.read_only and unread.blobs:
             fresh = new_rows(result.loaded, bindings, unread, relative, origins)
             if fresh or unread.stale:
@@ -160,26 +160,28 @@ class Reconciler:
 
     def _read(
         self, source: SpecSource | None, settled: frozenset[str], unread: Unread
-    ) -> tuple[ValidationResult, dict[str, IndexedSpec]]:
-        """The spec files read and validated, but `unread`'s; and `unread`'s rows by spec path as shown. A read
-        file that takes the name of an unread one makes every file read (the unique-name rule, word for word)."""
+    ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
+        """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
+        file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
+        unique-name rule, word for word)."""
         folder = self.settings.specs_dir
         if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
             shown = shown_paths(folder)
-            rows = {shown(unread.within(r.path)): r for r in unread.entries.values()}
-            skip = {folder / unread.within(path) for path in unread.entries}
+            known = {shown(unread.within(path)): row for path, row in unread.known.items()}
+            skip = {unread.within(path) for path in unread.entries}
             result = validate_paths([], folder, self.clock(), settled=settled, unread=skip)
         else:
             shown = shown_paths(self.git.root)
-            rows = {shown(r.path): r for r in unread.entries.values()}
+            known = {shown(path): row for path, row in unread.known.items()}
             specs, policy = self.git.committed(folder, skip=unread.entries.keys())
             result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
+        rows = {path: row for path, row in known.items() if row.path in unread.entries}
         names: dict[str, list[str]] = {}
         for path, row in rows.items():
             names.setdefault(row.name, []).append(path)
         if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
             return self._read(source, settled, Unread())
-        return result, rows
+        return result, rows, known
 
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
         """First merged first: the commit that added the spec file, then the name."""
@@ -188,8 +190,8 @@ class Reconciler:
     def _ordered(
         self, specs: list[BackfillSpec], indexed: Mapping[str, IndexedSpec]
     ) -> tuple[list[BackfillSpec], dict[str, str], dict[str, Origins]]:
-        """`queue_order`, with the introductions and last commits of the specs the index keeps (`indexed`, by
-        spec path) from there; the others' from git history, only their own files' when they are few. Also
+        """`queue_order`, with the introductions and last commits of the spec files the index keeps (`indexed`,
+        by spec path) from there; the others' from git history, only their own files' when they are few. Also
         each looked-up spec's repository-relative path, and what git said of it."""
         history = self.git.available and self.git.head() is not None
         relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}

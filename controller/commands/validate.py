@@ -55,10 +55,10 @@ def validate_paths(
     checks: GitChecks | None = None,
     settled: frozenset[str] = frozenset(),
     changed_since: str | None = None,
-    unread: Collection[Path] = frozenset(),
+    unread: Collection[str] = frozenset(),
 ) -> ValidationResult:
     """Validate every spec under `paths` (default: the specs folder) with the tree's policy (`settled`: see
-    `SpecValidator.validate`; `unread`: files found there but not read, the caller knows them); with
+    `SpecValidator.validate`; `unread`: files not read, relative to the folder: the caller knows them); with
     `changed_since`, only the spec files changed since that git ref (every spec when the policy changed), their
     names still checked against the whole tree."""
     validator = validator or build_validator()
@@ -67,9 +67,7 @@ def validate_paths(
         if changed == []:  # nothing changed: the policy is still read (and judged) as the tree's
             return validator.validate([], now=now, policy_file=files.collect([], specs_dir).policy)
         paths = changed or []
-    tree = files.collect(paths or [specs_dir], specs_dir)
-    if unread:
-        tree.found = [(path, root) for path, root in tree.found if path not in unread]
+    tree = files.collect(paths or [specs_dir], specs_dir, skip=unread)
     result = validator.validate(
         tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
     )

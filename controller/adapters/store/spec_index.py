@@ -1,5 +1,6 @@
-"""The index of finished spec files (table `spec_index`, one row a git blob): what a pass needs of a finished spec
-whose file has not changed, so that it is not read, parsed, validated or looked up in git history again.
+"""The index of spec files (table `spec_index`, one row a git blob): what a pass needs of a spec whose file has not
+changed: its provenance, so that it is not looked up in git history again; and, once the spec is finished, the rest,
+so that it is not read, parsed or validated again either.
 
 A row keeps the spec's document as loaded (plain JSON values: the model is built from it as from the file), its
 digest, the phase it finished in, and its provenance: when it was introduced and by whom (the queue position),
@@ -24,14 +25,14 @@ FACTS_VERSION = 1  # a row of another version is not read (its file is read, and
 
 @dataclass(frozen=True, slots=True)
 class IndexedSpec:
-    """A finished spec file as the index keeps it (`path` repository-relative)."""
+    """A spec file as the index keeps it (`path` repository-relative)."""
 
     blob_id: str
     path: str
     name: str
     dag_id: str
     digest: str
-    phase: str
+    phase: str  # its binding's when it was indexed ("Pending": none); the binding decides, never this
     data: Mapping[str, Any]  # the document's values, as the YAML loader gave them
     introduced: int | None  # the commit time that added the file (None: not known, queued last)
     author_email: str  # of the commit that added it ("" when not known)
