@@ -9,8 +9,9 @@ Rows (default: create plan pass lost):
   create  create N backfills on N DAGs (7 runs each). floor: one process doing 1 auth + N POSTs (httpx);
           alternative: `airflow backfill create` × N with Airflow's own CLI; backfillctl: `reconcile --once`.
   plan    `backfillctl plan` for 10 and 40 new specs; floor: 1 auth + N dry runs.
-  pass    one `reconcile --once` over 1,000 finished specs (seeded in the store with `Store.bind`, no Airflow
-          backfills needed) + 5 live ones (created for real); also `validate` of the same tree.
+  pass    one `reconcile --once` over --finished finished specs (default 1,000; seeded in the store, no Airflow
+          backfills needed; committed 10 a commit in a git repository) + 5 live ones (created for real), beside
+          the same pass over the 5 live ones alone: wall, peak RSS, what the finished specs add; also `validate`.
   lost    first `reconcile --once` after a lost store, over --lost finished specs (real, finished backfills
           created + cancelled by the bench), extrapolated per spec to 1,000.
   year    (slow) `plan` for one year of demo_hourly (8,760 runs); floor: 1 auth + 1 dry run.
