@@ -29,8 +29,8 @@ from controller.core.model.spec import SourceFile, parse_spec
 
 @dataclass(frozen=True, slots=True)
 class Unread:
-    """The spec files a pass does not read: repository-relative path → its index row; and every spec file's
-    blob id at HEAD (what a finished spec read this pass is indexed by)."""
+    """The spec files a pass does not read (`entries`) and every file's row (`known`): repository-relative path →
+    its index row; and every spec file's blob id at HEAD (what a file read this pass is indexed by)."""
 
     entries: Mapping[str, IndexedSpec] = field(default_factory=dict)
     known: Mapping[str, IndexedSpec] = field(default_factory=dict)  # every file's row, finished or not (provenance)
@@ -106,13 +106,14 @@ def new_rows(
     """Rows for the specs read this pass whose file is HEAD's and has none yet (`relative`: spec path →
     repository-relative path; `origins`: repository-relative path → (introduction, last commit)): a live one's row
     gives its provenance from the next pass on, and lets it go unread once it is finished."""
-    rows = []
+    rows, seen = [], set[str]()
     for item in read:
         spec, binding = item.spec, bindings.get(item.spec.name)
         path = relative.get(spec.path)
         blob = unread.blobs.get(path) if path is not None else None
-        if path is None or blob is None or path in unread.differing or path in unread.known:
+        if path is None or blob is None or path in unread.differing or path in unread.known or blob in seen:
             continue
+        seen.add(blob)  # a symlink read as its target's file: one row
         data = item.doc.data  # read again, once: a document whose file changed since reads as empty
         if not data or not _keeps(data):
             continue
