@@ -282,3 +282,25 @@ def finished_binding(name: str, dag: str, n: int, raw: bytes, airflow_url: str =
         backfills=(900000 + n,),
         airflow_url=airflow_url,
     )
+
+
+def commit_history(folder: Path, batches: Sequence[Sequence[str]]) -> None:
+    """Make `folder` a git repository whose history adds its `specs/NAME.yaml` files batch by batch, one commit a
+    batch an hour apart, by 7 authors (one `git fast-import` stream: 1,000 commits in a second)."""
+    stream: list[bytes] = []
+    for index, names in enumerate(batches):
+        who, when = index % 7, 1_600_000_000 + index * 3600
+        message = f"add {len(names)} spec(s)\n".encode()
+        stream += [
+            b"commit refs/heads/main\n",
+            f"author Dev{who} <dev{who}@example.com> {when} +0000\n".encode(),
+            f"committer Dev{who} <dev{who}@example.com> {when} +0000\n".encode(),
+            b"data %d\n%s" % (len(message), message),
+        ]
+        for name in names:
+            data = (folder / "specs" / f"{name}.yaml").read_bytes()
+            stream.append(f"M 100644 inline specs/{name}.yaml\n".encode() + b"data %d\n%s\n" % (len(data), data))
+    (folder / ".gitignore").write_text("state.db*\nbodies.json\n")
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    subprocess.run(["git", "fast-import", "--quiet"], input=b"".join(stream), cwd=folder, check=True)
+    subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=folder, check=True)

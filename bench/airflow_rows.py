@@ -9,8 +9,9 @@ Rows (default: create plan pass lost):
   create  create N backfills on N DAGs (7 runs each). floor: one process doing 1 auth + N POSTs (httpx);
           alternative: `airflow backfill create` × N with Airflow's own CLI; backfillctl: `reconcile --once`.
   plan    `backfillctl plan` for 10 and 40 new specs; floor: 1 auth + N dry runs.
-  pass    one `reconcile --once` over 1,000 finished specs (seeded in the store with `Store.bind`, no Airflow
-          backfills needed) + 5 live ones (created for real); also `validate` of the same tree.
+  pass    one `reconcile --once` over --finished finished specs (default 1,000; seeded in the store, no Airflow
+          backfills needed; committed 10 a commit in a git repository) + 5 live ones (created for real), beside
+          the same pass over the 5 live ones alone: wall, peak RSS, what the finished specs add; also `validate`.
   lost    first `reconcile --once` after a lost store, over --lost finished specs (real, finished backfills
           created + cancelled by the bench), extrapolated per spec to 1,000.
   year    (slow) `plan` for one year of demo_hourly (8,760 runs); floor: 1 auth + 1 dry run.
@@ -37,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -49,11 +51,13 @@ from _common import (
     REPO,
     AirflowEnv,
     CountingProxy,
+    Run,
     airflow_cli_env,
     airflow_env,
     alternate,
     backfillctl,
     calls_text,
+    commit_history,
     finished_binding,
     load_note,
     median,
@@ -230,12 +234,19 @@ class Bench:
     def backfillctl(
         self, folder: Path, *args: str, ok: tuple[int, ...] = (0,), before: bool = False
     ) -> tuple[float, Counter[tuple[str, str]]]:
+        result, calls = self.backfillctl_run(folder, *args, ok=ok, before=before)
+        return result.wall, calls
+
+    def backfillctl_run(
+        self, folder: Path, *args: str, ok: tuple[int, ...] = (0,), before: bool = False
+    ) -> tuple[Run, Counter[tuple[str, str]]]:
+        """One `backfillctl` process (wall, CPU, peak RSS) and the API calls it made."""
         self.proxy.reset()
         env = self.proc_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_STORE_URL=f"sqlite:///{folder}/state.db")
         if before:
             env["PYTHONPATH"] = str(self.args.before.resolve())
         result = run([backfillctl(), *args], cwd=folder, env=env, ok_codes=ok)
-        return result.wall, self.proxy.reset()
+        return result, self.proxy.reset()
 
     def floor(self, *args: str) -> tuple[float, int, Counter[tuple[str, str]]]:
         self.proxy.reset()
@@ -499,66 +510,89 @@ class Bench:
         )
 
     def pass_(self) -> None:
-        from controller.adapters.store import Store  # noqa: PLC0415
-
+        """A steady `reconcile --once` over the live specs alone and over them beside --finished finished specs (in
+        a git repository: 10 finished specs a commit, then the live ones), side by side: what the finished specs
+        add to a pass (wall, peak RSS). The first pass of each folder is not timed: it creates (or adopts) the live
+        backfills, and indexes the finished specs."""
         finished, live = self.args.finished, self.args.live
-        folder = self.folder("pass")
+        folder, alone = self.folder("pass"), self.folder("pass-live")
         old = [(f"done-{i:05d}", UTC_DAGS[i % 7], *self.seeded.take(UTC_DAGS[i % 7], 1)) for i in range(finished)]
         live_dags = DAGS[:live]
-        now = datetime.now(UTC)
-        fresh = [
-            (f"live-{i}", dag, iso(now - timedelta(days=200)), iso(now - timedelta(days=81)))
-            for i, dag in enumerate(live_dags)
-        ]
+        # 120 runs each with max_active_runs 1: running through the rounds; windows of their own (a window a rerun
+        # of the bench shares with a backfill it cancelled can end with no run of its own)
+        fresh = [(f"live-{i}", dag, *self.windows.take(dag, 120)) for i, dag in enumerate(live_dags)]
         self.write_specs(folder, [*old, *fresh])
-        store = Store(f"sqlite:///{folder}/state.db")
-        for n, (name, dag, _s, _e) in enumerate(old):
-            raw = (folder / "specs" / f"{name}.yaml").read_bytes()
-            store.save_binding(finished_binding(name, dag, n, raw, self.proxy.url))
-        store.close()
+        self.write_specs(alone, fresh)
+        names = [name for name, *_ in old]
+        commit_history(folder, [*(names[i : i + 10] for i in range(0, finished, 10)), [n for n, *_ in fresh]])
+        commit_history(alone, [[n for n, *_ in fresh]])
+        self.seed_finished(folder, old)
         self.admin.cancel_active(live_dags)
         try:
             self.backfillctl(folder, "reconcile", "--once")  # creates the live ones (not timed)
-            calls: dict[str, Counter[tuple[str, str]]] = {}
-
-            def ours(_i: int) -> float:
-                wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once")
-                return wall
-
-            def validate(_i: int) -> float:
-                return self.backfillctl(folder, "validate")[0]
-
-            actions = {"backfillctl": ours, "validate": validate}
-            if self.args.before:
-                actions["before"] = lambda _i: self.backfillctl(folder, "reconcile", "--once", before=True)[0]
-                actions["validate (before)"] = lambda _i: self.backfillctl(folder, "validate", before=True)[0]
-            times = alternate(self.args.rounds, actions)
+            self.backfillctl(alone, "reconcile", "--once")  # adopts them (not timed)
+            times = alternate(self.args.rounds, self.pass_actions(folder, alone))
         finally:
             self.admin.cancel_active(live_dags)
-        b, v = median(times["backfillctl"]), median(times["validate"])  # type: ignore[arg-type]
-        rows = [["—", "backfillctl", f"{secs(b)}, {sum(calls['backfillctl'].values())} calls", secs(v)]]
+        self.emit(self.pass_table(times, finished, live))
+
+    def seed_finished(self, folder: Path, old: list[tuple[str, str, str, str]]) -> None:
+        """Every old spec finished and bound, as after the passes that ran it (its backfill never sent)."""
+        from controller.adapters.store import Store  # noqa: PLC0415
+
+        store = Store(f"sqlite:///{folder}/state.db")
+        with store.batch("seeding finished specs"):
+            for n, (name, dag, _s, _e) in enumerate(old):
+                raw = (folder / "specs" / f"{name}.yaml").read_bytes()
+                store.save_binding(finished_binding(name, dag, n, raw, self.proxy.url))
+        store.close()
+
+    def pass_actions(self, folder: Path, alone: Path) -> dict[str, Callable[[int], float | Run]]:
+        def reconcile(where: Path, before: bool = False) -> Callable[[int], float | Run]:
+            return lambda _i: self.backfillctl_run(where, "reconcile", "--once", before=before)[0]
+
+        actions = {
+            "live": reconcile(alone),
+            "history": reconcile(folder),
+            "validate": lambda _i: self.backfillctl_run(folder, "validate")[0],
+        }
         if self.args.before:
+            actions |= {
+                "live (before)": reconcile(alone, True),
+                "history (before)": reconcile(folder, True),
+                "validate (before)": lambda _i: self.backfillctl_run(folder, "validate", before=True)[0],
+            }
+        return actions
+
+    def pass_table(self, times: dict[str, list[float | Run]], finished: int, live: int) -> str:
+        def wall(key: str) -> float:
+            return median([r.wall for r in times[key] if isinstance(r, Run)])
+
+        def rss(key: str) -> float:
+            return max(r.rss_kb for r in times[key] if isinstance(r, Run)) / 1024
+
+        rows, added = [], {}
+        for code, suffix in (("this checkout", ""), (f"before ({self.args.before})", " (before)")):
+            if f"live{suffix}" not in times:
+                continue
+            extra = (wall(f"history{suffix}") - wall(f"live{suffix}"), rss(f"history{suffix}") - rss(f"live{suffix}"))
+            added[suffix] = extra
             rows.append(
                 [
-                    "—",
-                    f"before ({self.args.before})",
-                    secs(median(times["before"])),
-                    secs(median(times["validate (before)"])),
+                    code,
+                    f"{secs(wall(f'live{suffix}'))}, {rss(f'live{suffix}'):.0f} MB",
+                    f"{secs(wall(f'history{suffix}'))}, {rss(f'history{suffix}'):.0f} MB",
+                    f"{secs(extra[0])}, {extra[1]:+.0f} MB",
+                    secs(wall(f"validate{suffix}")),
                 ]
-            )  # type: ignore[arg-type]
-        self.emit(
-            table(
-                f"reconcile pass over {finished:,} finished + {live} live specs, medians of {self.args.rounds} rounds",
-                [
-                    "floor",
-                    "code",
-                    "backfillctl reconcile --once",
-                    "`validate` of the same tree (reading + validating every spec file)",
-                ],
-                rows,
             )
-            + f"\nbackfillctl calls: {calls_text(calls['backfillctl'])}\n"
-        )
+        if " (before)" in added:
+            (b_wall, b_rss), (a_wall, a_rss) = added[" (before)"], added[""]
+            rows.append(["before / after", "", ratio(wall("history (before)"), wall("history")), "", ""])
+            rows.append(["", "", "", f"{b_wall / max(a_wall, 0.001):.1f}× the time, {b_rss - a_rss:.0f} MB less", ""])
+        title = f"reconcile --once over {live} live specs alone vs beside {finished:,} finished, medians of "
+        header = ["code", f"{live} live (wall, peak RSS)", f"{finished:,} finished + {live} live", "added", "validate"]
+        return table(title + f"{self.args.rounds} rounds", header, rows)
 
     def lost(self) -> None:
         """Two sizes, so the extrapolation to 1,000 uses the per-spec slope, not the fixed start-up cost."""

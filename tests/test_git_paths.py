@@ -145,3 +145,30 @@ def test_the_pr_comment_lists_a_spec_in_an_odd_folder_as_a_spec(tmp_path: Path) 
     body = pr_comment(Plan(()), read_changed(out), {})
     assert "changed, not a spec" not in body
     assert "- `spec-b`: not in the plan: the file was deleted or moved." in body
+
+
+def test_blob_ids_and_history_of_some_files_keep_odd_paths_and_leave_symlinks_out(tmp_path: Path) -> None:
+    """The spec index's reads (issue 29): blob ids from HEAD's tree alone, and the history of only the files asked
+    about, which for a renamed file says what the folder's history says (`--no-renames`: added by the rename)."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    odd = tmp_path / "specs" / "équipe" / 'a "b".yaml'
+    odd.parent.mkdir(parents=True)
+    odd.write_text("a\n")
+    (tmp_path / "specs" / "old.yaml").write_text("o\n")
+    (tmp_path / "specs" / "policy.yaml").write_text("version: 1\n")
+    (tmp_path / "specs" / "link.yaml").symlink_to("old.yaml")
+    first = commit(tmp_path, "add", when=1)
+    git(tmp_path, "mv", "specs/old.yaml", "specs/new.yaml")
+    renamed = commit(tmp_path, "rename", author="bob", when=2)
+    source = GitSource(tmp_path)
+    assert source.blob_ids(tmp_path / "specs") == {
+        'specs/équipe/a "b".yaml': git(tmp_path, "rev-parse", 'HEAD:specs/équipe/a "b".yaml'),
+        "specs/new.yaml": git(tmp_path, "rev-parse", "HEAD:specs/new.yaml"),
+    }
+    asked = ['specs/équipe/a "b".yaml', "specs/new.yaml"]
+    for paths in (None, asked):
+        intros = source.introductions(tmp_path / "specs", paths)
+        last = source.last_commits(tmp_path / "specs", paths)
+        assert {k: intros[k].sha for k in asked} == {asked[0]: first, "specs/new.yaml": renamed}
+        assert {k: last[k].sha for k in asked} == {asked[0]: first, "specs/new.yaml": renamed}
+    assert set(source.introductions(tmp_path / "specs", asked)) == set(asked)

@@ -6,7 +6,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,15 +54,16 @@ def load_schema(name: str) -> dict[str, Any]:
     )
 
 
-def collect(paths: Sequence[Path], specs_dir: Path) -> SpecTree:
-    """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists. Every folder read
-    from must resolve inside its repository (ConfigError), every file inside its folder (a located problem)."""
+def collect(paths: Sequence[Path], specs_dir: Path, skip: Collection[str] = frozenset()) -> SpecTree:
+    """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists, but `skip` (paths
+    relative to a folder in `paths`, `/`-separated). Every folder read from must resolve inside its repository
+    (ConfigError), every file inside its folder (a located problem)."""
     tree = SpecTree()
     roots = {root: confine(root) for root in [specs_dir, *(p if p.is_dir() else p.parent for p in paths)]}
     policy_file = policy_path(specs_dir)
     if policy_file is not None:
         tree.policy = _read(policy_file, roots[specs_dir], tree)
-    for path in sorted(set(_expand(paths, roots))):
+    for path in sorted(set(_expand(paths, roots, skip))):
         if policy_file is None or path.resolve() != policy_file.resolve():
             tree.found.append((path, roots[_root_for(path, paths)]))
     return tree
@@ -109,10 +110,10 @@ def policy_path(specs_dir: Path) -> Path | None:
     return None
 
 
-def _expand(paths: Sequence[Path], roots: dict[Path, Path]) -> Iterable[Path]:
+def _expand(paths: Sequence[Path], roots: dict[Path, Path], skip: Collection[str] = frozenset()) -> Iterable[Path]:
     for path in paths:
         if path.is_dir():
-            yield from _walk(path, roots[path])
+            yield from _walk(path, roots[path], skip)
         elif path.exists() or path.is_symlink():
             yield path
         else:
@@ -122,16 +123,24 @@ def _expand(paths: Sequence[Path], roots: dict[Path, Path]) -> Iterable[Path]:
             )
 
 
-def _walk(folder: Path, resolved: Path) -> Iterator[Path]:
-    """Spec files below `folder`, and its symlinked folders that lead out of it (reported by `_read`; a symlinked
-    folder is never entered: os.walk does not follow links)."""
+def _walk(folder: Path, resolved: Path, skip: Collection[str] = frozenset()) -> Iterator[Path]:
+    """Spec files below `folder` but `skip` (relative to it), and its symlinked folders that lead out of it
+    (reported by `_read`; a symlinked folder is never entered: os.walk does not follow links)."""
+    start = len(os.fspath(folder)) + 1
     for top, folders, names in os.walk(folder):
-        base = Path(top)
-        yield from (base / name for name in names if Path(name).suffix in SPEC_SUFFIXES)
+        base, within = Path(top), top[start:]
+        for name in names:
+            if has_spec_suffix(name) and (f"{within}/{name}" if within else name) not in skip:
+                yield base / name
         for name in folders:
             link = base / name
             if link.is_symlink() and not link.resolve().is_relative_to(resolved):
                 yield link
+
+
+def has_spec_suffix(name: str) -> bool:
+    """`Path(name).suffix in SPEC_SUFFIXES`, on the string (a Path a file costs ~0.1 s over 10,000 files)."""
+    return name.endswith(SPEC_SUFFIXES) and name.rfind(".") > 0
 
 
 def _root_for(path: Path, roots: Sequence[Path]) -> Path:

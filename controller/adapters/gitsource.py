@@ -10,15 +10,17 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
-from controller.adapters.files import SPEC_SUFFIXES, display
+from controller.adapters.files import SPEC_SUFFIXES, display, has_spec_suffix
 from controller.core.model.spec import SourceFile
 from controller.errors import GitError
 
+_REGULAR = ("100644", "100755")  # git's modes of ordinary files (120000: a symlink)
 _SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")
 _LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
 
@@ -69,26 +71,56 @@ class GitSource:
                 f"git log failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
             ) from None
 
-    def introductions(self, folder: Path) -> dict[str, Commit]:
-        """Repository-relative path of each file added under `folder` → the commit that first added it."""
+    def introductions(self, folder: Path, paths: Sequence[str] | None = None) -> dict[str, Commit]:
+        """Repository-relative path of each file added under `folder` (or only of `paths`, repository-relative) →
+        the commit that first added it. A rename adds its new path (`--no-renames`: the same answer whether the
+        old path is asked about or not)."""
         if self._repo is None or self.head() is None:
             return {}
         return _first_per_file(
             self._log(
                 "--diff-filter=A",
+                "--no-renames",
                 "--reverse",
                 "--format=%x00%H %ct %ae %an",
                 "--name-only",
                 "--",
-                str(folder.resolve()),
+                *self._pathspec(folder, paths),
             )
         )
 
-    def last_commits(self, folder: Path) -> dict[str, Commit]:
-        """Repository-relative path → the newest commit that touched it."""
+    def last_commits(self, folder: Path, paths: Sequence[str] | None = None) -> dict[str, Commit]:
+        """Repository-relative path → the newest commit that touched it (under `folder`, or only `paths`)."""
         if self._repo is None or self.head() is None:
             return {}
-        return _first_per_file(self._log("--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve())))
+        pathspec = self._pathspec(folder, paths)
+        return _first_per_file(self._log("--no-renames", "--format=%x00%H %ct %ae %an", "--name-only", "--", *pathspec))
+
+    def _pathspec(self, folder: Path, paths: Sequence[str] | None) -> list[str]:
+        """The folder, or the files (literal, from the top: a name may hold `*`): git walks only their history."""
+        if paths is None:
+            return [str(folder.resolve())]
+        return [f":(top,literal){path}" for path in paths]
+
+    def blob_ids(self, folder: Path) -> dict[str, str]:
+        """Repository-relative path → git blob id of each regular spec file under `folder` at HEAD, from the tree
+        alone (no file is read; a symlink is left out: what it reads is not its blob)."""
+        if self._repo is None or self.head() is None:
+            return {}
+        try:
+            out = str(self._repo.git.ls_tree("-r", "-z", "--full-tree", "HEAD", "--", self.relative(folder)))
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git ls-tree failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        found: dict[str, str] = {}
+        for entry in filter(None, out.split("\0")):
+            meta, path = entry.split("\t", 1)
+            mode, kind, sha = meta.split(" ")
+            name = path.rpartition("/")[2]
+            if kind == "blob" and mode in _REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
+                found[path] = sha
+        return found
 
     def changed_by_head(self, folder: Path) -> set[str]:
         """Repository-relative paths under `folder` that HEAD adds or changes (a merge: against its first parent,
@@ -181,13 +213,14 @@ class GitSource:
             (display(self.root / path), how) for path, how in _status_entries(out) if Path(path).suffix in SPEC_SUFFIXES
         )
 
-    def committed(self, folder: Path) -> tuple[list[SourceFile], SourceFile | None]:
+    def committed(self, folder: Path, skip: Container[str] = ()) -> tuple[list[SourceFile], SourceFile | None]:
         """The spec files and the policy under `folder` as committed at HEAD (nothing in a repository without
-        commits); paths as in the working tree, the policy's marked `@HEAD`."""
+        commits); paths as in the working tree, the policy's marked `@HEAD`; `skip`: repository-relative paths
+        not to read."""
         sha = self.head()
         if sha is None:
             return [], None
-        return self.specs_at(sha, folder), self.policy_at(sha, folder, shown="HEAD")
+        return self.specs_at(sha, folder, skip), self.policy_at(sha, folder, shown="HEAD")
 
     def policy_at(self, ref: str, folder: Path, shown: str | None = None) -> SourceFile | None:
         """`folder/policy.yaml` (or .yml) as it was at `ref`, if it existed (its path marked `@ref`, or `@shown`)."""
@@ -208,16 +241,20 @@ class GitSource:
             return SourceFile(f"{path}@{shown or ref}", "policy", blob.data_stream.read())
         return None
 
-    def specs_at(self, ref: str, folder: Path) -> list[SourceFile]:
-        """The spec files under `folder` as they were at `ref` (paths as in the working tree); a symlink is followed
-        inside the folder only, as in the working tree."""
+    def specs_at(self, ref: str, folder: Path, skip: Container[str] = ()) -> list[SourceFile]:
+        """The spec files under `folder` as they were at `ref` (paths as in the working tree), but `skip`
+        (repository-relative paths); a symlink is followed inside the folder only, as in the working tree."""
         assert self._repo is not None
         commit = self._repo.commit(self.resolve(ref))
         prefix = self.relative(folder)
         tree = _entry(commit.tree, prefix) if prefix not in ("", ".") else commit.tree
         if not isinstance(tree, git.Tree):  # absent at `ref`, or a symlink there: no spec to compare with
             return []
-        named = [item for item in tree.traverse() if isinstance(item, git.Blob) and _is_spec(str(item.path))]
+        named = [
+            item
+            for item in tree.traverse()
+            if isinstance(item, git.Blob) and _is_spec(str(item.path)) and str(item.path) not in skip
+        ]
         return [
             SourceFile(display(self.root / item.path), Path(item.path).stem, blob.data_stream.read())
             for item in named

@@ -71,7 +71,7 @@ class Observer:
         stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
     ) -> World:
         """`stages`: what the stage gates decide by (a spec awaiting its rehearsal needs no dry run yet)."""
-        observations = self.dags(specs, bindings)
+        observations, listed = self._observations(specs, bindings)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
         scheduler = self.client.scheduler_health() if policy.scheduler_guard.pause_when_unhealthy else None
@@ -90,6 +90,8 @@ class Observer:
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
+            observations.update(self._rerun_choices(observations, listed, [by_name[n] for n in needed]))
+            needed = [n for n in needed if observations[by_name[n].dag_id].error is None]
             dry_runs.update(
                 concurrently(needed, lambda name: self._dry_run(by_name[name], policy, bindings, observations))
             )
@@ -121,12 +123,38 @@ class Observer:
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:
         """Every DAG with unfinished work: a live spec, or a deleted spec whose backfill may still run."""
+        return self._observations(specs, bindings)[0]
+
+    def _observations(
+        self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
+    ) -> tuple[dict[str, DagObservation], set[str]]:
+        """`dags`, and the DAGs whose infos came from the listing (which has no `rerun_with_latest_version`)."""
         names = {s.name for s in specs}
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
         listed = self._listed(live)
         observed = concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings, listed.get(dag_id)))
-        return self._with_similar(observed)
+        return self._with_similar(observed), set(listed)
+
+    def _rerun_choices(
+        self, observations: dict[str, DagObservation], listed: set[str], creating: Sequence[BackfillSpec]
+    ) -> dict[str, DagObservation]:
+        """The observations, read again with their details, of each listed DAG a create will start on: for the
+        DAG's own `rerun_with_latest_version` (the listing does not carry it; a spec that sets
+        `run_on_latest_version` needs none); once per DAG, and only where the release has the field. `listed`
+        loses the DAGs read; a failed read leaves the DAG unobserved (its create would send a guess)."""
+        caps = self.client.known_capabilities
+        if caps is None or not caps.rerun_with_latest_version:
+            return {}
+        wanted = sorted({s.dag_id for s in creating if s.run_on_latest_version is None and s.dag_id in listed})
+        listed.difference_update(wanted)
+        return concurrently(wanted, lambda dag_id: self._details(observations[dag_id]))
+
+    def _details(self, observed: DagObservation) -> DagObservation:
+        try:
+            return replace(observed, info=self.client.dag(observed.dag_id, with_tasks=False))
+        except AirflowError as exc:
+            return DagObservation(observed.dag_id, None, error=f"DAG details: {exc.message}")
 
     def _with_similar(self, observed: dict[str, DagObservation]) -> dict[str, DagObservation]:
         """A DAG that does not exist gets the existing ids closest to its own: from the listing this pass read,

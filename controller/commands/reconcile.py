@@ -17,10 +17,11 @@ from itertools import groupby
 from pathlib import Path
 
 from controller.adapters.airflow import AirflowClient
-from controller.adapters.gitsource import GitSource
-from controller.adapters.store import Store
+from controller.adapters.gitsource import Commit, GitSource
+from controller.adapters.store import IndexedSpec, Store
 from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
+from controller.commands.finished import Unread, new_rows, rebuilt, shown_paths, unread_specs
 from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
@@ -28,6 +29,7 @@ from controller.commands.settings import Settings
 from controller.commands.stages import StageRunner
 from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.validation import ValidationResult, check_names_in_tree
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
@@ -43,6 +45,8 @@ from controller.core.rules.analysis import Verdict
 from controller.errors import ConfigError, InvalidSpecs, StalePlan
 
 log = logging.getLogger(__name__)
+HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
+Origins = tuple[Commit | None, Commit | None]  # (the commit that added a file, the last that touched it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,38 +158,94 @@ class Reconciler:
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
     ) -> tuple[list[BackfillSpec], Policy]:
         """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
-        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again (a
-        pass's cost must not grow with the finished specs: 1,000 of them must not slow every pass)."""
+        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again, and those
+        the store's index keeps are not read at all (`commands/finished.py`: a pass's cost must not grow with the
+        finished specs, 10,000 of them must not slow every pass)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
-        if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
-            result = validate_paths([], self.settings.specs_dir, self.clock(), settled=settled)
-        else:
-            specs, policy = self.git.committed(self.settings.specs_dir)
-            result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
+        unread = Unread()
+        if bindings is not None and source is not None and source.repository:
+            unread = unread_specs(
+                self.git, self.store, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
+            )
+        result, rows, known = self._read(source, settled, unread)
         if not result.ok:
             first = result.errors[0]
             raise InvalidSpecs(
                 f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
                 hint="run `backfillctl validate` and fix every error; nothing was changed",
             )
-        self.loaded = {item.spec.name: item for item in result.loaded}
-        return self.queue_order(list(result.specs)), result.policy
+        indexed = rebuilt(rows)
+        self.loaded = {item.spec.name: item for item in (*result.loaded, *indexed)}
+        ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], known)
+        if bindings is not None and not self.store.read_only and unread.blobs:
+            fresh = new_rows(result.loaded, bindings, unread, relative, origins)
+            if fresh or unread.stale:
+                self.store.index_specs(fresh, present=set(unread.blobs.values()))
+        return ordered, result.policy
+
+    def _read(
+        self, source: SpecSource | None, settled: frozenset[str], unread: Unread
+    ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
+        """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
+        file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
+        unique-name rule, word for word)."""
+        folder = self.settings.specs_dir
+        if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
+            shown = shown_paths(folder)
+            known = {shown(unread.within(path)): row for path, row in unread.known.items()}
+            skip = {unread.within(path) for path in unread.entries}
+            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip)
+        else:
+            shown = shown_paths(self.git.root)
+            known = {shown(path): row for path, row in unread.known.items()}
+            specs, policy = self.git.committed(folder, skip=unread.entries.keys())
+            result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
+        rows = {path: row for path, row in known.items() if row.path in unread.entries}
+        names: dict[str, list[str]] = {}
+        for path, row in rows.items():
+            names.setdefault(row.name, []).append(path)
+        if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
+            return self._read(source, settled, Unread())
+        return result, rows, known
 
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
         """First merged first: the commit that added the spec file, then the name."""
-        intros = self.git.introductions(self.settings.specs_dir) if self.git.available else {}
-        last = self.git.last_commits(self.settings.specs_dir) if self.git.available else {}
-        for spec in specs:
-            relative = self.git.relative(Path(spec.path)) if intros else ""
-            if relative in last:
-                intro = intros.get(relative)
-                self.provenance[spec.path] = SpecOrigin(last[relative].sha, intro.author_email if intro else "")
+        return self._ordered(specs, {})[0]
+
+    def _ordered(
+        self, specs: list[BackfillSpec], indexed: Mapping[str, IndexedSpec]
+    ) -> tuple[list[BackfillSpec], dict[str, str], dict[str, Origins]]:
+        """`queue_order`, with the introductions and last commits of the spec files the index keeps (`indexed`,
+        by spec path) from there; the others' from git history, only their own files' when they are few. Also
+        each looked-up spec's repository-relative path, and what git said of it."""
+        history = self.git.available and self.git.head() is not None
+        relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}
+        origins = self._origins(sorted(set(relative.values())))
+        for path, rel in relative.items():
+            intro, last = origins.get(rel, (None, None))
+            if last is not None:
+                self.provenance[path] = SpecOrigin(last.sha, intro.author_email if intro else "")
+        for path, row in indexed.items():
+            if row.last_commit is not None:
+                self.provenance[path] = SpecOrigin(row.last_commit, row.author_email)
 
         def key(spec: BackfillSpec) -> tuple[float, str]:
-            found = intros.get(self.git.relative(Path(spec.path))) if intros else None
-            return (found.timestamp if found else float("inf"), spec.name)
+            row = indexed.get(spec.path)
+            intro = origins.get(relative.get(spec.path, ""), (None, None))[0]
+            when = row.introduced if row is not None else (intro.timestamp if intro else None)
+            return (float("inf") if when is None else when, spec.name)
 
-        return sorted(specs, key=key)
+        return sorted(specs, key=key), relative, origins
+
+    def _origins(self, paths: Sequence[str]) -> dict[str, Origins]:
+        """Repository-relative path → (the commit that added it, the last that touched it); git walks only these
+        files' history when they are few (a pass over live specs), else the folder's once."""
+        if not paths:
+            return {}
+        asked = paths if len(paths) <= HISTORY_PATHS else None
+        intros = self.git.introductions(self.settings.specs_dir, asked)
+        last = self.git.last_commits(self.settings.specs_dir, asked)
+        return {path: (intros.get(path), last.get(path)) for path in paths}
 
     # --- read only: plan and status ----------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -55,17 +55,19 @@ def validate_paths(
     checks: GitChecks | None = None,
     settled: frozenset[str] = frozenset(),
     changed_since: str | None = None,
+    unread: Collection[str] = frozenset(),
 ) -> ValidationResult:
     """Validate every spec under `paths` (default: the specs folder) with the tree's policy (`settled`: see
-    `SpecValidator.validate`); with `changed_since`, only the spec files changed since that git ref (every spec
-    when the policy changed), their names still checked against the whole tree."""
+    `SpecValidator.validate`; `unread`: files not read, relative to the folder: the caller knows them); with
+    `changed_since`, only the spec files changed since that git ref (every spec when the policy changed), their
+    names still checked against the whole tree."""
     validator = validator or build_validator()
     if changed_since is not None:
         changed = _changed(paths, specs_dir, changed_since)
         if changed == []:  # nothing changed: the policy is still read (and judged) as the tree's
             return validator.validate([], now=now, policy_file=files.collect([], specs_dir).policy)
         paths = changed or []
-    tree = files.collect(paths or [specs_dir], specs_dir)
+    tree = files.collect(paths or [specs_dir], specs_dir, skip=unread)
     result = validator.validate(
         tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
     )

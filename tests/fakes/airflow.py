@@ -58,6 +58,7 @@ class Dag:
     fail_odd: bool = False
     is_paused: bool = False
     outcome: Outcome | None = None  # a triggered run's end (None: success, nothing returned)
+    rerun_with_latest_version: bool | None = None  # in the details only (3.3.0+), as in Airflow
 
     def ticks(self, start: datetime, end: datetime) -> list[datetime]:
         if self.schedule == "hourly":
@@ -397,7 +398,8 @@ class FakeAirflow:
             params = {
                 k: {"value": v, "schema": s, "description": None, "source": None} for k, (v, s) in dag.params.items()
             }
-            return 200, {**self._dag_entry(dag), "params": params}
+            rerun = {"rerun_with_latest_version": dag.rerun_with_latest_version}
+            return 200, {**self._dag_entry(dag), "params": params, **rerun}
         if what == "tasks":
             return 200, {"tasks": [{"task_id": "work", "depends_on_past": dag.depends_on_past}], "total_entries": 1}
         if what == "dagRuns":

@@ -651,6 +651,7 @@ def test_after_its_changes_a_pass_reads_again_only_what_they_touched(bench: Benc
         "GET /api/v2/dags": 1,  # both DAGs' infos, once for the pass
         "GET /api/v2/backfills": 2,  # each DAG listed once: before the changes
         "GET /api/v2/dags/demo_hourly/dagRuns": 1,  # the unchanged DAG is not read again
+        "GET /api/v2/dags/demo_flaky/details": 1,  # the listing has no rerun_with_latest_version: the create's
         "POST /api/v2/backfills/dry_run": 1,  # runs to create
         "POST /api/v2/backfills": 1,
         # one read of the range (runs in range counted: no second dry run; the queued or running runs Airflow

@@ -12,7 +12,8 @@ helper (`Database.tx`):
 - `analysis`: each downstream system's metric analysis state between passes;
 - `stats`: small read queries for metrics;
 - `stops`: the emergency stops, and the fence every create or unpause intent runs;
-- `stages`: each spec's rehearsal, verification and publish runs, keyed by what they prove.
+- `stages`: each spec's rehearsal, verification and publish runs, keyed by what they prove;
+- `spec_index`: finished spec files by git blob id, so that a pass does not read them again.
 
 `Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
 Every `intent` append re-checks, in its own transaction, that this process still holds the lease it keeps
@@ -23,7 +24,7 @@ same transaction a create or unpause intent is refused while an emergency stop h
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine
@@ -45,6 +46,7 @@ from controller.adapters.store.database import (
 )
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.spec_index import IndexedSpec, SpecIndex
 from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
@@ -60,6 +62,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_HEAD",
     "EventFilter",
+    "IndexedSpec",
     "Lease",
     "LeaseLost",
     "NoStore",
@@ -91,6 +94,7 @@ class Store:
         self._analysis = AnalysisStates(db, clock)
         self._stops = Stops(db, clock)
         self._stages = Stages(db, clock)
+        self._index = SpecIndex(db, clock)
 
     @property
     def url(self) -> str:
@@ -226,6 +230,16 @@ class Store:
     def bindings(self) -> dict[str, Binding]:
         return self._bindings.all()
 
+    # --- the index of finished spec files -------------------------------------------------------------
+
+    def indexed_specs(self) -> dict[str, IndexedSpec]:
+        """Blob id → the finished spec file the index keeps."""
+        return self._index.all()
+
+    def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
+        """Keep `entries`; forget the blobs not `present` at HEAD."""
+        self._index.save(entries, present)
+
     # --- analysis -----------------------------------------------------------------------------------------
 
     def analysis_states(self) -> dict[str, AnalysisState]:
@@ -321,3 +335,6 @@ class NoStore(Store):
 
     def stages_of(self, spec: str) -> tuple[StageRecord, ...]:
         return ()
+
+    def indexed_specs(self) -> dict[str, IndexedSpec]:
+        return {}

@@ -103,7 +103,7 @@ stops = Table(  # emergency stops: `target_kind` spec | downstream; lifted by an
     Column("lift_reason", Text),
 )
 
-spec_index = Table(  # finished spec files by git blob id: an unchanged file is not parsed or validated again
+spec_index = Table(  # spec files by git blob id: their provenance; a finished one, unchanged, is not read again
     "spec_index",
     metadata,
     Column("blob_id", String(64), primary_key=True),
