@@ -134,7 +134,9 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
 CHUNK_GAP_SECONDS = 30.0  # a later chunk is created by the pass after its predecessor ends (the default interval)
 
 
-HELD = frozenset({Phase.AWAITING_PROMOTION, Phase.PAUSED, Phase.HALTED, Phase.BLOCKED, Phase.QUEUED})
+HELD = frozenset(
+    {Phase.AWAITING_PROMOTION, Phase.AWAITING_REHEARSAL, Phase.PAUSED, Phase.HALTED, Phase.BLOCKED, Phase.QUEUED}
+)
 
 
 def _eta(item: Item, mean: float | None, left: int, mar: int) -> float | None:

@@ -22,6 +22,8 @@ PHASE_COLOURS = {
     "Paused": "#57606a",
     "Queued": "#57606a",
     "Pending": "#57606a",
+    "AwaitingRehearsal": "#57606a",
+    "VerificationFailed": "#cf222e",
 }
 STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1f2328;background:#fff}
