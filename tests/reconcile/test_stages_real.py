@@ -315,5 +315,6 @@ def test_a_reconciler_killed_between_a_verifications_intent_and_outcome_does_not
         r["dag_run_id"]
         for r in staging.server.paginate(f"/api/v2/dags/{VERIFY}/dagRuns", "dag_runs", {})
         if (r.get("conf") or {}).get("backfillctl", {}).get("spec") == "staged-killed"
+        and r["conf"]["backfillctl"]["from_date"] == iso(start)  # this day's (a kept Airflow holds earlier ones)
     ]
     assert mine == [derived]  # one verification run of this spec in staging: the retry adopted it
