@@ -173,7 +173,7 @@ def test_plan_and_status_lines() -> None:
 def test_the_analysis_note_stands_alone_or_follows_the_reason() -> None:
     unsure = {"warehouse": verdict(None)}
     shown = f"analysis warehouse: inconclusive: warehouse: Prometheus answered 503 error: down ({Q})"
-    running = Item("s", "d", Kind.NOOP, Phase.RUNNING, "in sync", 4, source=spec(**LISTING))
+    running = Item("s", "d", Kind.NOOP, Phase.RUNNING, "in sync", 4, source=spec(downstream=("warehouse",)))
     (row,) = status_rows(Plan((running,)), {}, unsure)
     assert row.note == f"in sync · {shown}"
     (row,) = status_rows(Plan((replace(running, reason=""),)), {}, unsure)
