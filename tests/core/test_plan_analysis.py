@@ -11,9 +11,11 @@ from datetime import UTC, datetime, timedelta
 from controller.commands.reconcile import planned
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.analysis import Analysis, Inconclusive, Sample
+from controller.core.model.binding import Phase
 from controller.core.model.guards import Budget
 from controller.core.model.policy import Policy
 from controller.core.plan.queue import make_plan
+from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.analysis import analysis_lines
 from controller.core.render.status import status_rows
 from controller.core.rules.analysis import NEW_STATE, AnalysisState, Verdict, evaluate
@@ -166,3 +168,15 @@ def test_plan_and_status_lines() -> None:
     (row,) = status_rows(plan, {}, unsure)
     assert row.note.endswith(f"analysis warehouse: inconclusive: warehouse: Prometheus answered 503 error: down ({Q})")
     assert status_rows(plan, {}) != [row]
+
+
+def test_the_analysis_note_stands_alone_or_follows_the_reason() -> None:
+    unsure = {"warehouse": verdict(None)}
+    shown = f"analysis warehouse: inconclusive: warehouse: Prometheus answered 503 error: down ({Q})"
+    running = Item("s", "d", Kind.NOOP, Phase.RUNNING, "in sync", 4, source=spec(downstream=("warehouse",)))
+    (row,) = status_rows(Plan((running,)), {}, unsure)
+    assert row.note == f"in sync · {shown}"
+    (row,) = status_rows(Plan((replace(running, reason=""),)), {}, unsure)
+    assert row.note == shown
+    (row,) = status_rows(Plan((replace(running, phase=Phase.SUCCEEDED),)), {}, unsure)
+    assert row.note == "in sync"  # a finished spec: the analysis no longer holds it

@@ -25,7 +25,8 @@ from controller.core.model.stages import (
     Verify,
 )
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stages import StageStep, due
+from controller.core.plan.stages import StageStep, canary_gate, due, rehearsal_gate, verified
+from controller.core.plan.values import Item, Kind
 from controller.core.plan.world import World
 from tests.core.test_plan import JAN1, NOW, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
@@ -174,6 +175,15 @@ def test_a_canary_promoted_by_its_verification() -> None:
         None,
     )
     assert not halted.moving
+    assert (halted.stage, halted.chunk) == (Stage.CANARY, (1, 3))  # the canary's verification is what failed
+    verifying = one(make_plan([s], Policy(), staged(w, record(Stage.CANARY, StageState.VERIFYING, run_id="c1"))))
+    assert (verifying.reason, verifying.stage) == (
+        "canary chunk finished (2 succeeded, 0 failed); run c1",
+        Stage.CANARY,
+    )
+    for kept in (item, halted, verifying):  # the store keeps the chunks' progress through the wait
+        assert kept.progress is not None
+        assert [(c.backfill_id, c.summary) for c in kept.progress.chunks] == [(1, runs(success=2))]
 
 
 def test_a_manual_canary_still_waits_for_promote() -> None:
@@ -181,3 +191,91 @@ def test_a_manual_canary_still_waits_for_promote() -> None:
     item = one(make_plan([s], Policy(), canary_world()))
     assert item.reason.endswith("check its output, then merge `promote: true` to continue")
     assert (item.stage, item.moving) == (None, False)
+
+
+def test_the_rehearsal_gates_item_is_the_specs_own() -> None:
+    s = spec(dag="orders", rehearsal=SLICES)
+    gate = rehearsal_gate(s, STAGED, {})
+    waiting = Item("s", "orders", Kind.WAIT, Phase.AWAITING_REHEARSAL, "waiting for its rehearsal in staging")
+    assert gate == replace(waiting, stage=Stage.REHEARSAL)
+    assert gate is not None
+    assert gate.source is s  # status and the PR comment read the spec from it
+    started = rehearsal_gate(s, STAGED, {("s", Stage.REHEARSAL): record(Stage.REHEARSAL, StageState.REHEARSING)})
+    assert started is not None
+    assert started.reason == "rehearsing in staging: slice 1 of 2"  # no backfill created yet
+    assert rehearsal_gate(spec(), STAGED, {}) is None
+    assert rehearsal_gate(s, Policy(), {}) is None
+
+
+def test_verified_names_the_final_stage_in_each_state() -> None:
+    s = spec(verify=VERIFY)
+    done = Item("s", "d", Kind.NOOP, Phase.SUCCEEDED, "7 run(s) succeeded", 4, source=s)
+
+    def after(state: StageState, reason: str | None = None) -> Item:
+        return verified(done, {("s", Stage.FINAL): record(Stage.FINAL, state, run_id="v1", reason=reason)})
+
+    assert verified(done, {}) == replace(
+        done, phase=Phase.RUNNING, reason="7 run(s) succeeded; verifying with orders_verify", stage=Stage.FINAL
+    )
+    assert after(StageState.VERIFYING) == replace(
+        done, phase=Phase.RUNNING, reason="7 run(s) succeeded; verifying (run v1)", stage=Stage.FINAL
+    )
+    assert after(StageState.PASSED) == replace(done, reason="7 run(s) succeeded; verified (run v1)", stage=Stage.FINAL)
+    assert after(StageState.FAILED, "verification run v1 failed") == replace(
+        done,
+        phase=Phase.VERIFICATION_FAILED,
+        reason="verification failed: verification run v1 failed",
+        stage=Stage.FINAL,
+        stage_failed=True,
+    )
+    unverified = replace(done, source=spec())
+    assert verified(unverified, {}) == unverified
+
+
+def test_a_verification_in_flight_is_due_every_pass_until_it_settles() -> None:
+    s = spec(verify=VERIFY)
+    finished = world(backfill(4, s, active=False), bindings={"s": bound("s", 4)}, runs={4: RunSummary({"success": 7})})
+    verifying = staged(finished, record(Stage.FINAL, StageState.VERIFYING, run_id="v1"))
+    plan = make_plan([s], Policy(), verifying)
+    assert due([s], Policy(), plan.items, verifying.stages) == (StageStep("s", Stage.FINAL, PRODUCTION),)
+
+
+def test_canary_gate_says_what_its_verification_said() -> None:
+    s = ten(execution=CANARY, verify=VERIFY)
+
+    def gate(state: StageState, **extra: object) -> tuple[StageState | None, str | None]:
+        return canary_gate(s, {("s", Stage.CANARY): record(Stage.CANARY, state, **extra)})
+
+    assert canary_gate(s, {}) == (None, "verifying with orders_verify")
+    assert canary_gate(ten(execution=CANARY), {}) == (None, "verifying with ?")  # validate refuses such a spec
+    assert gate(StageState.VERIFYING, run_id="c1") == (StageState.VERIFYING, "run c1")
+    assert gate(StageState.VERIFYING) == (StageState.VERIFYING, None)
+    assert gate(StageState.FAILED, run_id="c1", reason="verification run c1 failed") == (
+        StageState.FAILED,
+        "verification run c1 failed",
+    )
+    assert canary_gate(ten(execution=replace(CANARY, promotion=Promotion.MANUAL), verify=VERIFY), {}) == (None, None)
+    assert canary_gate(spec(verify=VERIFY), {}) == (None, None)
+
+
+def test_due_takes_only_the_steps_of_stages_the_plan_waits_on() -> None:
+    rehearsing, checking = spec("r", rehearsal=SLICES), spec("v", verify=VERIFY)
+    canary, manual = ten("c", execution=CANARY, verify=VERIFY), ten("m", execution=CANARY)
+    plain, passed = spec("p"), spec("x", verify=VERIFY)
+    gate = rehearsal_gate(rehearsing, STAGED, {})
+    assert gate is not None
+    items = (
+        Item("gone", "d", Kind.NOOP, Phase.RUNNING, "its file was deleted"),  # not a spec in the tree: skipped
+        gate,
+        Item("p", "d", Kind.NOOP, Phase.RUNNING, "in sync", 3),  # running, no stage
+        replace(Item("v", "d", Kind.NOOP, Phase.RUNNING, "verifying with orders_verify", 4), stage=Stage.FINAL),
+        replace(Item("x", "d", Kind.NOOP, Phase.SUCCEEDED, "verified (run v1)", 5), stage=Stage.FINAL),
+        replace(Item("c", "d", Kind.NOOP, Phase.AWAITING_PROMOTION, "verifying"), stage=Stage.CANARY),
+        Item("m", "d", Kind.NOOP, Phase.AWAITING_PROMOTION, "merge `promote: true`"),  # promoted by hand
+    )
+    specs = [rehearsing, checking, canary, manual, plain, passed]
+    assert due(specs, STAGED, items, {}) == (
+        StageStep("r", Stage.REHEARSAL, "staging"),
+        StageStep("v", Stage.FINAL, PRODUCTION),
+        StageStep("c", Stage.CANARY, PRODUCTION),
+    )

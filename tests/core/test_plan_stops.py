@@ -5,12 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from controller.core.model.airflow import Backfill
+from controller.core.model.airflow import Backfill, RunSummary
+from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
+from controller.core.model.spec import Execution
 from controller.core.plan.queue import make_plan
 from controller.core.plan.stops import EmergencyStop, StopKind, StopSource, due_lifts
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
+from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
+from tests.core.test_plan_chunks import world as chunk_world
 
 STOP = EmergencyStop(
     3, StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
@@ -26,7 +30,7 @@ def test_a_stopped_spec_is_never_created() -> None:
     s = spec(downstream=("warehouse",))
     plan = make_plan([s], Policy(), stopped(world(dry={"s": dates(3)})))
     assert decided(plan) == [("s", "noop", "Paused", HELD, None)]
-    assert plan.items[0].guard == "stop"
+    assert (plan.items[0].guard, plan.items[0].dag_id, plan.items[0].source) == ("stop", "d", s)
     other = spec(downstream=("lake",))
     assert [i.kind.value for i in make_plan([other], Policy(), stopped(world(dry={"s": dates(3)}))).items] == ["create"]
 
@@ -82,3 +86,18 @@ def test_due_lifts_expired_and_unpaused_in_airflow() -> None:
         'lift: unpause it in Airflow, or merge `resume: "stop #5: …"`'
     )
     assert decided(plan) == [("s", "noop", "Paused", why, 4)]
+
+
+def test_a_stop_holds_the_next_chunk_and_keeps_the_progress() -> None:
+    s = ten(downstream=("warehouse",))
+    progress = Progress(10, (chunk(1, 0, 3),))
+    finished = airflow(1, 0, 3, active=False)
+    w = chunk_world(finished, progress=progress, backfill_id=1, runs_of={1: runs(success=4)}, dry=days(4, 9))
+    item = one(make_plan([s], Policy(), stopped(w)))
+    assert row(item) == ("noop", "Paused", HELD, None)
+    assert (item.guard, item.chunk, item.dag_id, item.source) == ("stop", (1, 3), "d", s)
+    assert item.progress is not None
+    assert [(c.backfill_id, c.summary) for c in item.progress.chunks] == [(1, RunSummary({"success": 4}))]
+    canary = ten(downstream=("warehouse",), execution=Execution(chunk_runs=4, canary_runs=4))
+    waiting = one(make_plan([canary], Policy(), stopped(w)))  # the canary's review comes first
+    assert (waiting.phase.value, waiting.guard) == ("AwaitingPromotion", None)

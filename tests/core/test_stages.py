@@ -166,6 +166,7 @@ def test_a_slice_that_ends_before_it_starts() -> None:
     [
         (("2024-12-31", "2025-01-02"), "14:19 $.rehearsal.slices[0].from_date"),
         (("2025-01-06", "2025-01-08"), "14:42 $.rehearsal.slices[0].to_date"),
+        (("2025-01-01", "2025-01-08"), "14:42 $.rehearsal.slices[0].to_date"),  # starts on from_date: to_date is out
     ],
 )
 def test_a_slice_outside_the_range(dates: tuple[str, str], where: str) -> None:
@@ -433,3 +434,61 @@ def test_a_rule_that_requires_rehearsals_needs_somewhere_to_rehearse() -> None:
         )
     ]
     assert policy_problems(POLICY) == []
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        (("05", "06"), ("03", "05")),  # the later slice ends on the day the earlier one starts
+        (("02", "02"), ("02", "02")),  # one day, twice
+    ],
+)
+def test_slices_that_share_one_day_overlap(cuts: tuple[tuple[str, str], ...]) -> None:
+    body = "rehearsal:\n  slices:\n" + "".join(
+        f'    - {{from_date: "2025-01-{start}", to_date: "2025-01-{end}"}}\n' for start, end in cuts
+    )
+    assert [message for _, message, _ in spec_problems(body)] == ["rehearsal slice 2 overlaps slice 1"]
+
+
+def test_an_allowed_verify_does_not_excuse_the_publish_dag() -> None:
+    body = "verify: {dag_id: orders_verify}\npublish: {dag_id: orders_push}\n"
+    assert spec_problems(body) == [
+        (
+            "13:19 $.publish.dag_id",
+            "publish.dag_id 'orders_push' is not one of the policy's verification.allowed_dags: orders_verify, "
+            "orders_publish",
+            "name an allowed DAG, or add 'orders_push' under `verification.allowed_dags` in specs/policy.yaml (the "
+            "policy pins which DAGs specs may trigger)",
+        )
+    ]
+
+
+def test_the_hints_name_the_policy_file_it_was_read_from() -> None:
+    doc, problems = load_document("conf/policy.yaml", b"version: 1\n")
+    assert doc is not None, problems
+    policy = parse_policy(doc.data, "conf/policy.yaml")
+    body = 'rehearsal: {slices: [{from_date: "2025-01-02", to_date: "2025-01-02"}]}\nverify: {dag_id: orders_check}\n'
+    hints = [d.hint for d in sorted(check_spec_stages(loaded(text() + body), policy, NOW), key=Diagnostic.sort_key)]
+    assert hints == [
+        REHEARSE_HINT.replace("specs/policy.yaml", "conf/policy.yaml"),
+        "name an allowed DAG, or add 'orders_check' under `verification.allowed_dags` in conf/policy.yaml (the "
+        "policy pins which DAGs specs may trigger)",
+    ]
+
+
+def test_the_messages_list_every_name() -> None:
+    staging = "version: 1\nenvironments:\n  staging: {airflow_url_env: S, token_env: T}\n"
+    declared = staging + "  production: {rehearse_in: stagin}\n"
+    assert [message for _, message, _, _ in policy_problems(declared)] == [
+        "environments.production.rehearse_in 'stagin' is not a declared environment (declared: staging, production)"
+    ]
+    dashed = policy_problems("version: 1\nenvironments:\n  qa-east: {token_env: T}\n")
+    assert [hint for _, _, hint, _ in dashed] == [
+        "name the environment variable holding its Airflow's base URL, e.g. `airflow_url_env: "
+        "BACKFILLCTL_QA_EAST_AIRFLOW_URL` (only production defaults to BACKFILLCTL_AIRFLOW_URL)"
+    ]
+    rule = staging + "  production: {rehearse_in: staging}\nrules:\n  - dags: [finance_*, billing_*]\n"
+    rule += "    require_rehearsal: true\n"
+    assert [message for _, message, _ in spec_problems("", rule, dag="billing_x")] == [
+        "missing required field 'rehearsal' (rule 1 (finance_*, billing_*) sets require_rehearsal)"
+    ]

@@ -20,6 +20,7 @@ from controller.core.model.airflow import (
     summary_from_json,
 )
 from controller.core.model.binding import Binding, CreateFacts, Phase
+from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import compact
 from controller.core.model.spec import DesiredState, ReprocessBehavior
 from controller.core.plan.values import Item, Kind, Plan
@@ -472,3 +473,44 @@ def test_status_without_dry_runs_shows_what_reconcile_last_refused_or_blocked() 
     assert (row.phase, row.note) == ("Blocked", f"blocked by reconcile at 2026-12-01T22:39:26Z: {why}")
     (row,) = status_rows(waiting, {"big": replace(refused, refused=True, spec_digest="sha256:edited")})
     assert (row.phase, row.note) == ("Pending", "awaiting dry run")  # edited since: the next pass decides again
+
+
+def test_a_last_decision_without_a_time_and_the_rows_that_keep_their_own() -> None:
+    s = spec("big", expected_runs=2)
+    waiting = Item("big", "d", Kind.WAIT, Phase.PENDING, "awaiting dry run", source=s, awaiting_dry_run=True)
+    blocked = Binding("big", "d", None, Phase.BLOCKED, spec_digest=s.digest, reason="DAG d is paused", refused=True)
+    (row,) = status_rows(Plan((waiting,)), {"big": blocked})
+    assert (row.phase, row.note, row.refused) == ("Blocked", "refused by reconcile: DAG d is paused", True)
+    (row,) = status_rows(Plan((waiting,)), {"big": replace(blocked, refused=False)})
+    assert (row.phase, row.refused) == ("Blocked", False)
+    kept = [
+        (waiting, replace(blocked, phase=Phase.RUNNING)),  # reconcile last saw it running
+        (replace(waiting, awaiting_dry_run=False), blocked),  # decided this pass
+        (replace(waiting, source=None), blocked),  # an orphan
+    ]
+    for it, binding in kept:
+        (row,) = status_rows(Plan((it,)), {"big": binding})
+        assert (row.phase, row.note, row.refused) == ("Pending", "awaiting dry run", False)
+
+
+def test_a_refused_item_and_a_finished_items_total() -> None:
+    refused = Item("s", "d", Kind.REFUSE, Phase.BLOCKED, "expected_runs is 2")
+    (row,) = status_rows(Plan((refused,)), {})
+    assert row.refused is True
+    done = Item(
+        "s", "d", Kind.NOOP, Phase.SUCCEEDED, "7 run(s) succeeded", 4, runs=summary_from_json(counts(success=7))
+    )
+    (row,) = status_rows(Plan((done,)), {})
+    assert (row.total, row.progress, row.refused) == (7, 100.0, False)
+    first = Chunk(1, JAN1, JAN1 + timedelta(days=3), 4, 2)
+    cancelled = replace(done, phase=Phase.CANCELLED, progress=Progress(10, (first,)))  # 6 runs never created
+    (row,) = status_rows(Plan((cancelled,)), {})
+    assert (row.total, row.backfills) == (7, (1,))
+    (row,) = status_rows(Plan((replace(cancelled, phase=Phase.RUNNING),)), {})
+    assert row.total == 13  # while it runs, the later chunks' runs count
+
+
+def test_stored_rows_are_refused_only_while_blocked() -> None:
+    refused = stored("a", Phase.BLOCKED, refused=True, reason="over expected_runs")
+    rows = stored_rows([spec("a"), spec("b")], {"a": refused, "b": stored("b", Phase.RUNNING, 3, refused=True)})
+    assert [(r.spec, r.phase, r.refused) for r in rows] == [("a", "Blocked", True), ("b", "Running", False)]
