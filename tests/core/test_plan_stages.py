@@ -171,7 +171,8 @@ def test_a_canary_promoted_by_its_verification() -> None:
     assert row(halted) == (
         "noop",
         "Halted",
-        "the canary's verification failed: verification run c1 failed; fix it, then set a new `resume` value",
+        "the canary's verification failed: verification run c1 failed; fix the cause, then merge `promote: true` to "
+        "continue",
         None,
     )
     assert not halted.moving

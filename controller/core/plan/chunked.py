@@ -187,7 +187,7 @@ def _held(spec: BackfillSpec, progress: Progress, everything: RunSummary, stages
             reason = f"{done}; check its output, then merge `promote: true` to continue"
             return _chunk_item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, reason, progress)
         if state is StageState.FAILED:
-            why = f"the canary's verification failed: {said}; fix it, then set a new `resume` value"
+            why = f"the canary's verification failed: {said}; fix the cause, then merge `promote: true` to continue"
             return replace(_chunk_item(spec, Kind.NOOP, Phase.HALTED, why, progress), stage=Stage.CANARY)
         if state is not StageState.PASSED:
             item = _chunk_item(spec, Kind.NOOP, Phase.AWAITING_PROMOTION, f"{done}; {said}", progress)
