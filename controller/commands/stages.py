@@ -22,8 +22,18 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import BackfillRequest, TriggeredRun
 from controller.core.model.binding import Binding
 from controller.core.model.policy import Policy
-from controller.core.model.spec import BackfillSpec, format_utc, thaw_conf
-from controller.core.model.stages import PRODUCTION, Slice, Stage, StageRecord, StageState, Verify, run_id
+from controller.core.model.spec import BackfillSpec, format_utc, thaw, thaw_conf
+from controller.core.model.stages import (
+    PRODUCTION,
+    Publish,
+    Rehearsal,
+    Slice,
+    Stage,
+    StageRecord,
+    StageState,
+    Verify,
+    run_id,
+)
 from controller.core.plan.stages import StageStep, rehearses
 from controller.errors import AirflowError, ConfigError, LockHeld, Stopped
 
@@ -92,19 +102,20 @@ class StageRunner:
             spec = by_name[step.spec]
             current = records.get((spec.name, step.stage))
             try:
-                if step.stage is Stage.REHEARSAL and spec.name in self.keys:
-                    self._rehearse(spec, step.environment, current, recorder)
+                if step.stage is Stage.REHEARSAL and spec.rehearsal is not None and spec.name in self.keys:
+                    self._rehearse(spec, spec.rehearsal, step.environment, current, recorder)
                 elif step.stage in (Stage.FINAL, Stage.CANARY) and spec.verify is not None:
-                    self._verification(spec, step.stage, current, recorder, finals.get(spec.name, ()))
-                elif step.stage is Stage.PUBLISH:
-                    self._publish(spec, records[(spec.name, Stage.FINAL)], recorder)
+                    self._verification(spec, spec.verify, step.stage, current, recorder, ids=finals.get(spec.name, ()))
+                elif step.stage is Stage.PUBLISH and spec.publish is not None:
+                    self._publish(spec, spec.publish, records[(spec.name, Stage.FINAL)], recorder)
             except LockHeld:  # a lost lease: no further change (the pass ends with it)
                 raise
             except (AirflowError, ConfigError, Stopped) as exc:
                 log.warning("%s of %s: %s; tried again next pass", step.stage.value, spec.name, exc.message)
 
-    def _rehearse(self, spec: BackfillSpec, where: str, record: StageRecord | None, recorder: Recorder) -> None:
-        assert spec.rehearsal is not None  # `rehearses` said so
+    def _rehearse(
+        self, spec: BackfillSpec, rehearsal: Rehearsal, where: str, record: StageRecord | None, recorder: Recorder
+    ) -> None:
         if record is None:
             record = StageRecord(
                 spec.name, where, Stage.REHEARSAL, self.keys[spec.name], StageState.REHEARSING, self.clock()
@@ -116,7 +127,7 @@ class StageRunner:
         if record.state is not StageState.REHEARSING:
             return
         client = self.clients(where)
-        slices = spec.rehearsal.slices
+        slices = rehearsal.slices
         if record.backfill_ids:
             cut = slices[len(record.backfill_ids) - 1]
             done = _slice_done(client, spec, cut, record.backfill_ids[-1])
@@ -171,9 +182,15 @@ class StageRunner:
         self.store.save_stage(replace(record, backfill_ids=(*record.backfill_ids, backfill.id)))
 
     def _verification(
-        self, spec: BackfillSpec, stage: Stage, record: StageRecord | None, recorder: Recorder, ids: tuple[int, ...]
+        self,
+        spec: BackfillSpec,
+        verify: Verify,
+        stage: Stage,
+        record: StageRecord | None,
+        recorder: Recorder,
+        *,
+        ids: tuple[int, ...],
     ) -> None:
-        assert spec.verify is not None
         key = ("canary-" if stage is Stage.CANARY else "b") + "-".join(
             str(i) for i in ids[: 1 if stage is Stage.CANARY else None]
         )
@@ -181,22 +198,21 @@ class StageRunner:
             record = StageRecord(
                 spec.name, PRODUCTION, stage, key, StageState.VERIFYING, self.clock(), backfill_ids=ids
             )
-            self.store.save_stage(self._trigger(spec, spec.verify, record, PRODUCTION, recorder))
+            self.store.save_stage(self._trigger(spec, verify, record, PRODUCTION, recorder))
             return
         if record.state is StageState.VERIFYING:
-            self._settle(spec, record, recorder, self._result(spec.verify, record, PRODUCTION))
+            self._settle(spec, record, recorder, self._result(verify, record, PRODUCTION))
 
-    def _publish(self, spec: BackfillSpec, final: StageRecord, recorder: Recorder) -> None:
-        assert spec.publish is not None
+    def _publish(self, spec: BackfillSpec, publish: Publish, final: StageRecord, recorder: Recorder) -> None:
         rid = run_id(spec.name, PRODUCTION, Stage.PUBLISH, final.key)
         record = StageRecord(spec.name, PRODUCTION, Stage.PUBLISH, final.key, StageState.VERIFYING, self.clock())
         conf = {
-            **_plain(spec.publish.conf),
+            **(thaw(publish.conf) if publish.conf else {}),
             "backfillctl": _context(spec, PRODUCTION, Stage.PUBLISH, final.backfill_ids),
         }
-        recorder.audit(Action.PUBLISH, AuditPhase.INTENT, spec, request={"dag_id": spec.publish.dag_id, "run_id": rid})
+        recorder.audit(Action.PUBLISH, AuditPhase.INTENT, spec, request={"dag_id": publish.dag_id, "run_id": rid})
         try:
-            run, created = self.clients(PRODUCTION).trigger_run(spec.publish.dag_id, rid, conf)
+            run, created = self.clients(PRODUCTION).trigger_run(publish.dag_id, rid, conf)
         except AirflowError as exc:
             if exc.status is None or exc.status >= 500:  # no answer to trust: the same id is tried again
                 raise
@@ -216,7 +232,7 @@ class StageRunner:
         """Trigger the verification run (exactly once: its id is derived); a trigger Airflow refuses fails it."""
         rid = run_id(spec.name, where, record.stage, record.key)
         ids = record.backfill_ids
-        conf = {**_plain(verify.conf), "backfillctl": _context(spec, where, record.stage, ids)}
+        conf = {**(thaw(verify.conf) if verify.conf else {}), "backfillctl": _context(spec, where, record.stage, ids)}
         recorder.audit(
             Action.VERIFY,
             AuditPhase.INTENT,
@@ -246,12 +262,12 @@ class StageRunner:
     ) -> tuple[StageState, str, Mapping[str, Any] | None] | None:
         """The verification's result (None: not yet). Never a pass by default: a run not found, not started in
         time, timed out, failed, or a result task without `passed: true` fails."""
-        assert record.run_id is not None
+        rid = record.run_id or run_id(record.spec, where, record.stage, record.key)  # the id is derived
         client = self.clients(where)
-        run = client.get_run(verify.dag_id, record.run_id)
+        run = client.get_run(verify.dag_id, rid)
         now, limit = self.clock(), timedelta(minutes=verify.timeout_minutes)
         if run is None:
-            return StageState.FAILED, f"verification run {record.run_id} is not in {where} any more", None
+            return StageState.FAILED, f"verification run {rid} is not in {where} any more", None
         if run.state in ("queued", "running"):
             since = run.start_date or run.queued_at or record.triggered_at or record.started_at
             if now - since <= limit:
@@ -280,36 +296,35 @@ class StageRunner:
             return
         state, reason, metrics = result
         if record.stage is not Stage.REHEARSAL or record.run_id is not None:  # a verification ran: its own record
-            outcome = Outcome.PASSED if state is StageState.PASSED else Outcome.FAILED
             recorder.audit(
                 Action.VERIFY,
                 AuditPhase.OBSERVATION,
                 spec,
-                outcome=outcome,
+                outcome=Outcome.PASSED if state is StageState.PASSED else Outcome.FAILED,
                 message=f"{record.stage.value}: {reason}",
                 response=None if metrics is None else {"metrics": dict(metrics)},
             )
         if record.stage is Stage.REHEARSAL:
-            outcome = Outcome.PASSED if state is StageState.PASSED else Outcome.FAILED
-            recorder.audit(
-                Action.REHEARSE,
-                AuditPhase.OBSERVATION,
-                spec,
-                outcome=outcome,
-                message=f"rehearsal in {record.environment}: {reason}",
-            )
+            self._rehearsal_ended(spec, record, recorder, state, reason)
         self.store.save_stage(replace(record, state=state, reason=reason, metrics=metrics))
 
     def _failed(self, spec: BackfillSpec, record: StageRecord, recorder: Recorder, why: str) -> StageRecord:
         if record.stage is Stage.REHEARSAL:
-            recorder.audit(
-                Action.REHEARSE,
-                AuditPhase.OBSERVATION,
-                spec,
-                outcome=Outcome.FAILED,
-                message=f"rehearsal in {record.environment}: {why}",
-            )
+            self._rehearsal_ended(spec, record, recorder, StageState.FAILED, why)
         return replace(record, state=StageState.FAILED, reason=why)
+
+    @staticmethod
+    def _rehearsal_ended(
+        spec: BackfillSpec, record: StageRecord, recorder: Recorder, state: StageState, reason: str
+    ) -> None:
+        outcome = Outcome.PASSED if state is StageState.PASSED else Outcome.FAILED
+        recorder.audit(
+            Action.REHEARSE,
+            AuditPhase.OBSERVATION,
+            spec,
+            outcome=outcome,
+            message=f"rehearsal in {record.environment}: {reason}",
+        )
 
 
 def _reported(value: Any, run: TriggeredRun, task: str) -> tuple[StageState, str, Mapping[str, Any] | None]:
@@ -347,14 +362,6 @@ def _runs_text(runs: Mapping[str, int] | None) -> str:
 
 def _dates(cut: Slice) -> str:
     return f"{cut.from_date.date().isoformat()}..{cut.to_date.date().isoformat()}"
-
-
-def _plain(conf: Mapping[str, Any] | None) -> dict[str, Any]:
-    if conf is None:
-        return {}
-    return {
-        k: (_plain(v) if isinstance(v, Mapping) else list(v) if isinstance(v, tuple) else v) for k, v in conf.items()
-    }
 
 
 def _context(spec: BackfillSpec, where: str, stage: Stage, ids: tuple[int, ...]) -> dict[str, Any]:
