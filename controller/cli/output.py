@@ -63,10 +63,11 @@ class PassView:
             out(plan_render.plan_text(result.plan, width()))
         after = {i.spec: i for i in result.current.items}
         out(self._stamp([plan_render.applied_line(i, o, after.get(i.spec)) for i, o in result.applied]))
-        table = status.status_text(status.status_rows(result.current, {}, result.analysis), width())
-        if self.mode == "text" and table != self.shown:
-            out(f"[{iso_now()}]\n{table}")
-            self.shown = table
+        if self.mode == "text":  # only this mode shows the table: a --once pass over history need not build it
+            table = status.status_text(status.status_rows(result.current, {}, result.analysis), width())
+            if table != self.shown:
+                out(f"[{iso_now()}]\n{table}")
+                self.shown = table
         said = plain_lines(
             [f"refused: {line}" for line in result.refused] + [f"error: {line}" for line in result.errors]
         )

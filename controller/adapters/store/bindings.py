@@ -41,7 +41,10 @@ class Bindings:
 
     def all(self) -> dict[str, Binding]:
         with self._db.tx("reading bindings") as conn:
-            return {row["spec_name"]: _binding(dict(row)) for row in conn.execute(select(bindings)).mappings()}
+            result = conn.execute(select(bindings))
+            keys = tuple(result.keys())  # once: a row's own mapping costs as much again over a history of specs
+            rows = (dict(zip(keys, values, strict=True)) for values in result)
+            return {row["spec_name"]: _binding(row) for row in rows}
 
 
 def _binding(row: Mapping[str, Any]) -> Binding:

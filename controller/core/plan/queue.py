@@ -51,8 +51,9 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
     by_dag: dict[str, list[BackfillSpec]] = {}
     for spec in specs:
         by_dag.setdefault(spec.dag_id, []).append(spec)
+    bound = _Bound.of(world)
     for dag_id in sorted(by_dag):
-        dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world)
+        dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world, bound)
         items += dag_items
         findings += dag_findings
         needed += [i.spec for i in dag_items if i.awaiting_dry_run]
@@ -99,10 +100,12 @@ def _code(item: Item, world: World) -> Item:
 
 
 def _plan_dag(
-    dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World
+    dag_id: str, queue: Sequence[BackfillSpec], policy: Policy, world: World, bound: _Bound
 ) -> tuple[list[Item], list[Finding]]:
     obs = world.observations.get(dag_id)
     live = [s for s in queue if not _recorded_terminal(s, world)]
+    if not live and obs is None:  # history only, and not observed: no backfill to adopt, nothing to find
+        return [_recorded(s, world) for s in queue], []
     if live and (obs is None or obs.error):
         error = obs.error if obs and obs.error else "DAG not observed"
         why = f"{UNOBSERVED}: {error}"
@@ -113,7 +116,7 @@ def _plan_dag(
             for s in queue
         ]
         return items, [Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, error), cause=error)]
-    return _walk(queue, policy, world, obs or DagObservation(dag_id, None))
+    return _walk(queue, policy, world, obs or DagObservation(dag_id, None), bound)
 
 
 def _unobserved(dag_id: str, error: str) -> str:
@@ -147,6 +150,21 @@ def _recorded(spec: BackfillSpec, world: World) -> Item:
 
 
 @dataclass(frozen=True, slots=True)
+class _Bound:
+    """The backfills the store binds to specs, worked out once a plan: each DAG's walk reads them (per DAG it
+    would cost a pass O(DAGs × bindings), which history makes large)."""
+
+    taken: frozenset[int]  # every backfill a binding names (a chunked spec's chunks included)
+    owners: Mapping[int, str]  # a binding's current backfill → its spec
+
+    @classmethod
+    def of(cls, world: World) -> _Bound:
+        bindings = world.bindings.values()
+        taken = frozenset(i for b in bindings for i in (*b.backfills, b.backfill_id) if i is not None)
+        return cls(taken, {b.backfill_id: b.spec_name for b in bindings if b.backfill_id})
+
+
+@dataclass(frozen=True, slots=True)
 class _Claims:
     """The backfills the queue's unbound specs adopt, claimed in queue order before the walk."""
 
@@ -156,8 +174,8 @@ class _Claims:
     occupant: tuple[str, int] | None  # (who, backfill id) holding the DAG's one active slot
 
 
-def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, world: World) -> _Claims:
-    taken = {i for b in world.bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
+def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, world: World, bound: _Bound) -> _Claims:
+    taken = set(bound.taken)
     adoptions: dict[str, Backfill] = {}
     chunk_adoptions: dict[str, tuple[Backfill, ...]] = {}
     for spec in queue:
@@ -174,7 +192,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
                 chunk_adoptions[spec.name] = chunks
                 taken |= {b.id for b in chunks}
     active = [b for b in obs.backfills if b.active]
-    owners = {b.backfill_id: b.spec_name for b in world.bindings.values() if b.backfill_id}
+    owners = dict(bound.owners)
     owners.update({b.id: name for name, b in adoptions.items()})
     owners.update({b.id: name for name, found in chunk_adoptions.items() for b in found})
     occupant = (owners.get(active[0].id, f"unmanaged backfill #{active[0].id}"), active[0].id) if active else None
@@ -182,9 +200,9 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
 
 
 def _walk(
-    queue: Sequence[BackfillSpec], policy: Policy, world: World, obs: DagObservation
+    queue: Sequence[BackfillSpec], policy: Policy, world: World, obs: DagObservation, bound: _Bound
 ) -> tuple[list[Item], list[Finding]]:
-    claims = _claim(queue, obs, policy, world)
+    claims = _claim(queue, obs, policy, world, bound)
     ctx = Context(obs, policy, world, tuple(s.name for s in queue), claims.taken, claims.occupant)
     items: list[Item] = []
     findings: list[Finding] = []
@@ -328,9 +346,8 @@ def _dag_paused(ctx: Context, items: Sequence[Item]) -> list[Finding]:
 def _orphans(spec_names: set[str], world: World) -> tuple[list[Item], list[Finding], list[Item]]:
     """Deleted specs: an orphaned backfill (a finding), or a finished one whose outcome is to be recorded."""
     items, findings, settled = [], [], []
-    for name, binding in sorted(world.bindings.items()):
-        if name in spec_names or binding.phase.terminal:
-            continue
+    candidates = ((n, b) for n, b in world.bindings.items() if n not in spec_names and not b.phase.terminal)
+    for name, binding in sorted(candidates):  # filtered first: history is mostly finished specs, sorted for nothing
         obs = world.observations.get(binding.dag_id)
         backfill = next((b for b in (obs.backfills if obs else ()) if b.id == binding.backfill_id), None)
         outcome = None if obs is None or backfill is None else _settled(name, binding, backfill, obs)
