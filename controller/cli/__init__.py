@@ -28,18 +28,30 @@ def __getattr__(name: str) -> Any:
     return globals()[name]
 
 
-def _application() -> Any:
-    """The typer application with every command registered (the package's `app` is it, not its module)."""
+PARTS = ("specs", "reconcile", "status", "audit", "stop")  # in the order `backfillctl --help` lists them
+HOMES = {  # a command → the module that registers it
+    **dict.fromkeys(("validate", "new", "init"), "specs"),
+    **dict.fromkeys(("plan", "reconcile"), "reconcile"),
+    **dict.fromkeys(("status", "report", "notify"), "status"),
+    **dict.fromkeys(("audit", "store"), "audit"),
+    "stop": "stop",
+}
+
+
+def _application(command: str | None = None) -> Any:
+    """The typer application with `command`'s module registered, or every command (the package's `app` is it,
+    not its module): a pass under `--watch` or cron need not import what `init` or `audit` use."""
     from importlib import import_module
 
-    # each module registers its commands on `app`, in the order `backfillctl --help` lists them (imported by
-    # name: `from controller.cli import specs` would ask this module's `__getattr__` again)
-    parts = {
-        name: import_module(f"controller.cli.{name}") for name in ("specs", "reconcile", "status", "audit", "stop")
-    }
+    # each module registers its commands on `app` (imported by name: `from controller.cli import specs` would
+    # ask this module's `__getattr__` again)
+    home = HOMES.get(command or "")
+    parts = {name: import_module(f"controller.cli.{name}") for name in PARTS if home in (None, name)}
     from controller.cli.app import app
     from controller.cli.output import PassView
 
+    # the order `--help` lists them, whichever command's module an earlier call in this process imported first
+    app.registered_commands.sort(key=lambda c: PARTS.index(c.callback.__module__.rpartition(".")[2]))
     globals().update(parts, app=app, PassView=PassView)
     return app
 
@@ -65,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 def _typer_main(args: list[str]) -> int:
     import typer
 
-    application = _application()
+    application = _application(_command(args))
     try:
         result = application(args=args, prog_name="backfillctl", standalone_mode=False)
     except typer.Exit as exc:
@@ -77,6 +89,17 @@ def _typer_main(args: list[str]) -> int:
         exc.show()  # type: ignore[attr-defined]
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
     return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def _command(args: list[str]) -> str | None:
+    """The command the arguments name (None: none, e.g. `--help`: then every command is registered)."""
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--log-format":  # the one root option with a value after it
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
 
 
 def _report_error(exc: ControllerError) -> None:
