@@ -21,6 +21,7 @@ FILES = [
     ".pre-commit-config.yaml",
     ".github/workflows/backfill-pr.yml",
     ".github/workflows/backfill-reconcile.yml",
+    ".github/workflows/backfill-stop.yml",
     ".github/CODEOWNERS",
     "README.md",
 ]
@@ -81,10 +82,26 @@ def test_the_workflows_call_the_reusable_ones_at_the_pinned_ref(
         f"acme/backfillctl/.github/workflows/reusable-backfill-reconcile.yml@{'0' * 40}"
     )
     assert called["backfill-reconcile.yml"]["with"]["environment"] == "backfill-production"
+    assert called["backfill-stop.yml"]["uses"] == (
+        f"acme/backfillctl/.github/workflows/reusable-backfill-stop.yml@{'0' * 40}"
+    )
+    stop = yaml.safe_load((tmp_path / ".github" / "workflows" / "backfill-stop.yml").read_text())
+    assert list(stop[True]) == ["workflow_dispatch"]  # by hand only: an owner's emergency stop
+    assert {
+        k: v for k, v in called["backfill-stop.yml"]["with"].items() if k in stop[True]["workflow_dispatch"]["inputs"]
+    } == {
+        "downstream": "${{ inputs.downstream }}",
+        "reason": "${{ inputs.reason }}",
+        "expires": "${{ inputs.expires }}",
+        "lift": "${{ inputs.lift }}",
+    }
+    assert called["backfill-stop.yml"]["with"]["environment"] == "backfill-production"
     for job in called.values():  # each called file exists here, and declares what the caller passes
         own = yaml.safe_load((REPO / job["uses"].split("/", 2)[2].split("@")[0]).read_text())
         assert set(job["secrets"]) == set(own[True]["workflow_call"]["secrets"])
-        assert set(job["with"]) <= set(own[True]["workflow_call"]["inputs"])
+        inputs = own[True]["workflow_call"]["inputs"]
+        assert set(job["with"]) <= set(inputs)
+        assert {name for name, spec in inputs.items() if spec.get("required")} <= set(job["with"])
         assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in job["secrets"].items())
     (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
     assert hook_repo == {
