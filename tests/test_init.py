@@ -3,6 +3,8 @@ reusable workflows at the pinned ref; it never overwrites a file without --force
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -219,3 +221,40 @@ def test_completion_completes_commands_and_options(tmp_path: Path) -> None:
             check=False,
         )
         assert (done.returncode, done.stdout.split()) == (0, expected), done.stderr
+
+
+# what the README's placeholders stand for in the test's repository (the example spec's DAG and approver)
+FILLED = {
+    "NAME": "orders-2025-01-rerun",
+    "DAG": "orders_daily",
+    "DAG_ID": "orders_daily",
+    "LOGIN": "data-platform-lead",
+}
+
+
+def readme_new_command(readme: str) -> list[str]:
+    """The `backfillctl new …` command of the team README, as a shell reads it (continuation lines joined)."""
+    start = readme.index("backfillctl new ")
+    line = re.split(r"[`\n]", readme[start:].replace("\\\n", " "), maxsplit=1)[0]
+    return shlex.split(line)
+
+
+def test_the_readmes_new_command_works_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl")[0] == 0
+    words = readme_new_command((tmp_path / "README.md").read_text())
+    assert words[:2] == ["backfillctl", "new"]
+    args = [FILLED.get(word, word) for word in words[2:]]
+    assert [word for word in args if re.fullmatch(r"[A-Z_]+", word)] == []  # every placeholder filled in
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BACKFILLCTL_SPECS_DIR", raising=False)
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "alice")  # the requester; no Airflow (conftest unsets it)
+    assert (main(["new", *args]), capsys.readouterr().out) == (
+        0,
+        "wrote specs/orders-2025-01-rerun.yaml\nnext: `backfillctl plan`, then open a pull request with the file\n",
+    )
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == (
+        "OK: 2 specs valid (3 files including the policy specs/policy.yaml, 0 warnings).\n"
+    )

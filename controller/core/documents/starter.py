@@ -245,8 +245,17 @@ README = """\
 Backfills of our Airflow DAGs, as reviewed specs: one YAML file per backfill under `specs/`, checked and
 planned on every pull request, applied by reconcile after merge, each step audited (backfillctl @REF@).
 
-1. Branch, then `backfillctl new NAME --dag-id DAG --from 2025-01-01 --to 2025-01-31` (or copy
-   `specs/@EXAMPLE@.yaml`, and delete the example before the first merge).
+1. Branch, then write the spec (or copy `specs/@EXAMPLE@.yaml`; delete the example before the
+   first merge):
+
+   ```bash
+   backfillctl new NAME --dag-id DAG_ID --from 2025-01-01 --to 2025-01-31 --reprocess failed \\
+       --ticket CHG-1234 --reason "WHY, in a sentence" --approver LOGIN --expected-runs 31
+   ```
+
+   `--reprocess` is none (only dates without a run), failed or completed (all); the approver is who must
+   approve the pull request, never you. `--expected-runs` is the reviewed upper bound of runs (31 daily
+   runs here): with `BACKFILLCTL_AIRFLOW_URL` set, leave it out and `new` takes Airflow's dry-run count.
 2. `backfillctl validate` and, with Airflow configured, `backfillctl plan`.
 3. Open a pull request: the check validates, gates the approvals and posts the plan. The spec's
    `approvers` (and an owner of each `downstream` system) approve it in code review.
