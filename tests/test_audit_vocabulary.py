@@ -86,7 +86,8 @@ BEFORE_HEAD = "666038c6b92bf13d0739c2650fe0376ec56e273605a3e7a4824fe9eaab0534d9"
 
 
 def test_a_store_written_before_the_vocabulary_verifies_and_each_of_its_words_has_a_decision(tmp_path: Path) -> None:
-    copy = tmp_path / "state.db"
+    committed = BEFORE.read_bytes()
+    copy = tmp_path / "state.db"  # opened only as a copy: SQLite would leave -wal/-shm files in the checkout
     shutil.copy(BEFORE, copy)
     with Store(f"sqlite:///{copy}") as store:  # migrated to this version's schema head first
         result = store.verify(BEFORE_HEAD)
@@ -96,3 +97,5 @@ def test_a_store_written_before_the_vocabulary_verifies_and_each_of_its_words_ha
     assert {(a, o) for a, o in written if o not in OUTCOMES[Action(a)]} == set()
     assert ("observe", "AwaitingPromotion") in written  # once sent as `created`: now no event
     assert event_of("observe", "observation", "AwaitingPromotion") is None
+    assert BEFORE.read_bytes() == committed
+    assert sorted(p.name for p in BEFORE.parent.iterdir()) == [BEFORE.name]

@@ -3,6 +3,8 @@ reusable workflows at the pinned ref; it never overwrites a file without --force
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ FILES = [
     ".pre-commit-config.yaml",
     ".github/workflows/backfill-pr.yml",
     ".github/workflows/backfill-reconcile.yml",
+    ".github/workflows/backfill-stop.yml",
     ".github/CODEOWNERS",
     "README.md",
 ]
@@ -81,10 +84,26 @@ def test_the_workflows_call_the_reusable_ones_at_the_pinned_ref(
         f"acme/backfillctl/.github/workflows/reusable-backfill-reconcile.yml@{'0' * 40}"
     )
     assert called["backfill-reconcile.yml"]["with"]["environment"] == "backfill-production"
+    assert called["backfill-stop.yml"]["uses"] == (
+        f"acme/backfillctl/.github/workflows/reusable-backfill-stop.yml@{'0' * 40}"
+    )
+    stop = yaml.safe_load((tmp_path / ".github" / "workflows" / "backfill-stop.yml").read_text())
+    assert list(stop[True]) == ["workflow_dispatch"]  # by hand only: an owner's emergency stop
+    assert {
+        k: v for k, v in called["backfill-stop.yml"]["with"].items() if k in stop[True]["workflow_dispatch"]["inputs"]
+    } == {
+        "downstream": "${{ inputs.downstream }}",
+        "reason": "${{ inputs.reason }}",
+        "expires": "${{ inputs.expires }}",
+        "lift": "${{ inputs.lift }}",
+    }
+    assert called["backfill-stop.yml"]["with"]["environment"] == "backfill-production"
     for job in called.values():  # each called file exists here, and declares what the caller passes
         own = yaml.safe_load((REPO / job["uses"].split("/", 2)[2].split("@")[0]).read_text())
         assert set(job["secrets"]) == set(own[True]["workflow_call"]["secrets"])
-        assert set(job["with"]) <= set(own[True]["workflow_call"]["inputs"])
+        inputs = own[True]["workflow_call"]["inputs"]
+        assert set(job["with"]) <= set(inputs)
+        assert {name for name, spec in inputs.items() if spec.get("required")} <= set(job["with"])
         assert all(v == f"${{{{ secrets.{k} }}}}" for k, v in job["secrets"].items())
     (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
     assert hook_repo == {
@@ -202,3 +221,40 @@ def test_completion_completes_commands_and_options(tmp_path: Path) -> None:
             check=False,
         )
         assert (done.returncode, done.stdout.split()) == (0, expected), done.stderr
+
+
+# what the README's placeholders stand for in the test's repository (the example spec's DAG and approver)
+FILLED = {
+    "NAME": "orders-2025-01-rerun",
+    "DAG": "orders_daily",
+    "DAG_ID": "orders_daily",
+    "LOGIN": "data-platform-lead",
+}
+
+
+def readme_new_command(readme: str) -> list[str]:
+    """The `backfillctl new …` command of the team README, as a shell reads it (continuation lines joined)."""
+    start = readme.index("backfillctl new ")
+    line = re.split(r"[`\n]", readme[start:].replace("\\\n", " "), maxsplit=1)[0]
+    return shlex.split(line)
+
+
+def test_the_readmes_new_command_works_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl")[0] == 0
+    words = readme_new_command((tmp_path / "README.md").read_text())
+    assert words[:2] == ["backfillctl", "new"]
+    args = [FILLED.get(word, word) for word in words[2:]]
+    assert [word for word in args if re.fullmatch(r"[A-Z_]+", word)] == []  # every placeholder filled in
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("BACKFILLCTL_SPECS_DIR", raising=False)
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "alice")  # the requester; no Airflow (conftest unsets it)
+    assert (main(["new", *args]), capsys.readouterr().out) == (
+        0,
+        "wrote specs/orders-2025-01-rerun.yaml\nnext: `backfillctl plan`, then open a pull request with the file\n",
+    )
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == (
+        "OK: 2 specs valid (3 files including the policy specs/policy.yaml, 0 warnings).\n"
+    )

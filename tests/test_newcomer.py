@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -197,32 +198,76 @@ def test_a_create_names_its_backfill_and_chunk(tmp_path: Path, capsys: pytest.Ca
     assert capsys.readouterr().out.splitlines()[0] == "+ create big: created backfill #1 (chunk 1 of 4)"
 
 
-COMMANDS = [
-    ["validate"],
-    ["new"],
-    ["init"],
-    ["plan"],
-    ["reconcile"],
-    ["status"],
-    ["report"],
-    ["audit", "show"],
-    ["audit", "export"],
-]
+def every_command(command: Any = None, path: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The path of the application, each group and each command under it (hidden ones too: their --help works)."""
+    command = command or typer.main.get_command(cli.app)  # typer's own (vendored) click command
+    yield list(path)
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from every_command(sub, (*path, name))
 
 
-@pytest.mark.parametrize("command", [*COMMANDS, ["audit", "verify"], ["notify", "status"], ["store", "unlock"]])
+# what typer writes where a metavar is missing: the Python type (`<str>`, `<list[Path]>`, `<int range>`) or, on
+# the usage line, a required argument in braces (`{directory}`)
+PYTHON_TYPES = re.compile(r"<(str|int|float|bool|path|uuid|datetime)>|<list\[|range>|\{[\w|.-]+\}")
+
+
+@pytest.mark.parametrize("command", list(every_command()), ids=lambda c: " ".join(c) or "backfillctl")
 def test_help_shows_no_python_types_and_every_option_has_help(
     command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     assert main([*command, "--help"]) == 0
     text = capsys.readouterr().out
-    assert "<list[" not in text
-    assert "range>" not in text
-    found: Any = typer.main.get_command(cli.app)  # typer's own (vendored) click command
+    assert [line for line in text.splitlines() if PYTHON_TYPES.search(line)] == []
+    found: Any = typer.main.get_command(cli.app)
     for name in command:
         found = found.commands[name]
     assert [p.name for p in found.params if not getattr(p, "help", None)] == []
+
+
+def test_every_command_is_walked_and_the_placeholders_are_caught() -> None:
+    walked = list(every_command())
+    names = {" ".join(c) for c in walked}
+    assert {"", "init", "new", "validate", "plan", "reconcile", "stop", "audit show", "store unlock"} <= names
+    shown = [
+        "  --base <str>  Compare with this git ref.",
+        "Usage: backfillctl init [OPTIONS] {directory}",
+        "  PATH <list[Path]>",
+        "  --interval <float range>",
+        "  --limit <int>",
+        "  --output <path>",
+    ]
+    assert [line for line in shown if PYTHON_TYPES.search(line)] == shown
+    assert not PYTHON_TYPES.search("  --reprocess <none|failed|completed>  --ref REF  [PATH]...  (default {})")
+
+
+def test_init_and_new_name_what_they_take(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["init", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Usage: backfillctl init [OPTIONS] DIR\n")
+    assert [line.split()[:2] for line in text.splitlines() if line.startswith("  --") and "--help" not in line] == [
+        ["--workflows-repo", "OWNER/REPO"],
+        ["--ref", "REF"],
+        ["--environment", "NAME"],
+        ["--force", "Overwrite"],
+    ]
+    assert main(["new", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Usage: backfillctl new [OPTIONS] NAME\n")
+    assert [line.split()[:2] for line in text.splitlines() if line.startswith("  --") and "--help" not in line] == [
+        ["--dag-id", "DAG_ID"],
+        ["--from", "DATE"],
+        ["--to", "DATE"],
+        ["--reprocess", "<none|failed|completed>"],
+        ["--ticket", "TICKET"],
+        ["--reason", "TEXT"],
+        ["--approver", "LOGIN"],
+        ["--requested-by", "LOGIN"],
+        ["--max-active-runs", "N"],
+        ["--expected-runs", "N"],
+        ["--retry-failed-of", "SPEC"],
+    ]
 
 
 def test_store_migrate_help_says_which_commands_migrate(capsys: pytest.CaptureFixture[str]) -> None:

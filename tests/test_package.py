@@ -21,8 +21,10 @@ import pytest
 import yaml
 
 from controller import __version__
+from controller.core.documents.starter import StarterOptions, starter_files
 
 REPO = Path(__file__).resolve().parents[1]
+USES = re.compile(r"^\s*uses: (\S+)$", re.MULTILINE)  # a caller's job calling a reusable workflow
 # days of its own on every run (an Airflow kept from an earlier session has run others)
 FIRST = date(2004, 1, 1) + timedelta(days=3 * secrets.randbelow(600))
 LAST = FIRST + timedelta(days=2)
@@ -198,8 +200,22 @@ def test_the_pinned_tag_carries_the_hook_and_the_reusable_workflows(tmp_path: Pa
             env,
         )
         assert tagged.returncode == 0, tagged.stderr
-    for path in (".pre-commit-hooks.yaml",):
+    # what `init`'s files point at: the hook, and each reusable workflow its callers name with `uses:`
+    options = StarterOptions("acme/backfillctl", tag)
+    called = sorted(
+        {use.split("/", 2)[2].split("@")[0] for _, text in starter_files(options) for use in USES.findall(text)}
+    )
+    assert called == [
+        ".github/workflows/reusable-backfill-pr.yml",
+        ".github/workflows/reusable-backfill-reconcile.yml",
+        ".github/workflows/reusable-backfill-stop.yml",
+    ]
+    for path in (".pre-commit-hooks.yaml", *called):
         shown = run(["git", "show", f"{tag}:{path}"], clone, env)
         assert shown.returncode == 0, f"{path} is not in {tag}: {shown.stderr}"
+        if path in called:  # callable from another repository
+            assert list(yaml.safe_load(shown.stdout)[True]) == ["workflow_call"], path
+    hooks = yaml.safe_load(run(["git", "show", f"{tag}:.pre-commit-hooks.yaml"], clone, env).stdout)
+    assert "backfillctl-validate" in [hook["id"] for hook in hooks]
     version = run(["git", "show", f"{tag}:controller/__init__.py"], clone, env).stdout
     assert f'__version__ = "{__version__}"' in version

@@ -17,6 +17,8 @@ from controller.core.model.stages import Promotion, Publish, Rehearsal, Slice, V
 from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.render.pr_comment import LIMIT, MARKER, SpecNote, code, escape, pr_comment
 from tests.core.test_plan import spec
+from tests.fakes.airflow import FakeAirflow
+from tests.reconcile.harness import Bench, in_process
 
 MARCH1 = datetime(2022, 3, 1, tzinfo=UTC)
 
@@ -102,7 +104,7 @@ def test_changed_specs_first_with_ticket_and_reason_then_one_line_for_the_rest()
         "\n"
         "- **unmanaged** on `demo_daily`: backfill \\#9 is active and not managed\n"
         "\n"
-        "Other specs: 3 (2 in sync, 1 queued); 1 other finding. Run `backfillctl plan` for the full plan.\n"
+        "Other specs (3): 1 queued, 2 in sync; 1 other finding. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
     )
@@ -113,8 +115,8 @@ def test_a_pr_that_changes_no_spec() -> None:
     adopted = item("a", "f", Kind.ADOPT, Phase.RUNNING)
     assert pr_comment(plan(OLD, WALK, QUEUED, *unpaused, adopted), [], {}) == (
         f"{MARKER}\n### backfillctl plan\n\nThis pull request changes no spec.\n\n"
-        "Other specs: 6 (1 adopt, 1 create, 1 in sync, 1 queued, 2 unpause). Run `backfillctl plan` for the full "
-        "plan.\n\n"
+        "Other specs (6): 1 to create, 1 queued, 2 to unpause, 1 already in Airflow (adopted, nothing created), "
+        "1 in sync. Run `backfillctl plan` for the full plan.\n\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked, 2 to unpause, "
         "1 already in Airflow (adopted, nothing created).**\n"
     )
@@ -134,7 +136,7 @@ def test_an_incomplete_plan_says_so_first_with_every_unobserved_dag() -> None:
         "\n"
         "- **observation-incomplete** on `orders_daily`: DAG orders\\_daily was not fully observed: HTTP 503\n"
         "\n"
-        "Other specs: 2 (1 in sync, 1 queued). Run `backfillctl plan` for the full plan.\n"
+        "Other specs (2): 1 queued, 1 in sync. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.**\n"
     )
@@ -228,7 +230,7 @@ def test_a_huge_plan_is_cut_to_githubs_limit_keeping_the_summary() -> None:
         f"_Cut to fit GitHub's 65,536-character comment limit: the table shows {shown} of 400 changed specs, "
         "0 with details. Run `backfillctl plan` for the full plan._\n"
         "\n"
-        "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
+        "No other specs. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 400 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.**\n"
     )
@@ -248,7 +250,7 @@ def test_the_limit_is_exact() -> None:
         "_Cut to fit GitHub's 65,536-character comment limit: the table shows 3 of 3 changed specs, 2 with details. "
         "Run `backfillctl plan` for the full plan._\n"
         "\n"
-        "Other specs: 0. Run `backfillctl plan` for the full plan.\n"
+        "No other specs. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 3 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.**\n"
     )
@@ -335,3 +337,30 @@ def test_a_long_rollback_note_is_cut_to_300_characters() -> None:
     )
     line = next(line for line in body.splitlines() if line.startswith("- `walk-demo`: rollback: "))
     assert line == f"- `walk-demo`: rollback: restore {'x' * 291}…"
+
+
+def test_under_no_store_the_applied_specs_read_as_already_in_airflow_not_as_adopts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench = Bench(tmp_path, fake=FakeAirflow())
+    try:
+        assert bench.fake is not None
+        bench.fake.scheduler_running = False  # the applied specs stay Running
+        bench.spec("daily-fix", dag="demo_daily")
+        bench.spec("ledger-fix", dag="demo_finance_ledger")
+        assert [(i.spec, o) for i, o in bench.run().applied] == [("daily-fix", "created"), ("ledger-fix", "created")]
+        bench.spec("tz-fix", dag="demo_tz")  # the pull request's spec
+        (tmp_path / "changed.txt").write_text("specs/tz-fix.yaml\0")
+        in_process(bench, monkeypatch)
+        monkeypatch.chdir(tmp_path)
+        args = ["plan", "--no-store", "--format", "markdown", "--pr-comment", "changed.txt"]
+        assert main(args) == 0
+        assert capsys.readouterr().out.endswith(
+            "Other specs (2): 2 already in Airflow (adopted, nothing created). Run `backfillctl plan` for the full "
+            "plan.\n"
+            "\n"
+            "**Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked, 2 already in Airflow (adopted, nothing "
+            "created).**\n"
+        )
+    finally:
+        bench.close()

@@ -33,8 +33,15 @@ def _argument_metavar_only(self: typer.core.TyperArgument, ctx: object) -> str |
     return None
 
 
-# an argument's help shows its metavar (`[PATH]...`), not the Python type typer adds after it (`<list[Path]>`)
+def _usage_name(self: typer.core.TyperArgument) -> str:
+    name = self.display_name_raw if self.required else f"[{self.display_name_raw}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+# an argument's help shows its metavar (`[PATH]...`), not the Python type typer adds after it (`<list[Path]>`),
+# and the usage line names a required argument as click does (`NAME`), not in braces (`{NAME}`)
 typer.core.TyperArgument.display_type_rich = _argument_metavar_only  # type: ignore[method-assign,assignment]
+typer.core.TyperArgument._usage_display_name = _usage_name  # type: ignore[method-assign]
 
 
 def load_settings() -> Settings:

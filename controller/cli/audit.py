@@ -52,12 +52,13 @@ class AuditFormat(StrEnum):
 
 @audit_app.command("show")
 def audit_show(
-    spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
-    dag: Annotated[str | None, typer.Option("--dag", help="Only events of this DAG.")] = None,
+    spec: Annotated[str | None, typer.Option("--spec", metavar="NAME", help="Only events of this spec.")] = None,
+    dag: Annotated[str | None, typer.Option("--dag", metavar="DAG_ID", help="Only events of this DAG.")] = None,
     action: Annotated[
-        str | None, typer.Option("--action", help=f"Only this action: {', '.join(ACTIONS)}.", callback=_action)
+        str | None,
+        typer.Option("--action", metavar="ACTION", help=f"Only this action: {', '.join(ACTIONS)}.", callback=_action),
     ] = None,
-    since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="WHEN", help=SINCE_HELP, callback=_since)] = None,
     output: Annotated[AuditFormat, typer.Option("--format", help="One line per event, or one JSON object.")] = (
         AuditFormat.text
     ),
@@ -94,7 +95,9 @@ def _head_hash(value: str | None) -> str | None:
 def audit_verify(
     expect_head: Annotated[
         str | None,
-        typer.Option("--expect-head", help="A head hash saved earlier: detects truncation.", callback=_head_hash),
+        typer.Option(
+            "--expect-head", metavar="HASH", help="A head hash saved earlier: detects truncation.", callback=_head_hash
+        ),
     ] = None,
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
@@ -115,8 +118,8 @@ def audit_export(
     output: Annotated[
         ExportFormat, typer.Option("--format", help="One canonical JSON object per line.")
     ] = ExportFormat.jsonl,
-    since: Annotated[str | None, typer.Option("--since", help=SINCE_HELP, callback=_since)] = None,
-    spec: Annotated[str | None, typer.Option("--spec", help="Only events of this spec.")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="WHEN", help=SINCE_HELP, callback=_since)] = None,
+    spec: Annotated[str | None, typer.Option("--spec", metavar="NAME", help="Only events of this spec.")] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store.audit_log import EventFilter

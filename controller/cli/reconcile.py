@@ -43,6 +43,7 @@ def plan(
         Path | None,
         typer.Option(
             "--pr-comment",
+            metavar="FILE",
             help="Markdown for the PR's sticky comment: the specs changed in FILE (`git diff -z --name-only`) first; "
             "only their refusals exit 5.",
         ),
@@ -106,7 +107,9 @@ def reconcile(
         bool, typer.Option("--until-complete", help="Repeat until every spec is finished, paused or blocked.")
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
-    plan_checksum: Annotated[str | None, typer.Option("--plan-checksum", help="Refuse if the plan differs.")] = None,
+    plan_checksum: Annotated[
+        str | None, typer.Option("--plan-checksum", metavar="CHECKSUM", help="Refuse if the plan differs.")
+    ] = None,
     wait_lock: Annotated[bool, typer.Option("--wait-lock", help="Wait for another reconciler to finish.")] = False,
     timeout: Annotated[
         float | None,
@@ -139,7 +142,9 @@ def reconcile(
             "--metrics-port", min=0, max=65535, metavar="PORT", help="Serve /metrics, /healthz and a status page /."
         ),
     ] = None,
-    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address to serve on.")] = "127.0.0.1",
+    metrics_host: Annotated[
+        str, typer.Option("--metrics-host", metavar="HOST", help="Address to serve on.")
+    ] = "127.0.0.1",
     unhealthy_after: Annotated[
         int,
         typer.Option(
@@ -156,12 +161,18 @@ def reconcile(
     ] = False,
     pr_reviews: Annotated[
         Path | None,
-        typer.Option("--pr-reviews", help="The merged PR's reviews: its approval gate is checked before a create."),
+        typer.Option(
+            "--pr-reviews",
+            metavar="FILE",
+            help="The merged PR's reviews: its approval gate is checked before a create.",
+        ),
     ] = None,
     pr_number: Annotated[
         int | None, typer.Option("--pr-number", min=1, metavar="N", help="The merged PR's number.")
     ] = None,
-    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the merged PR's author.")] = None,
+    pr_author: Annotated[
+        str | None, typer.Option("--pr-author", metavar="LOGIN", help="Login of the merged PR's author.")
+    ] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
     from rich.live import Live

@@ -33,12 +33,18 @@ def validate(
         typer.Argument(metavar="PATH", help="Spec files or folders (default: the specs folder)."),
     ] = None,
     output: Annotated[ValidateFormat, typer.Option("--format", help="Output format.")] = ValidateFormat.text,
-    base: Annotated[str | None, typer.Option("--base", help="Compare with this git ref (e.g. origin/main).")] = None,
-    pr_reviews: Annotated[
-        Path | None, typer.Option("--pr-reviews", help="JSON of the PR's reviews (GitHub API).")
+    base: Annotated[
+        str | None, typer.Option("--base", metavar="REF", help="Compare with this git ref (e.g. origin/main).")
     ] = None,
-    pr_author: Annotated[str | None, typer.Option("--pr-author", help="Login of the PR's author.")] = None,
-    head_sha: Annotated[str | None, typer.Option("--head-sha", help="Approvals must be of this commit.")] = None,
+    pr_reviews: Annotated[
+        Path | None, typer.Option("--pr-reviews", metavar="FILE", help="JSON of the PR's reviews (GitHub API).")
+    ] = None,
+    pr_author: Annotated[
+        str | None, typer.Option("--pr-author", metavar="LOGIN", help="Login of the PR's author.")
+    ] = None,
+    head_sha: Annotated[
+        str | None, typer.Option("--head-sha", metavar="SHA", help="Approvals must be of this commit.")
+    ] = None,
     changed_since: Annotated[
         str | None,
         typer.Option(
@@ -66,12 +72,14 @@ RETRY_NOTE = "Required, unless --retry-failed-of takes it from the finished spec
 def new(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[
-        str | None, typer.Option("--dag-id", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False)
+        str | None,
+        typer.Option("--dag-id", metavar="DAG_ID", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False),
     ] = None,
     from_date: Annotated[
         str | None,
         typer.Option(
             "--from",
+            metavar="DATE",
             help="First logical date (partition date for a partitioned DAG), inclusive: 2025-01-01 (00:00 UTC) "
             f"or a date-time with an offset. {RETRY_NOTE}",
         ),
@@ -80,6 +88,7 @@ def new(
         str | None,
         typer.Option(
             "--to",
+            metavar="DATE",
             help=f"Last logical date or partition date, inclusive; {DATE_TO_HELP} "
             f"(give 2025-01-31T23:00:00Z for the whole day). {RETRY_NOTE}",
         ),
@@ -94,12 +103,15 @@ def new(
     ] = None,
     ticket: Annotated[
         str | None,
-        typer.Option("--ticket", help=f"The change ticket that authorises the backfill. {RETRY_NOTE}"),
+        typer.Option(
+            "--ticket", metavar="TICKET", help=f"The change ticket that authorises the backfill. {RETRY_NOTE}"
+        ),
     ] = None,
     reason: Annotated[
         str | None,
         typer.Option(
             "--reason",
+            metavar="TEXT",
             help="Why the backfill is needed, in a sentence (>= 10 characters). Required, unless "
             "--retry-failed-of writes one naming the finished spec.",
         ),
@@ -113,7 +125,9 @@ def new(
     requested_by: Annotated[
         str | None,
         typer.Option(
-            "--requested-by", help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user)."
+            "--requested-by",
+            metavar="LOGIN",
+            help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user).",
         ),
     ] = None,
     max_active_runs: Annotated[
@@ -210,20 +224,25 @@ def _missing(options: list[str]) -> NoReturn:
 
 @app.command()
 def init(
-    directory: Annotated[Path, typer.Argument(help="The new specs repository (created when missing).")],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The new specs repository (created when missing).")],
     workflows_repo: Annotated[
         str,
         typer.Option(
             "--workflows-repo",
+            metavar="OWNER/REPO",
             help="OWNER/REPO of backfillctl, whose reusable workflows and pre-commit hook the files call "
             "(the default is a placeholder to replace).",
         ),
     ] = PLACEHOLDER_REPO,
     ref: Annotated[
-        str, typer.Option("--ref", help="Tag or commit SHA of backfillctl to pin them to (default: this version).")
+        str,
+        typer.Option(
+            "--ref", metavar="REF", help="Tag or commit SHA of backfillctl to pin them to (default: this version)."
+        ),
     ] = f"v{__version__}",
     environment: Annotated[
-        str, typer.Option("--environment", help="GitHub environment holding the reconcile job's secrets.")
+        str,
+        typer.Option("--environment", metavar="NAME", help="GitHub environment holding the reconcile job's secrets."),
     ] = DEFAULT_ENVIRONMENT,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
 ) -> int:

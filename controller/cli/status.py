@@ -73,7 +73,7 @@ def report(
         ReportFormat, typer.Option("--format", help="Output format (html: one self-contained page).")
     ] = ReportFormat.markdown,
     output_file: Annotated[
-        Path | None, typer.Option("--output", help="Write the report to this file instead of stdout.")
+        Path | None, typer.Option("--output", metavar="FILE", help="Write the report to this file instead of stdout.")
     ] = None,
 ) -> int:
     """The change record of one spec: who, why, what ran, the outcome, a calendar of the range, the audit trail.

@@ -28,9 +28,12 @@ def stop_command(
     downstream: Annotated[
         str | None, typer.Option("--downstream", metavar="SYSTEM", help="Stop every spec listing this system.")
     ] = None,
-    reason: Annotated[str | None, typer.Option("--reason", help="Why (required to stop).")] = None,
+    reason: Annotated[str | None, typer.Option("--reason", metavar="TEXT", help="Why (required to stop).")] = None,
     expires: Annotated[
-        str | None, typer.Option("--expires", help="Lift itself after this long: 30m, 4h, 2d.", callback=_expires)
+        str | None,
+        typer.Option(
+            "--expires", metavar="DURATION", help="Lift itself after this long: 30m, 4h, 2d.", callback=_expires
+        ),
     ] = None,
     show: Annotated[bool, typer.Option("--list", help="List the stops in force.")] = False,
     lift: Annotated[

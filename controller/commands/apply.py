@@ -27,7 +27,7 @@ from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.model.stages import Promotion
 from controller.core.plan.chunked import HALT
 from controller.core.plan.matching import matches_request
-from controller.core.plan.provenance import UNKNOWN_ORIGIN, approved_by
+from controller.core.plan.provenance import UNKNOWN_ORIGIN, approval_clause
 from controller.core.plan.values import Item, Kind
 from controller.core.plan.world import World
 from controller.core.rules.chunks import chunk_text
@@ -161,8 +161,8 @@ class Applier:
                 **_dates_json(item),
             },
             message=_chunk_text(item, _previous_concurrency(self._progress(spec)))
-            + f"requested by {spec.requested_by}, spec authored by {author}, approved by "
-            f"{approved_by(approval, spec.approvers)}; ticket {spec.ticket}",
+            + f"requested by {spec.requested_by}, spec authored by {author}, "
+            f"{approval_clause(approval, spec.approvers)}; ticket {spec.ticket}",
         )
         progress = item.progress
         if progress is not None and item.promoting:

@@ -117,8 +117,7 @@ def test_the_create_records_who_approved_and_the_report_names_it(
     assert intents["old"].request is not None
     assert "approval" not in intents["old"].request  # not the merged commit's spec: no evidence for it
     assert intents["old"].message == (
-        "requested by alice, spec authored by alice@x, approved by approval not recorded (the spec lists bob); "
-        "ticket CHG-1"
+        "requested by alice, spec authored by alice@x, approval not recorded (the spec lists bob); ticket CHG-1"
     )
     assert bench.store.bindings()["new"].approval == approval
     assert bench.store.bindings()["new"].phase is not Phase.BLOCKED

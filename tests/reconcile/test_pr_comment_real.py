@@ -56,7 +56,7 @@ def test_plan_pr_comment_puts_the_pull_requests_specs_first(tmp_path: Path, airf
         "- reason: Fix \\| \\<b\\>x\\</b\\> in history\n"
     )
     assert done.stdout.endswith(
-        "Other specs: 1 (1 create). Run `backfillctl plan` for the full plan.\n"
+        "Other specs (1): 1 to create. Run `backfillctl plan` for the full plan.\n"
         "\n"
         "**Plan: 2 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.**\n"
     )

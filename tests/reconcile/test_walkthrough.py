@@ -1,6 +1,7 @@
-"""The README's walk-through, scripted: branch → add spec → validate --base → plan → reviews with approval →
-merge → reconcile → status → report, running the workflows' own `run:` lines against a real git repository
-and the real Airflow 3.3.2. The audit trail must name the commit, the author and the approver of the spec.
+"""The README's walk-through, scripted: `backfillctl init` → branch → add spec → validate --base → plan → reviews
+with approval → merge → reconcile → status → report, running the `run:` lines of the reusable workflows the
+init'ed callers name, in the init'ed repository (its policy and workflows), against the real Airflow 3.3.2. The
+audit trail must name the commit, the author and the approver of the spec.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 
 from controller.adapters.store import Store
 from controller.adapters.store.audit_log import EventFilter
+from controller.core.documents.starter import EXAMPLE_SPEC
 
 pytestmark = pytest.mark.airflow
 REPO = Path(__file__).resolve().parents[2]
@@ -111,12 +113,29 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     walk = Walk(tmp_path, airflow_url)
     walk.git("init", "-q", "--bare", "-b", "main", str(tmp_path / "origin.git"), cwd=tmp_path)
     walk.git("clone", "-q", str(tmp_path / "origin.git"), str(walk.work), cwd=tmp_path)
-    (walk.work / "specs").mkdir()
-    (walk.work / "specs" / "policy.yaml").write_text(
-        "version: 1\nticket_pattern: '^CHG-[0-9]+$'\nauthor_logins: {alice@example.com: alice, bob@example.com: bob}\n"
+    ref = walk.git("rev-parse", "HEAD", cwd=REPO)  # the callers pin the backfillctl under test
+    init = ["init", str(walk.work), "--workflows-repo", "acme/backfillctl", "--ref", ref]
+    made = subprocess.run(
+        [sys.executable, "-m", "controller", *init],
+        env=walk.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (made.returncode, made.stderr) == (0, ""), made.stdout
+    for caller, called in (("backfill-pr.yml", PR), ("backfill-reconcile.yml", RECONCILE)):
+        (job,) = yaml.safe_load((walk.work / ".github" / "workflows" / caller).read_text())["jobs"].values()
+        assert job["uses"] == f"acme/backfillctl/.github/workflows/{called}@{ref}"
+        assert job["with"]["specs-dir"] == walk.env["BACKFILLCTL_SPECS_DIR"]
+    (walk.work / "specs" / f"{EXAMPLE_SPEC}.yaml").unlink()  # as the team README says: its DAG is not here
+    policy = walk.work / "specs" / "policy.yaml"  # the team maps its git authors to their logins
+    commented = "# author_logins: {alice@example.com: alice}\n"
+    assert commented in policy.read_text()
+    policy.write_text(
+        policy.read_text().replace(commented, "author_logins: {alice@example.com: alice, bob@example.com: bob}\n")
     )
     walk.git("add", "-A")
-    walk.git("commit", "-q", "-m", "policy")
+    walk.git("commit", "-q", "-m", "backfillctl init")
     walk.git("push", "-q", "origin", "HEAD:main")
 
     walk.git("checkout", "-q", "-b", "add-walk-demo")  # branch → add spec
@@ -212,17 +231,19 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     reconciled = walk.step(RECONCILE, "reconcile", PR_NUMBER=outputs["number"], PR_AUTHOR=outputs["author"])
     assert reconciled.returncode == 0, reconciled.stderr
     lines = reconciled.stdout.splitlines()
-    checksum = lines[2].removeprefix("Checksum: ")
+    checksum = lines[3].removeprefix("Checksum: ")
     assert lines == [
         f"+ create    walk-demo  demo_daily  {FIRST} → {LAST}  reprocess none  max_active_runs 2  forward  "
         "runs 3 of 3 in range  up to 32 tasks at once  "
         "Airflow 3.3.2, DAG version 1: every run: the latest DAG version (run_on_latest_version: true)  approvers bob  "
         "ticket CHG-4242  [Pending]",
+        # the init'ed policy's downstream budget; walk-demo lists no downstream system
+        "Load: warehouse budget 8: no unfinished spec (0 requested; at most 8 at once)",
         "Plan: 1 to create, 0 to pause, 0 to cancel, 0 queued, 0 blocked.",
         f"Checksum: {checksum}",
-        f"+ create walk-demo: created backfill #{lines[3].rsplit('#', 1)[-1]}",
+        f"+ create walk-demo: created backfill #{lines[4].rsplit('#', 1)[-1]}",
     ]
-    assert lines[3].rsplit("#", 1)[-1].isdigit()
+    assert lines[4].rsplit("#", 1)[-1].isdigit()
     finish = subprocess.run(
         [sys.executable, "-m", "controller", "reconcile", "--until-complete", "--interval", "3"],
         cwd=walk.work,

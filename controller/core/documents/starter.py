@@ -188,6 +188,47 @@ concurrency:
     + _secrets_block("      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES, "BACKFILLCTL_AUDIT_KEY"))
 )
 
+STOP_CALLER = (
+    """\
+# Emergency stop of a downstream system's backfills, by one of its owners (`downstream.<system>.owners` in
+# specs/policy.yaml; GitHub's identity decides): Actions → backfill-stop → Run workflow. The affected backfills
+# are paused at once and stay paused until an owner lifts the stop (run it again with `lift`), it expires, or a
+# reviewed `resume: "stop #N: …"` in the spec names it. The called workflow runs backfillctl @REF@ of @REPO@.
+name: backfill-stop
+on:
+  workflow_dispatch:
+    inputs:
+      downstream:
+        description: The downstream system (a key of `downstream` in specs/policy.yaml).
+        type: string
+        required: true
+      reason:
+        description: Why.
+        type: string
+        required: true
+      expires:
+        description: Optional, e.g. 4h; empty = until an owner lifts it.
+        type: string
+        default: ""
+      lift:
+        description: Lift the system's stop instead.
+        type: boolean
+        default: false
+permissions:
+  contents: read
+"""
+    + _call(
+        "reusable-backfill-stop.yml",
+        '      environment: "@ENVIRONMENT@"\n'
+        "      downstream: ${{ inputs.downstream }}\n      reason: ${{ inputs.reason }}\n"
+        "      expires: ${{ inputs.expires }}\n      lift: ${{ inputs.lift }}\n",
+        "the store, the Airflow identity that pauses, and optionally a read:org token for ORG/TEAM owners",
+    )
+    + _secrets_block(
+        "      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES, "BACKFILLCTL_AUDIT_KEY", "BACKFILLCTL_ORG_READ_TOKEN")
+    )
+)
+
 CODEOWNERS = """\
 # Branch protection is the primary gate: on main, require a pull request, "Require review from Code Owners"
 # and the check `backfill / validate-and-plan`. GitHub then needs an approval from an owner of the last
@@ -204,13 +245,25 @@ README = """\
 Backfills of our Airflow DAGs, as reviewed specs: one YAML file per backfill under `specs/`, checked and
 planned on every pull request, applied by reconcile after merge, each step audited (backfillctl @REF@).
 
-1. Branch, then `backfillctl new NAME --dag-id DAG --from 2025-01-01 --to 2025-01-31` (or copy
-   `specs/@EXAMPLE@.yaml`, and delete the example before the first merge).
+1. Branch, then write the spec (or copy `specs/@EXAMPLE@.yaml`; delete the example before the
+   first merge):
+
+   ```bash
+   backfillctl new NAME --dag-id DAG_ID --from 2025-01-01 --to 2025-01-31 --reprocess failed \\
+       --ticket CHG-1234 --reason "WHY, in a sentence" --approver LOGIN --expected-runs 31
+   ```
+
+   `--reprocess` is none (only dates without a run), failed or completed (all); the approver is who must
+   approve the pull request, never you. `--expected-runs` is the reviewed upper bound of runs (31 daily
+   runs here): with `BACKFILLCTL_AIRFLOW_URL` set, leave it out and `new` takes Airflow's dry-run count.
 2. `backfillctl validate` and, with Airflow configured, `backfillctl plan`.
 3. Open a pull request: the check validates, gates the approvals and posts the plan. The spec's
    `approvers` (and an owner of each `downstream` system) approve it in code review.
 4. Merge: reconcile re-checks those approvals, creates the backfill and records who approved it;
    `backfillctl report NAME` is the change record.
+
+In an emergency, an owner of a `downstream` system pauses its backfills at once: Actions → backfill-stop →
+Run workflow (the same again with `lift` resumes them).
 
 Set-up once: the secrets `BACKFILLCTL_STORE_URL` and `BACKFILLCTL_AIRFLOW_URL` with a token
 (`BACKFILLCTL_AIRFLOW_TOKEN`) or a login (`BACKFILLCTL_AIRFLOW_USERNAME` / `_PASSWORD`) in the
@@ -225,6 +278,7 @@ _TEMPLATES = (
     (".pre-commit-config.yaml", PRE_COMMIT),
     (".github/workflows/backfill-pr.yml", PR_CALLER),
     (".github/workflows/backfill-reconcile.yml", RECONCILE_CALLER),
+    (".github/workflows/backfill-stop.yml", STOP_CALLER),
     (".github/CODEOWNERS", CODEOWNERS),
     ("README.md", README),
 )

@@ -47,6 +47,12 @@ def approved_by(approval: Approval | None, approvers: tuple[str, ...]) -> str:
     return f"{NOT_RECORDED} (the spec lists {', '.join(approvers)})"
 
 
+def approval_clause(approval: Approval | None, approvers: tuple[str, ...]) -> str:
+    """The clause of a create intent's message: `approved by bob in #41 (…)`, or `approval not recorded (…)`."""
+    words = approved_by(approval, approvers)
+    return words if approval is None else f"approved by {words}"
+
+
 @dataclass(frozen=True, slots=True)
 class Gate:
     evidence: Evidence | None

@@ -26,7 +26,7 @@ from controller.core.model.capabilities import Capabilities, run_on_latest
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior, format_utc
 from controller.core.model.stages import Promotion
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, summary_counts
-from controller.core.render.plan import LABELS, SYMBOLS, item_load, summary_text
+from controller.core.render.plan import EXTRAS, LABELS, SYMBOLS, item_load, summary_text
 
 MARKER = "<!-- backfillctl-plan -->"
 LIMIT = 65_536  # GitHub's maximum comment body, in characters
@@ -35,6 +35,19 @@ ROLLBACK_SHOWN = 300  # characters of a rollback note shown (the spec file has i
 LISTED = 10  # tables and slices shown by name; the rest are counted
 SPEC_SUFFIXES = (".yaml", ".yml")
 POLICY_STEM = "policy"
+# the rest of the plan in the summary line's words and order: under `--no-store` every applied spec's backfill
+# reads as adopted, which is no action of the merge
+REST_WORDS = {
+    Kind.CREATE: "to create",
+    Kind.PAUSE: "to pause",
+    Kind.CANCEL: "to cancel",
+    Kind.WAIT: "queued",
+    Kind.BLOCKED: "blocked",
+    Kind.REFUSE: "refused",
+    Kind.UNPAUSE: EXTRAS["unpause"],
+    Kind.ADOPT: EXTRAS["adopt"],
+    Kind.NOOP: "in sync",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,9 +322,9 @@ def _show(value: object) -> str:
 
 
 def _rest(plan: Plan, changed: set[str], findings: int) -> str:
-    rest = Counter(label(item.kind) for item in plan.items if item.spec not in changed)
-    parts = ", ".join(f"{count} {what}" for what, count in sorted(rest.items()))
-    line = f"Other specs: {sum(rest.values())}" + (f" ({parts})" if parts else "")
+    rest = Counter(item.kind for item in plan.items if item.spec not in changed)
+    parts = ", ".join(f"{rest[kind]} {words}" for kind, words in REST_WORDS.items() if rest[kind])
+    line = f"Other specs ({sum(rest.values())}): {parts}" if parts else "No other specs"
     if findings:
         line += f"; {findings} other finding{'' if findings == 1 else 's'}"
     return line + ". Run `backfillctl plan` for the full plan."
