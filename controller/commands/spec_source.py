@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
 from controller.adapters.store import IndexedSpec, Store
@@ -23,7 +24,13 @@ from controller.core.plan.provenance import SpecOrigin
 from controller.errors import InvalidSpecs
 
 HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
-Origins = tuple[Commit | None, Commit | None]  # (the commit that added a file, the last that touched it)
+
+
+class Origins(NamedTuple):
+    """A spec file's history in git (None: git does not know it); a tuple still, as `commands/finished.py` unpacks."""
+
+    introduced: Commit | None = None  # the commit that added the file
+    last: Commit | None = None  # the last commit that touched it
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +134,7 @@ class SpecLoader:
         relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}
         origins = self._origins(sorted(set(relative.values())))
         for path, rel in relative.items():
-            intro, last = origins.get(rel, (None, None))
+            intro, last = origins.get(rel, Origins())
             if last is not None:
                 self.provenance[path] = SpecOrigin(last.sha, intro.author_email if intro else "")
         for path, row in indexed.items():
@@ -136,7 +143,7 @@ class SpecLoader:
 
         def key(spec: BackfillSpec) -> tuple[float, str]:
             row = indexed.get(spec.path)
-            intro = origins.get(relative.get(spec.path, ""), (None, None))[0]
+            intro = origins.get(relative.get(spec.path, ""), Origins()).introduced
             when = row.introduced if row is not None else (intro.timestamp if intro else None)
             return (float("inf") if when is None else when, spec.name)
 
@@ -150,4 +157,4 @@ class SpecLoader:
         asked = paths if len(paths) <= HISTORY_PATHS else None
         intros = self.git.introductions(self.settings.specs_dir, asked)
         last = self.git.last_commits(self.settings.specs_dir, asked)
-        return {path: (intros.get(path), last.get(path)) for path in paths}
+        return {path: Origins(intros.get(path), last.get(path)) for path in paths}
