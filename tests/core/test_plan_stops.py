@@ -10,14 +10,14 @@ from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stops import EmergencyStop, StopKind, StopSource, due_lifts
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource, due_lifts
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
 from tests.core.test_plan_chunks import world as chunk_world
 
 STOP = EmergencyStop(
-    3, StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
+    3, EmergencyStopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
 )
 HELD = "stop #3: stopped by oncall (cli): CPU at 95% (until 2026-11-02T04:00:00Z)"
 
@@ -46,7 +46,7 @@ def test_a_running_backfill_is_paused_and_a_paused_one_stays_paused() -> None:
 
 def test_a_spec_stop_holds_by_name_and_an_expired_one_does_not() -> None:
     s = spec()
-    by_name = replace(STOP, kind=StopKind.SPEC, target="s", expires_at=None)
+    by_name = replace(STOP, kind=EmergencyStopKind.SPEC, target="s", expires_at=None)
     plan = make_plan([s], Policy(), stopped(world(backfill(4, s), bindings={"s": bound("s", 4)}), by_name))
     assert decided(plan) == [("s", "pause", "Paused", "stop #3: stopped by oncall (cli): CPU at 95%", 4)]
     gone = replace(by_name, expires_at=NOW)
@@ -75,7 +75,7 @@ def test_a_reviewed_resume_naming_the_stop_lifts_it() -> None:
 
 def test_due_lifts_expired_and_unpaused_in_airflow() -> None:
     s = spec()
-    hand = EmergencyStop(5, StopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
+    hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
     expired = replace(STOP, expires_at=NOW)
     paused: dict[str, Backfill] = {"s": backfill(4, s, paused=True)}
     assert due_lifts((hand, expired), [s], paused, NOW) == [(expired, "expired at 2026-11-02T00:00:00Z")]
