@@ -10,7 +10,7 @@ from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource, due_lifts
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource, due_lifts, resumed_from, stop_of
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
@@ -101,3 +101,36 @@ def test_a_stop_holds_the_next_chunk_and_keeps_the_progress() -> None:
     canary = ten(downstream=("warehouse",), execution=Execution(chunk_runs=4, canary_runs=4))
     waiting = one(make_plan([canary], Policy(), stopped(w)))  # the canary's review comes first
     assert (waiting.phase.value, waiting.guard) == ("AwaitingPromotion", None)
+
+
+def test_an_expired_stop_says_when_it_expired_not_when_it_was_lifted() -> None:
+    expired = replace(STOP, expires_at=NOW - timedelta(hours=1))
+    assert due_lifts((expired,), [], {}, NOW) == [(expired, "expired at 2026-11-01T23:00:00Z")]
+
+
+def test_a_downstream_stop_is_lifted_only_when_every_spec_it_holds_resumes_it() -> None:
+    one_resumes = spec("a", downstream=("warehouse",), resume="stop #3: recovered")
+    other = spec("b", downstream=("warehouse",))
+    assert due_lifts((STOP,), [one_resumes, other], {}, NOW) == []
+    both = replace(other, resume="stop #3: recovered too")
+    assert due_lifts((STOP,), [one_resumes, both], {}, NOW) == [(STOP, "reviewed resume of a: stop #3: recovered")]
+
+
+def test_a_pause_made_in_airflow_is_lifted_when_its_backfill_is_gone_finished_or_unpaused() -> None:
+    s = spec()
+    hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
+    lifted = [(hand, "unpaused in Airflow")]
+    assert due_lifts((hand,), [s], {}, NOW) == lifted  # no backfill bound any more
+    assert due_lifts((hand,), [s], {"s": backfill(4, s, active=False, paused=True)}, NOW) == lifted
+    assert due_lifts((hand,), [s], {"s": backfill(4, s, paused=True)}, NOW) == []
+    assert due_lifts((hand,), [], {}, NOW) == []  # it holds no spec: nothing seen unpaused
+
+
+def test_the_oldest_stop_holds_and_resume_names_only_a_stop_of_the_spec() -> None:
+    s = spec(downstream=("warehouse",), resume="stop #7: the other one")
+    newer = replace(STOP, id=5)
+    assert stop_of(s, (newer, STOP), NOW) == STOP
+    assert stop_of(s, (newer, STOP, replace(STOP, id=7)), NOW) == STOP  # #7 is lifted by the resume
+    elsewhere = replace(STOP, id=7, target="lake")
+    assert resumed_from(s, (newer, elsewhere)) is None  # #7 does not hold s; #5 is not named
+    assert resumed_from(s, (newer, replace(STOP, id=7))) == replace(STOP, id=7)
