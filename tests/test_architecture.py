@@ -1,9 +1,11 @@
 """The shape of the code that import-linter's contracts do not check: no import cycles between controller modules
-(imports inside functions and under TYPE_CHECKING count: they are cycles too, only later), and a mutation gate that
-still mutates every module it names."""
+(imports inside functions and under TYPE_CHECKING count: they are cycles too, only later), no module over 500 lines or
+class over 250 (a longer one holds more than one concept), and a mutation gate that still mutates every module it
+names."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -82,3 +84,43 @@ def test_the_mutation_gate_mutates_modules_that_exist() -> None:
     assert not missing, f"[tool.mutmut] only_mutate names files that do not exist: {missing}"
     tests = [path for path in config["pytest_add_cli_args_test_selection"] if not (REPO / path).exists()]
     assert not tests, f"[tool.mutmut] runs tests that do not exist: {tests}"
+
+
+MODULE_LINES = 500  # the one-concept size rule: a module or class longer than these holds more than one
+CLASS_LINES = 250
+
+
+def too_long(text: str, name: str) -> list[str]:
+    """The module (`text`, named `name`) if it is longer than MODULE_LINES, and each class in it longer than
+    CLASS_LINES, with their sizes."""
+    found: list[str] = []
+    lines = len(text.splitlines())
+    if lines > MODULE_LINES:
+        found.append(f"{name}: {lines} lines (module limit {MODULE_LINES})")
+    for node in ast.walk(ast.parse(text, filename=name)):
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+            size = node.end_lineno - node.lineno + 1
+            if size > CLASS_LINES:
+                found.append(f"{name}:{node.lineno}: class {node.name}: {size} lines (class limit {CLASS_LINES})")
+    return found
+
+
+def test_the_size_check_names_a_long_class_and_a_long_module() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(CLASS_LINES))
+    assert too_long(f"class Big:\n{body}", "big.py") == [
+        f"big.py:1: class Big: {CLASS_LINES + 1} lines (class limit {CLASS_LINES})"
+    ]
+    assert too_long(f"class Fits:\n{body[: body.rindex('    x')]}", "fits.py") == []
+    assert too_long("x = 1\n" * (MODULE_LINES + 1), "long.py") == [
+        f"long.py: {MODULE_LINES + 1} lines (module limit {MODULE_LINES})"
+    ]
+    assert too_long("x = 1\n" * MODULE_LINES, "fits.py") == []
+
+
+def test_no_module_or_class_under_controller_is_too_long() -> None:
+    found = [
+        line
+        for path in sorted((REPO / "controller").rglob("*.py"))
+        for line in too_long(path.read_text(), path.relative_to(REPO).as_posix())
+    ]
+    assert not found, "split these by concept:\n" + "\n".join(found)

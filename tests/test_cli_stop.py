@@ -8,7 +8,7 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.cli import main
-from controller.core.plan.stops import StopKind, StopSource
+from controller.core.plan.stops import EmergencyStopKind, StopSource
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def test_list_and_an_owners_lift(
     assert main(["stop", "--list"]) == 0
     assert capsys.readouterr().out == "no stops in force\n"
     with Store(store_url) as store:
-        store.add_stop(StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "wh-oncall", source=StopSource.CLI)
+        store.add_stop(EmergencyStopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "wh-oncall", source=StopSource.CLI)
     assert main(["stop", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("#1 downstream warehouse: CPU at 95% — by wh-oncall (cli) at ")

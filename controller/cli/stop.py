@@ -51,7 +51,7 @@ def stop_command(
     `resume: "stop #N: …"` names it. The actor is BACKFILLCTL_ACTOR: only as trustworthy as the store credentials."""
     from controller.adapters.store import Store
     from controller.commands import stop as stops
-    from controller.core.plan.stops import StopKind, StopSource
+    from controller.core.plan.stops import EmergencyStopKind, StopSource
 
     settings = load_settings()
     if source not in ("cli", "workflow") or (source == "workflow" and os.environ.get("GITHUB_ACTIONS") != "true"):
@@ -72,7 +72,7 @@ def stop_command(
         )
     if not reason or len(reason.strip()) < 3:
         raise UsageError("stop needs --reason: say why, for the owners and the audit log", hint='--reason "CPU at 95%"')
-    kind, target = (StopKind.SPEC, name) if name is not None else (StopKind.DOWNSTREAM, downstream)
+    kind, target = (EmergencyStopKind.SPEC, name) if name is not None else (EmergencyStopKind.DOWNSTREAM, downstream)
     until = None
     if expires is not None:
         span = _SPAN.fullmatch(expires.strip())

@@ -14,7 +14,7 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill
 from controller.core.model.binding import Binding
 from controller.core.model.spec import BackfillSpec, DesiredState
-from controller.core.plan.stops import NOT_RECORDED, EmergencyStop, HandPause, StopKind, StopSource, due_lifts
+from controller.core.plan.stops import NOT_RECORDED, EmergencyStop, EmergencyStopKind, HandPause, StopSource, due_lifts
 from controller.core.plan.values import FindingKind, Plan
 from controller.core.plan.world import Holds, World
 from controller.errors import AirflowError
@@ -78,13 +78,13 @@ def lift_due(world: World, specs: Sequence[BackfillSpec], store: Store, recorder
 def record_hand_stops(plan: Plan, world: World, store: Store, recorder: Recorder) -> None:
     """A managed backfill paused in Airflow by a person is a stop: recorded with who and when (where the event
     log names them), so a reviewed `resume` can name it and status shows it."""
-    held = {s.target for s in world.holds.stops if s.kind is StopKind.SPEC}
+    held = {s.target for s in world.holds.stops if s.kind is EmergencyStopKind.SPEC}
     for finding in plan.findings:
         if finding.kind is not FindingKind.DRIFT or finding.spec is None or finding.spec in held:
             continue
         hand = world.holds.hand_pauses.get(finding.backfill_id or -1, HandPause())
         reason = f"backfill #{finding.backfill_id} paused by hand in Airflow"
-        stop = store.add_stop(StopKind.SPEC, finding.spec, reason, hand.who, source=StopSource.AIRFLOW)
+        stop = store.add_stop(EmergencyStopKind.SPEC, finding.spec, reason, hand.who, source=StopSource.AIRFLOW)
         who = hand.who if hand.who != NOT_RECORDED else f"(who: {NOT_RECORDED})"
         message = f"stop #{stop.id} of spec {finding.spec} by {who} (airflow): {reason}"
         recorder.audit(Action.STOP, AuditPhase.OBSERVATION, None, outcome=Outcome.STOPPED, message=message)

@@ -15,23 +15,21 @@ from typing import TypeVar
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.dryrun import DryRunner
-from controller.core.model.airflow import Backfill, DagInfo, DagRun, RunSummary, summarise
-from controller.core.model.binding import Binding, CreateFacts
+from controller.commands.summaries import SummaryReader
+from controller.core.model.airflow import Backfill, DagInfo, RunSummary
+from controller.core.model.binding import Binding
 from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.load import creates, with_load
 from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
-from controller.core.plan.ownership import Owned, own_runs
 from controller.core.plan.queue import dry_runs_needed
 from controller.core.plan.values import Plan
 from controller.core.plan.world import DagObservation, DryRun, World, closest_ids
-from controller.core.rules.schedules import runs_of, runs_within
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)
-BATCH_FROM = 2  # more backfills than this on one DAG: try one read of their whole range first
 POOL = 8  # DAGs observed at once (the client bounds the calls in flight): a pass of a few DAGs is one wave
 K = TypeVar("K")
 V = TypeVar("V")
@@ -58,6 +56,7 @@ class Observer:
     def __init__(self, client: AirflowClient) -> None:
         self.client = client
         self.dry_runs = DryRunner(client)
+        self.runs = SummaryReader(client)  # each backfill's own runs by state
 
     def world(
         self,
@@ -196,7 +195,7 @@ class Observer:
                 known = {c.backfill.id: c.made for c in made if c.made is not None}
                 unknown = tuple(b for b in new if b.id not in known)
                 owners = owners_of(bindings, specs, listed)
-                runs, owned = self._summaries(
+                runs, owned = self.runs.summaries(
                     dag_id, unknown, listed, bindings, owners, partitioned=prior.info.partitioned
                 )
                 return DagObservation(
@@ -245,90 +244,10 @@ class Observer:
             wanted = _runs_wanted(dag_id, backfills, specs, bindings)
             partitioned = info is not None and info.partitioned
             owners = owners_of(bindings, specs, backfills)
-            runs, owned = self._summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
+            runs, owned = self.runs.summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
         return DagObservation(dag_id, info, backfills, runs, owned=owned)
-
-    def _summaries(
-        self,
-        dag_id: str,
-        wanted: Sequence[Backfill],
-        listed: Sequence[Backfill],
-        bindings: Mapping[str, Binding],
-        owners: Mapping[int, str],
-        *,
-        partitioned: bool,
-    ) -> tuple[dict[int, RunSummary], dict[int, Owned]]:
-        """Each backfill's own runs by state. A running backfill whose dates are its whole range is counted by
-        state (a few calls, whatever its size); the others' runs are read and told apart by date and queue
-        time: a finished backfill once (its outcome is then stored), one still running while a page holds its
-        range, an unbound one once (its dates are recovered for its adoption)."""
-        recorded = recorded_dates(bindings)
-        counted = [b for b in wanted if _counted(b, recorded, partitioned=partitioned)]
-        runs = self._counts(dag_id, counted, partitioned=partitioned)
-        read = [b for b in wanted if b not in counted]
-        owned: dict[int, Owned] = {}
-        shared = self._batch(dag_id, read, partitioned=partitioned)
-        for backfill in read:
-            facts = recorded.get(backfill.id)
-            if shared is not None:
-                found: Owned | RunSummary = own_runs(backfill, _dates(facts), shared, listed, owners)
-            else:
-                found = self._own(backfill, facts, listed, owners, partitioned=partitioned)
-            if isinstance(found, Owned):
-                owned[backfill.id], runs[backfill.id] = found, found.summary
-            else:
-                runs[backfill.id] = found
-        return runs, owned
-
-    def _batch(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> list[DagRun] | None:
-        """Many backfills' runs (specs adopted after a lost store) as one read of their whole range, when that
-        takes fewer pages than one read each (None: read each on its own)."""
-        if len(backfills) <= BATCH_FROM:
-            return None
-        low, high = min(b.from_date for b in backfills), max(b.to_date for b in backfills)
-        return self.client.dag_runs_if_within(dag_id, low, high, partitioned=partitioned, pages=len(backfills))
-
-    def _own(
-        self,
-        backfill: Backfill,
-        facts: CreateFacts | None,
-        listed: Sequence[Backfill],
-        owners: Mapping[int, str],
-        *,
-        partitioned: bool,
-    ) -> Owned | RunSummary:
-        """The backfill's own runs; a running one whose range holds more than a page of runs is counted over the
-        range of its dates instead (its progress only: its outcome is read run by run once it finished)."""
-        dates = _dates(facts)
-        low, high = (min(dates), max(dates)) if dates else (backfill.from_date, backfill.to_date)
-        client = self.client
-        if backfill.active and not partitioned:
-            runs = client.runs_or_summary(backfill.dag_id, low, high)
-            if isinstance(runs, RunSummary):
-                return runs
-        else:
-            runs = client.dag_runs(backfill.dag_id, low, high, partitioned=partitioned)
-        return own_runs(backfill, dates, runs, listed, owners)
-
-    def _counts(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> dict[int, RunSummary]:
-        """Each backfill's runs by state. Several backfills on a DAG (specs adopted after a lost store) are
-        read as one range when that takes fewer pages than one read each, and told apart in memory."""
-        if len(backfills) > BATCH_FROM:
-            low, high = min(b.from_date for b in backfills), max(b.to_date for b in backfills)
-            runs = self.client.dag_runs_if_within(dag_id, low, high, partitioned=partitioned, pages=len(backfills))
-            if runs is not None:
-                return {b.id: summarise(runs_within(b, runs, partitioned=partitioned)) for b in backfills}
-        return {b.id: self._summary(b, partitioned=partitioned) for b in backfills}
-
-    def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
-        """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
-        this one's (reprocessing creates new runs), so only the runs this backfill created are counted."""
-        if not partitioned:
-            return self.client.run_summary(backfill.dag_id, backfill.from_date, backfill.to_date)
-        runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=True)
-        return summarise(runs_of(backfill, runs))
 
 
 def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | None) -> DagLoad:
@@ -352,24 +271,6 @@ def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | N
     return DagLoad(dag_id, len(task_pools), assets, pools, tuple(unknown))
 
 
-def recorded_dates(bindings: Mapping[str, Binding]) -> dict[int, CreateFacts | None]:
-    """Backfill id → the dates its spec recorded for it (None: bound, none recorded): a chunk's own dates, or
-    a spec's create facts."""
-    found: dict[int, CreateFacts | None] = {}
-    for binding in bindings.values():
-        if binding.progress is not None:
-            chunks = binding.progress.chunks
-            found |= {c.backfill_id: None if c.dates is None else CreateFacts(dates=c.dates) for c in chunks}
-        elif binding.backfill_id is not None:
-            created = binding.created
-            found[binding.backfill_id] = created if created is not None and created.dates is not None else None
-    return found
-
-
-def _dates(facts: CreateFacts | None) -> list[datetime] | None:
-    return None if facts is None else facts.own_dates
-
-
 def owners_of(
     bindings: Mapping[str, Binding], specs: Sequence[BackfillSpec], listed: Sequence[Backfill]
 ) -> dict[int, str]:
@@ -379,15 +280,6 @@ def owners_of(
     owners |= {i: name for name, b in bindings.items() for i in b.backfills}
     owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
     return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}
-
-
-def _counted(backfill: Backfill, recorded: Mapping[int, CreateFacts | None], *, partitioned: bool) -> bool:
-    """Counted by state over its range (no run read): a running logical-date backfill whose recorded dates are
-    its whole range, or bound without recorded dates (a binding older than them)."""
-    if partitioned or not backfill.active or backfill.id not in recorded:
-        return False
-    facts = recorded[backfill.id]
-    return facts is None or facts.whole_range
 
 
 def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> frozenset[int] | None:

@@ -17,19 +17,17 @@ from itertools import groupby
 from pathlib import Path
 
 from controller.adapters.airflow import AirflowClient
-from controller.adapters.gitsource import Commit, GitSource
-from controller.adapters.store import IndexedSpec, Store
+from controller.adapters.gitsource import GitSource
+from controller.adapters.store import Store
 from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
-from controller.commands.finished import Unread, new_rows, rebuilt, shown_paths, unread_specs
 from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
 from controller.commands.settings import Settings
+from controller.commands.spec_source import SpecLoader, SpecSource
 from controller.commands.stages import StageRunner
-from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
-from controller.core.checks.validation import ValidationResult, check_names_in_tree
 from controller.core.model.binding import Binding
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
@@ -42,11 +40,9 @@ from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, iter_chang
 from controller.core.plan.world import World
 from controller.core.render.plan import findings
 from controller.core.rules.analysis import Verdict
-from controller.errors import ConfigError, InvalidSpecs, StalePlan
+from controller.errors import ConfigError, StalePlan
 
 log = logging.getLogger(__name__)
-HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
-Origins = tuple[Commit | None, Commit | None]  # (the commit that added a file, the last that touched it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,33 +73,6 @@ class PassResult:
         ]
 
 
-@dataclass(frozen=True, slots=True)
-class SpecSource:
-    """What a pass read: the commit at HEAD, or the working tree (`--allow-dirty`, or not a repository), and
-    the spec files that differ from HEAD as (path, how)."""
-
-    commit: str | None
-    working_tree: bool
-    differing: tuple[tuple[str, str], ...] = ()
-    repository: bool = True
-
-    def lines(self) -> list[str]:
-        """What to tell the user, one line per file (none when the working tree is the commit)."""
-        short = (self.commit or "")[:12] or "none (no commits yet)"
-        if not self.repository:
-            return ["not in a git repository: the spec files are applied as they are on disk, unreviewed"]
-        if self.working_tree:
-            return [
-                f"--allow-dirty: applying {path} ({how}), which HEAD {short} does not hold"
-                for path, how in self.differing
-            ]
-        return [
-            f"not applied: {path} ({how}); reconcile applies what is committed at HEAD {short}: commit it, or "
-            "pass --allow-dirty for a local experiment"
-            for path, how in self.differing
-        ]
-
-
 class Reconciler:
     def __init__(
         self,
@@ -121,14 +90,13 @@ class Reconciler:
         self.allow_dirty = allow_dirty
         self.told: SpecSource | None = None  # said once, and again when the files differ (--watch)
         self.git = git or GitSource(settings.specs_dir)
+        self.specs = SpecLoader(settings, store, self.git, clock)  # the specs, their queue order and provenance
         self.commit = self.git.head()
-        self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
         self.analyst = Analyst(store)  # each downstream system's metric analysis, once a pass
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
         self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
-        self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.recorder: Recorder | None = None  # the last pass's (the pass hooks audit stuck findings through it)
         self.connect = connect  # opens another environment's client (None: production only)
         self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
@@ -154,98 +122,21 @@ class Reconciler:
 
     # --- the specs -----------------------------------------------------------------------------------------
 
+    @property
+    def provenance(self) -> dict[str, SpecOrigin]:
+        """Spec path → its last commit and the author who added it (filled by each load)."""
+        return self.specs.provenance
+
+    @property
+    def loaded(self) -> dict[str, LoadedSpec]:
+        """The last load's specs with their documents (the gate locates)."""
+        return self.specs.loaded
+
     def load(
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
     ) -> tuple[list[BackfillSpec], Policy]:
-        """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
-        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again, and those
-        the store's index keeps are not read at all (`commands/finished.py`: a pass's cost must not grow with the
-        finished specs, 10,000 of them must not slow every pass)."""
-        settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
-        unread = Unread()
-        if bindings is not None and source is not None and source.repository:
-            unread = unread_specs(
-                self.git, self.store, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
-            )
-        result, rows, known = self._read(source, settled, unread)
-        if not result.ok:
-            first = result.errors[0]
-            raise InvalidSpecs(
-                f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
-                hint="run `backfillctl validate` and fix every error; nothing was changed",
-            )
-        indexed = rebuilt(rows)
-        self.loaded = {item.spec.name: item for item in (*result.loaded, *indexed)}
-        ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], known)
-        if bindings is not None and not self.store.read_only and unread.blobs:
-            fresh = new_rows(result.loaded, bindings, unread, relative, origins)
-            if fresh or unread.stale:
-                self.store.index_specs(fresh, present=set(unread.blobs.values()))
-        return ordered, result.policy
-
-    def _read(
-        self, source: SpecSource | None, settled: frozenset[str], unread: Unread
-    ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
-        """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
-        file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
-        unique-name rule, word for word)."""
-        folder = self.settings.specs_dir
-        if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
-            shown = shown_paths(folder)
-            known = {shown(unread.within(path)): row for path, row in unread.known.items()}
-            skip = {unread.within(path) for path in unread.entries}
-            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip)
-        else:
-            shown = shown_paths(self.git.root)
-            known = {shown(path): row for path, row in unread.known.items()}
-            specs, policy = self.git.committed(folder, skip=unread.entries.keys())
-            result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
-        rows = {path: row for path, row in known.items() if row.path in unread.entries}
-        names: dict[str, list[str]] = {}
-        for path, row in rows.items():
-            names.setdefault(row.name, []).append(path)
-        if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
-            return self._read(source, settled, Unread())
-        return result, rows, known
-
-    def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
-        """First merged first: the commit that added the spec file, then the name."""
-        return self._ordered(specs, {})[0]
-
-    def _ordered(
-        self, specs: list[BackfillSpec], indexed: Mapping[str, IndexedSpec]
-    ) -> tuple[list[BackfillSpec], dict[str, str], dict[str, Origins]]:
-        """`queue_order`, with the introductions and last commits of the spec files the index keeps (`indexed`,
-        by spec path) from there; the others' from git history, only their own files' when they are few. Also
-        each looked-up spec's repository-relative path, and what git said of it."""
-        history = self.git.available and self.git.head() is not None
-        relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}
-        origins = self._origins(sorted(set(relative.values())))
-        for path, rel in relative.items():
-            intro, last = origins.get(rel, (None, None))
-            if last is not None:
-                self.provenance[path] = SpecOrigin(last.sha, intro.author_email if intro else "")
-        for path, row in indexed.items():
-            if row.last_commit is not None:
-                self.provenance[path] = SpecOrigin(row.last_commit, row.author_email)
-
-        def key(spec: BackfillSpec) -> tuple[float, str]:
-            row = indexed.get(spec.path)
-            intro = origins.get(relative.get(spec.path, ""), (None, None))[0]
-            when = row.introduced if row is not None else (intro.timestamp if intro else None)
-            return (float("inf") if when is None else when, spec.name)
-
-        return sorted(specs, key=key), relative, origins
-
-    def _origins(self, paths: Sequence[str]) -> dict[str, Origins]:
-        """Repository-relative path → (the commit that added it, the last that touched it); git walks only these
-        files' history when they are few (a pass over live specs), else the folder's once."""
-        if not paths:
-            return {}
-        asked = paths if len(paths) <= HISTORY_PATHS else None
-        intros = self.git.introductions(self.settings.specs_dir, asked)
-        last = self.git.last_commits(self.settings.specs_dir, asked)
-        return {path: (intros.get(path), last.get(path)) for path in paths}
+        """The specs in queue order and the policy (`SpecLoader.load`)."""
+        return self.specs.load(bindings, source)
 
     # --- read only: plan and status ----------------------------------------------------------------------
 

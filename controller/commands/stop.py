@@ -27,7 +27,7 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
-from controller.core.plan.stops import EmergencyStop, StopKind, StopSource
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
 from controller.errors import AirflowConflict, AirflowError, Refused, UsageError
 
 if TYPE_CHECKING:
@@ -47,17 +47,17 @@ class StopResult:
     failed: tuple[str, ...] = ()  # pauses Airflow refused (the next pass pauses them)
 
 
-def affected(specs: Sequence[BackfillSpec], kind: StopKind, target: str) -> list[BackfillSpec]:
-    return [s for s in specs if (s.name == target if kind is StopKind.SPEC else target in s.downstream)]
+def affected(specs: Sequence[BackfillSpec], kind: EmergencyStopKind, target: str) -> list[BackfillSpec]:
+    return [s for s in specs if (s.name == target if kind is EmergencyStopKind.SPEC else target in s.downstream)]
 
 
-def check_target(specs: Sequence[BackfillSpec], policy: Policy, kind: StopKind, target: str) -> None:
+def check_target(specs: Sequence[BackfillSpec], policy: Policy, kind: EmergencyStopKind, target: str) -> None:
     """A stop names a spec that exists or a downstream system of the policy (a typo must not stop nothing)."""
-    if kind is StopKind.SPEC and not affected(specs, kind, target):
+    if kind is EmergencyStopKind.SPEC and not affected(specs, kind, target):
         names = ", ".join(sorted(s.name for s in specs)[:5]) or "none"
         raise UsageError(f"stop {target}: no spec named {target!r} in the specs directory", hint=f"specs: {names}")
     systems = {b.name for b in policy.downstream}
-    if kind is StopKind.DOWNSTREAM and target not in systems:
+    if kind is EmergencyStopKind.DOWNSTREAM and target not in systems:
         raise UsageError(
             f"stop --downstream {target}: the policy has no downstream system {target!r}",
             hint=f"systems in specs/policy.yaml: {', '.join(sorted(systems)) or 'none'}",
@@ -70,11 +70,11 @@ def owners_of(policy: Policy, specs: Sequence[BackfillSpec], stop: EmergencyStop
     budgets = {b.name: b for b in policy.downstream}
     systems = (
         [stop.target]
-        if stop.kind is StopKind.DOWNSTREAM
+        if stop.kind is EmergencyStopKind.DOWNSTREAM
         else [d for s in affected(specs, stop.kind, stop.target) for d in s.downstream]
     )
     owners = [o for name in systems if name in budgets for o in budgets[name].owners]
-    if not owners and stop.kind is StopKind.SPEC:
+    if not owners and stop.kind is EmergencyStopKind.SPEC:
         owners = [p for s in affected(specs, stop.kind, stop.target) for p in (s.requested_by, *s.approvers)]
     return tuple(dict.fromkeys(owners))
 
@@ -85,7 +85,7 @@ def stop_now(
     recorder: Recorder,
     specs: Sequence[BackfillSpec],
     *,
-    kind: StopKind,
+    kind: EmergencyStopKind,
     target: str,
     reason: str,
     actor: str,
@@ -179,7 +179,7 @@ def _recorder(settings: Settings, store: Store, reconciler: Reconciler, policy: 
 
 def stop_with_settings(  # noqa: PLR0917 - the stop's fields
     settings: Settings,
-    kind: StopKind,
+    kind: EmergencyStopKind,
     target: str,
     reason: str,
     source: StopSource,

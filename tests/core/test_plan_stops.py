@@ -10,14 +10,14 @@ from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stops import EmergencyStop, StopKind, StopSource, due_lifts
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource, due_lifts, resumed_from, stop_of
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
 from tests.core.test_plan_chunks import world as chunk_world
 
 STOP = EmergencyStop(
-    3, StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
+    3, EmergencyStopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", StopSource.CLI, T0, NOW + timedelta(hours=4)
 )
 HELD = "stop #3: stopped by oncall (cli): CPU at 95% (until 2026-11-02T04:00:00Z)"
 
@@ -46,7 +46,7 @@ def test_a_running_backfill_is_paused_and_a_paused_one_stays_paused() -> None:
 
 def test_a_spec_stop_holds_by_name_and_an_expired_one_does_not() -> None:
     s = spec()
-    by_name = replace(STOP, kind=StopKind.SPEC, target="s", expires_at=None)
+    by_name = replace(STOP, kind=EmergencyStopKind.SPEC, target="s", expires_at=None)
     plan = make_plan([s], Policy(), stopped(world(backfill(4, s), bindings={"s": bound("s", 4)}), by_name))
     assert decided(plan) == [("s", "pause", "Paused", "stop #3: stopped by oncall (cli): CPU at 95%", 4)]
     gone = replace(by_name, expires_at=NOW)
@@ -75,7 +75,7 @@ def test_a_reviewed_resume_naming_the_stop_lifts_it() -> None:
 
 def test_due_lifts_expired_and_unpaused_in_airflow() -> None:
     s = spec()
-    hand = EmergencyStop(5, StopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
+    hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
     expired = replace(STOP, expires_at=NOW)
     paused: dict[str, Backfill] = {"s": backfill(4, s, paused=True)}
     assert due_lifts((hand, expired), [s], paused, NOW) == [(expired, "expired at 2026-11-02T00:00:00Z")]
@@ -101,3 +101,36 @@ def test_a_stop_holds_the_next_chunk_and_keeps_the_progress() -> None:
     canary = ten(downstream=("warehouse",), execution=Execution(chunk_runs=4, canary_runs=4))
     waiting = one(make_plan([canary], Policy(), stopped(w)))  # the canary's review comes first
     assert (waiting.phase.value, waiting.guard) == ("AwaitingPromotion", None)
+
+
+def test_an_expired_stop_says_when_it_expired_not_when_it_was_lifted() -> None:
+    expired = replace(STOP, expires_at=NOW - timedelta(hours=1))
+    assert due_lifts((expired,), [], {}, NOW) == [(expired, "expired at 2026-11-01T23:00:00Z")]
+
+
+def test_a_downstream_stop_is_lifted_only_when_every_spec_it_holds_resumes_it() -> None:
+    one_resumes = spec("a", downstream=("warehouse",), resume="stop #3: recovered")
+    other = spec("b", downstream=("warehouse",))
+    assert due_lifts((STOP,), [one_resumes, other], {}, NOW) == []
+    both = replace(other, resume="stop #3: recovered too")
+    assert due_lifts((STOP,), [one_resumes, both], {}, NOW) == [(STOP, "reviewed resume of a: stop #3: recovered")]
+
+
+def test_a_pause_made_in_airflow_is_lifted_when_its_backfill_is_gone_finished_or_unpaused() -> None:
+    s = spec()
+    hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
+    lifted = [(hand, "unpaused in Airflow")]
+    assert due_lifts((hand,), [s], {}, NOW) == lifted  # no backfill bound any more
+    assert due_lifts((hand,), [s], {"s": backfill(4, s, active=False, paused=True)}, NOW) == lifted
+    assert due_lifts((hand,), [s], {"s": backfill(4, s, paused=True)}, NOW) == []
+    assert due_lifts((hand,), [], {}, NOW) == []  # it holds no spec: nothing seen unpaused
+
+
+def test_the_oldest_stop_holds_and_resume_names_only_a_stop_of_the_spec() -> None:
+    s = spec(downstream=("warehouse",), resume="stop #7: the other one")
+    newer = replace(STOP, id=5)
+    assert stop_of(s, (newer, STOP), NOW) == STOP
+    assert stop_of(s, (newer, STOP, replace(STOP, id=7)), NOW) == STOP  # #7 is lifted by the resume
+    elsewhere = replace(STOP, id=7, target="lake")
+    assert resumed_from(s, (newer, elsewhere)) is None  # #7 does not hold s; #5 is not named
+    assert resumed_from(s, (newer, replace(STOP, id=7))) == replace(STOP, id=7)

@@ -10,7 +10,7 @@ import pytest
 from controller import __version__
 from controller.adapters.store import Store
 from controller.core.audit.chain import AuditEntry
-from controller.core.plan.stops import StopKind, StopSource
+from controller.core.plan.stops import EmergencyStopKind, StopSource
 from controller.errors import Stopped, UsageError
 
 T = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -22,9 +22,9 @@ def intent(action: str, spec: str = "orders-fix") -> AuditEntry:
 
 def test_add_list_and_lift(store_url: str) -> None:
     with Store(store_url, clock=lambda: T) as store:
-        first = store.add_stop(StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", source=StopSource.CLI)
+        first = store.add_stop(EmergencyStopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", source=StopSource.CLI)
         later = store.add_stop(
-            StopKind.SPEC,
+            EmergencyStopKind.SPEC,
             "orders-fix",
             "bad data",
             "gh-user",
@@ -32,8 +32,8 @@ def test_add_list_and_lift(store_url: str) -> None:
             expires_at=T + timedelta(hours=4),
         )
         assert [(s.id, s.kind, s.target, s.actor, s.source, s.expires_at) for s in store.stops()] == [
-            (first.id, StopKind.DOWNSTREAM, "warehouse", "oncall", StopSource.CLI, None),
-            (later.id, StopKind.SPEC, "orders-fix", "gh-user", StopSource.WORKFLOW, T + timedelta(hours=4)),
+            (first.id, EmergencyStopKind.DOWNSTREAM, "warehouse", "oncall", StopSource.CLI, None),
+            (later.id, EmergencyStopKind.SPEC, "orders-fix", "gh-user", StopSource.WORKFLOW, T + timedelta(hours=4)),
         ]
         store.lift_stop(first.id, "warehouse-oncall", "load is down")
         assert [s.id for s in store.stops()] == [later.id]
@@ -43,7 +43,7 @@ def test_add_list_and_lift(store_url: str) -> None:
 
 def test_an_intent_for_a_stopped_target_is_refused_in_its_transaction(store_url: str) -> None:
     with Store(store_url, clock=lambda: T) as store:
-        stop = store.add_stop(StopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", source=StopSource.CLI)
+        stop = store.add_stop(EmergencyStopKind.DOWNSTREAM, "warehouse", "CPU at 95%", "oncall", source=StopSource.CLI)
         before = store.audit_head_seq()
         for action in ("create", "unpause"):
             with pytest.raises(Stopped, match=f"{action} of orders-fix refused: stop #{stop.id}: stopped by oncall"):
@@ -59,6 +59,6 @@ def test_an_intent_for_a_stopped_target_is_refused_in_its_transaction(store_url:
 def test_an_expired_stop_no_longer_refuses(store_url: str) -> None:
     with Store(store_url, clock=lambda: T) as store:
         store.add_stop(
-            StopKind.SPEC, "orders-fix", "r", "a", source=StopSource.CLI, expires_at=T - timedelta(seconds=1)
+            EmergencyStopKind.SPEC, "orders-fix", "r", "a", source=StopSource.CLI, expires_at=T - timedelta(seconds=1)
         )
         store.append(intent("create"))

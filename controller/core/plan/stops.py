@@ -20,9 +20,14 @@ from controller.core.model.airflow import Backfill
 from controller.core.model.spec import BackfillSpec, format_utc
 
 
-class StopKind(StrEnum):
+class EmergencyStopKind(StrEnum):
+    """What an emergency stop names: one spec, or a downstream system (every spec listing it)."""
+
     SPEC = "spec"
     DOWNSTREAM = "downstream"
+
+
+StopKind = EmergencyStopKind  # the store adapter's old name, until its modules import the new one: use the new one
 
 
 class StopSource(StrEnum):
@@ -39,7 +44,7 @@ _NAMES = re.compile(r"\bstop #(\d+)\b", re.IGNORECASE)
 @dataclass(frozen=True, slots=True)
 class EmergencyStop:
     id: int
-    kind: StopKind
+    kind: EmergencyStopKind
     target: str
     reason: str
     actor: str
@@ -48,7 +53,7 @@ class EmergencyStop:
     expires_at: datetime | None = None
 
     def covers(self, spec: BackfillSpec) -> bool:
-        if self.kind is StopKind.SPEC:
+        if self.kind is EmergencyStopKind.SPEC:
             return self.target == spec.name
         return self.target in spec.downstream
 
@@ -108,7 +113,7 @@ def due_lifts(
         if stop.expired(now):
             lifts.append((stop, f"expired at {format_utc(stop.expires_at or now)}"))
         elif resumed := [s for s in covered if stop.id in named_by_resume(s)]:
-            if stop.kind is StopKind.SPEC or len(resumed) == len(covered):
+            if stop.kind is EmergencyStopKind.SPEC or len(resumed) == len(covered):
                 lifts.append((stop, f"reviewed resume of {resumed[0].name}: {resumed[0].resume}"))
         elif stop.source is StopSource.AIRFLOW and _unpaused(covered, backfills):
             lifts.append((stop, "unpaused in Airflow"))
