@@ -230,6 +230,26 @@ _SURROGATE = "which is not Unicode text (it cannot be written as UTF-8)"
                 "write the character itself instead of \\u escapes of UTF-16 surrogates",
             ),
         ),
+        (  # the non-specific tag makes a quoted scalar plain: its escapes are still checked
+            'reason: ! "ok \\ud800"',
+            (
+                "the string holds a lone surrogate U+D800 at character 4, " + _SURROGATE,
+                ("reason",),
+                1,
+                9,
+                "write the character itself instead of \\u escapes of UTF-16 surrogates",
+            ),
+        ),
+        (
+            'ticket: ! "CHG-1\\0"',
+            (
+                "the string holds a NUL character (\\0) at character 6, which PostgreSQL cannot store",
+                ("ticket",),
+                1,
+                9,
+                "remove the \\0 escape",
+            ),
+        ),
         (
             'ticket: "CHG-1\\0"',
             (
@@ -303,7 +323,7 @@ _SURROGATE = "which is not Unicode text (it cannot be written as UTF-8)"
             ),
         ),
     ],
-    ids=["surrogate", "surrogate-pair", "surrogate-key", "nul", "inf", "minus-inf", "nan", "yaml-inf", "2^53", "5000"],
+    ids=["surrogate", "surrogate-pair", "surrogate-key", "tagged-surrogate", "tagged-nul", "nul", "inf", "minus-inf", "nan", "yaml-inf", "2^53", "5000"],
 )
 def test_what_json_cannot_carry_is_refused_where_it_is_written(
     text: str, expected: tuple[str, tuple[object, ...], int, int, str]

@@ -370,7 +370,9 @@ def _scalar(node: Any, path: tuple[PathPart, ...]) -> Any:
     value: str = node.value
     if node.tag == _STR:
         return storable(value, node.start_mark, path, "string")
-    return plain(value, node.start_mark, path)
+    resolved = plain(value, node.start_mark, path)
+    # `! "…"` makes a quoted scalar plain (PyYAML): its escapes may still write what no store can hold
+    return storable(resolved, node.start_mark, path, "string") if isinstance(resolved, str) else resolved
 
 
 def _from_yaml_error(exc: yaml.MarkedYAMLError) -> YamlProblem:
