@@ -54,7 +54,7 @@ from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
-from controller.core.plan.stops import EmergencyStop, StopKind, StopSource
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
 from controller.core.rules.analysis import AnalysisState
 
 __all__ = [
@@ -252,7 +252,7 @@ class Store:
 
     def add_stop(
         self,
-        kind: StopKind,
+        kind: EmergencyStopKind,
         target: str,
         reason: str,
         actor: str,

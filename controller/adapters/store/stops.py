@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from controller.adapters.store.database import Clock, Database, stamp, unstamp
 from controller.adapters.store.tables import audit_events, stops
-from controller.core.plan.stops import EmergencyStop, StopKind, StopSource
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
 from controller.errors import Stopped, StoreError, UsageError
 
 HELD_ACTIONS = ("create", "unpause")  # what a stop refuses; pauses and cancels only ever reduce the load
@@ -27,7 +27,7 @@ class Stops:
 
     def add(
         self,
-        kind: StopKind,
+        kind: EmergencyStopKind,
         target: str,
         reason: str,
         actor: str,
@@ -86,8 +86,8 @@ class Stops:
         """Inside an intent's transaction: refuse a create or unpause that a stop in force holds."""
         if action not in HELD_ACTIONS or spec_name is None:
             return
-        named = (stops.c.target_kind == StopKind.SPEC.value) & (stops.c.target == spec_name)
-        systems = (stops.c.target_kind == StopKind.DOWNSTREAM.value) & stops.c.target.in_(list(downstream))
+        named = (stops.c.target_kind == EmergencyStopKind.SPEC.value) & (stops.c.target == spec_name)
+        systems = (stops.c.target_kind == EmergencyStopKind.DOWNSTREAM.value) & stops.c.target.in_(list(downstream))
         query = select(stops).where(stops.c.lifted_at.is_(None), or_(named, systems)).order_by(stops.c.id)
         rows = conn.execute(query).mappings().all()
         now = self._clock() if any(r["expires_at"] is not None for r in rows) else None  # the clock only if needed
@@ -104,7 +104,7 @@ def _stop(row: Any) -> EmergencyStop:
     try:
         return EmergencyStop(
             id=int(row["id"]),
-            kind=StopKind(row["target_kind"]),
+            kind=EmergencyStopKind(row["target_kind"]),
             target=row["target"],
             reason=row["reason"],
             actor=row["actor"],

@@ -27,9 +27,6 @@ class EmergencyStopKind(StrEnum):
     DOWNSTREAM = "downstream"
 
 
-StopKind = EmergencyStopKind  # the store adapter's old name, until its modules import the new one: use the new one
-
-
 class StopSource(StrEnum):
     CLI = "cli"  # as trustworthy as the store credentials the caller used
     WORKFLOW = "workflow"  # GitHub's identity: the reusable workflow's stop job, owners only
