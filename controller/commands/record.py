@@ -161,6 +161,7 @@ class Recorder:
         progress: Progress | None = None,  # a chunked spec's progress; None keeps it
         refused: bool = False,  # this pass refused its create: what `status` shows until a pass decides again
         approval: Approval | None = None,  # who approved its pull request; None keeps it
+        approval_refused: bool = False,  # the refusal is the approval gate's
     ) -> Binding:
         """Save what is known of the spec now; runs, applied state and create facts survive unless given."""
         before = self.bindings.get(spec.name)
@@ -180,6 +181,7 @@ class Recorder:
             guard=guard if guard is not None else (before.guard if before else ""),
             progress=progress if progress is not None else (before.progress if before else None),
             refused=refused,
+            approval_refused=refused and approval_refused,
             approval=approval or (before.approval if before else None),
         )
         self.store.save_binding(binding)
@@ -236,7 +238,14 @@ class Recorder:
                 )
             if changed or (item.progress is not None and before is not None and before.progress != item.progress):
                 self.bind(
-                    spec, item.backfill_id, item.phase, item.reason, item.runs, progress=item.progress, refused=refused
+                    spec,
+                    item.backfill_id,
+                    item.phase,
+                    item.reason,
+                    item.runs,
+                    progress=item.progress,
+                    refused=refused,
+                    approval_refused=item.approval_refused,
                 )
 
 

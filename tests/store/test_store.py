@@ -242,6 +242,30 @@ def test_who_approved_is_kept_in_the_bindings_detail(make: Callable[..., Store],
     assert (kept["s"].approval, kept["t"].approval) == (approval, None)
 
 
+def test_an_approval_refusal_is_kept_and_read_from_a_store_written_before_its_flag(
+    make: Callable[..., Store], store_url: str
+) -> None:
+    """The approval gate's refusal holds until the spec changes: its flag is stored; a row written before the flag
+    existed says so by its reason (an upgrade must not let an unapproved spec be created)."""
+    store = make(store_url)
+    gate = "approval gate at reconcile: the approvals of #41 are not there: bob did not approve"
+    store.save_binding(Binding("new", "d", None, Phase.BLOCKED, reason="x", refused=True, approval_refused=True))
+    detail = {"reason": gate, "backfills": [], "refused": True}  # as the release before the flag wrote it
+    for name, row_detail in (("old", detail), ("limit", {**detail, "reason": "the dry run counts 25 runs"})):
+        sql(
+            store,
+            "INSERT INTO bindings (spec_name, airflow_url, dag_id, spec_digest, phase, detail, created_at, "
+            f"updated_at) VALUES ('{name}', 'http://a', 'd', 'sha256:x', 'Blocked', '{json.dumps(row_detail)}', "
+            "'t', 't')",
+        )
+    kept = store.bindings()
+    assert [(n, kept[n].refused, kept[n].approval_refused) for n in ("new", "old", "limit")] == [
+        ("new", True, True),
+        ("old", True, True),
+        ("limit", True, False),
+    ]
+
+
 def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store_url: str) -> None:
     store = make(store_url)
     sql(store, "UPDATE alembic_version SET version_num = '9999'")

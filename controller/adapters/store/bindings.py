@@ -17,6 +17,7 @@ from controller.core.model.airflow import summary_from_json
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.spec import DesiredState
+from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
 
 
 class Bindings:
@@ -69,8 +70,17 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         guard=detail.get("guard", ""),
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
         refused=bool(detail.get("refused")),
+        approval_refused=_approval_refused(row["phase"], detail),
         approval=Approval.from_json(detail.get("approval")),
     )
+
+
+def _approval_refused(phase: str, detail: Mapping[str, Any]) -> bool:
+    """Whether the refusal is the approval gate's; a store written before the flag says so by its reason alone
+    (read so here, once, so that a spec refused for its approvals stays refused after an upgrade)."""
+    if "approval_refused" in detail or not detail.get("refused"):
+        return bool(detail.get("approval_refused"))
+    return phase == Phase.BLOCKED.value and str(detail.get("reason", "")).startswith(APPROVAL_GATE)
 
 
 def _binding_row(binding: Binding) -> dict[str, Any]:
@@ -84,6 +94,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["progress"] = binding.progress.as_json()
     if binding.refused:  # the last decision, a refusal: JSON beside the rest, no migration
         detail["refused"] = True
+    if binding.approval_refused:
+        detail["approval_refused"] = True
     if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
         detail["approval"] = binding.approval.as_json()
     return {

@@ -162,6 +162,7 @@ class Binding:
     guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
     progress: Progress | None = None  # a chunked spec's chunks, canary and halt state
     refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
+    approval_refused: bool = False  # that refusal was the approval gate's: it holds until the spec changes
     approval: Approval | None = None  # who approved its pull request, as reconcile checked it (None: not recorded)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:

@@ -91,7 +91,7 @@ def _decide(item: Item, gate: Gate) -> tuple[Item, Approval | None]:
     if (
         binding is not None
         and binding.phase is Phase.BLOCKED
-        and binding.reason.startswith(REFUSED)
+        and binding.approval_refused
         and binding.spec_digest == item.source.digest
     ):
         return _refuse(item, binding.reason), None  # refused at its merge, unchanged since: still refused
@@ -103,7 +103,15 @@ def _first_create(binding: Binding | None) -> bool:
 
 
 def _refuse(item: Item, reason: str) -> Item:
-    return replace(item, kind=Kind.REFUSE, phase=Phase.BLOCKED, reason=reason, request=None, awaiting_dry_run=False)
+    return replace(
+        item,
+        kind=Kind.REFUSE,
+        phase=Phase.BLOCKED,
+        reason=reason,
+        request=None,
+        awaiting_dry_run=False,
+        approval_refused=True,
+    )
 
 
 def _approved(review: Review) -> ApprovedReview:

@@ -98,6 +98,7 @@ class Item:
     load: DagLoad | None = None  # `plan` only, a create: what its runs set off beyond themselves (never checksummed)
     stage: Stage | None = None  # a verification this item waits on, or whose failure it is (`core.plan.stages`)
     stage_failed: bool = False  # a rehearsal or verification failed: settled, and unsuccessful for --fail-on-failures
+    approval_refused: bool = False  # refused by the approval gate at reconcile (`core.plan.provenance`)
 
     @property
     def held_by_guard(self) -> bool:
