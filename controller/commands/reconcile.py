@@ -21,6 +21,7 @@ from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.commands.analysis import Analyst
 from controller.commands.apply import Applied, Applier
+from controller.commands.consumers import Consumers
 from controller.commands.holds import lift_due, record_hand_stops, with_holds
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
@@ -196,7 +197,8 @@ class Reconciler:
         if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
             world = lift_due(world, specs, self.store, recorder, self.settings.actor)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
-        plan = planned(specs, policy, world)
+        consumers = Consumers(self.client)  # the policy rule `asset_consumers: require_downstream` refuses creates
+        plan = consumers.refuse(planned(specs, policy, world), policy)
         self._check_reviewed(plan, plan_checksum, recorder)
         plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
@@ -220,7 +222,8 @@ class Reconciler:
                 changed=changed_dags(applied),
             )
             after_world = replace(after_world, analysis=world.analysis)  # evaluated once a pass
-            after = gate_plan(planned(specs, policy, after_world), self._gate(specs, policy, recorder))[0]
+            after = consumers.refuse(planned(specs, policy, after_world), policy)
+            after = gate_plan(after, self._gate(specs, policy, recorder))[0]
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         recorder.findings(after or plan, by_name)

@@ -350,7 +350,8 @@ def real_client(airflow_url: str) -> Iterator[AirflowClient]:
 
 @pytest.mark.airflow
 def test_partitioned_dag_details_dry_run_and_runs(real_client: AirflowClient) -> None:
-    """Real Airflow only: the fake (tests/fakes/airflow.py) has no partitioned DAGs (FACTS §11)."""
+    """Real Airflow only: the fake (tests/fakes/airflow.py) answers a partitioned DAG's details and dry runs, but
+    has no partitioned runs (FACTS §11)."""
     client = real_client
     caps = client.capabilities
     if not caps.partitioned_dags:  # CronPartitionTimetable is Airflow 3.2.0: the DAG file is an import error

@@ -166,8 +166,8 @@ def test_plan_and_status_lines() -> None:
     ]
     plan = make_plan([spec(**LISTING)], POLICY, world_at(NOW, backfill(7), bindings=bound(), analysis=unsure))
     (row,) = status_rows(plan, {}, unsure)
-    assert row.note.endswith(f"analysis warehouse: inconclusive: warehouse: Prometheus answered 503 error: down ({Q})")
-    assert status_rows(plan, {}) != [row]
+    assert row.note == f"running; inconclusive: warehouse: Prometheus answered 503 error: down ({Q})"
+    assert status_rows(plan, {}) == [row]  # the reason says the verdict already: not a second time
 
 
 def test_the_analysis_note_stands_alone_or_follows_the_reason() -> None:
@@ -180,3 +180,14 @@ def test_the_analysis_note_stands_alone_or_follows_the_reason() -> None:
     assert row.note == shown
     (row,) = status_rows(Plan((replace(running, phase=Phase.SUCCEEDED),)), {}, unsure)
     assert row.note == "in sync"  # a finished spec: the analysis no longer holds it
+
+
+def test_a_verdict_that_holds_or_paused_the_spec_is_said_once_in_its_note() -> None:
+    """The held create's and the paused backfill's reason is the verdict: not said again after ` · `."""
+    high, s = {"warehouse": verdict(0.95)}, spec(**LISTING)
+    held = make_plan([s], POLICY, world_at(NOW, dry_runs={"s": dates(7)}, analysis=high))
+    (row,) = status_rows(held, {}, high)
+    assert row.note == f"waiting: warehouse load 0.95 > 0.85 ({Q})"
+    paused = make_plan([s], POLICY, world_at(NOW, backfill(7), bindings=bound(), analysis=high))
+    (row,) = status_rows(paused, {}, high)
+    assert row.note == f"paused by analysis warehouse: waiting: warehouse load 0.95 > 0.85 ({Q})"

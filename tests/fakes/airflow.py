@@ -59,6 +59,8 @@ class Dag:
     is_paused: bool = False
     outcome: Outcome | None = None  # a triggered run's end (None: success, nothing returned)
     rerun_with_latest_version: bool | None = None  # in the details only (3.3.0+), as in Airflow
+    # a partition timetable (FACTS §11): its details and dry runs as 3.3.2 answers them; its runs are not modelled
+    partitioned: bool = False
 
     def ticks(self, start: datetime, end: datetime) -> list[datetime]:
         if self.schedule == "hourly":
@@ -115,6 +117,13 @@ DEMO_DAGS = [
         },
     ),
 ]
+
+
+def _planned(dag: Dag, date: datetime) -> dict[str, Any]:
+    """A dry-run entry: a logical date, or a partitioned DAG's partition key and date (no logical date)."""
+    if dag.partitioned:
+        return {"logical_date": None, "partition_key": date.strftime("%Y-%m-%dT%H:%M:%S"), "partition_date": iso(date)}
+    return {"logical_date": iso(date), "partition_key": None, "partition_date": None}
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -261,11 +270,8 @@ class FakeAirflow:
             )
             return 200, _page(items, query, "backfills")
         if method == "POST" and parts == ["dry_run"]:
-            _dag, dates = self._plan(body, check_conflict=False)
-            return 200, {
-                "backfills": [{"logical_date": iso(d), "partition_key": None, "partition_date": None} for d in dates],
-                "total_entries": len(dates),
-            }
+            dag, dates = self._plan(body, check_conflict=False)
+            return 200, {"backfills": [_planned(dag, d) for d in dates], "total_entries": len(dates)}
         if method == "POST" and not parts:
             return 200, self._public(self._create(body))
         backfill = self._backfill(parts[0])
@@ -416,6 +422,7 @@ class FakeAirflow:
             "has_import_errors": False,
             "timetable_periodic": dag.schedule is not None,
             "is_backfillable": dag.schedule is not None,
+            "timetable_partitioned": dag.partitioned,
             # what every Airflow 3 line says (older ones have no timetable_periodic: the client reads these)
             "timetable_summary": {"daily": "0 0 * * *", "hourly": "0 * * * *"}.get(dag.schedule or ""),
             "timetable_description": {

@@ -5,19 +5,26 @@ from __future__ import annotations
 import io
 import json
 import logging
+import textwrap
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.adapters.logsetup import PASS_ID, configure
 from controller.adapters.monitor import Health, Metrics, MonitorServer, endpoint_template
+from controller.adapters.prometheus import PrometheusClient
+from controller.commands.analysis import Analyst
+from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.core.model.airflow import DagRun
 from controller.core.render.change_record import Intervals
 from controller.core.render.heatmap import calendar, from_runs, from_stored, heatmap_text
 from controller.core.render.report_html import heatmap_html
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
+from tests.fakes.airflow import FakeAirflow
+from tests.reconcile.harness import Bench
 
 DAY = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -73,6 +80,60 @@ def test_status_page_escapes_everything_and_shows_progress() -> None:
     assert "DAG &lt;d&gt; is paused" in page
     assert 'aria-valuenow="40"' in page
     assert '<meta http-equiv="refresh" content="10">' in page
+
+
+def prometheus_at(value: float) -> PrometheusClient:
+    """A Prometheus whose instant query answers one fresh sample of `value`."""
+
+    def answer(_request: httpx.Request) -> httpx.Response:
+        sample = [datetime.now(UTC).timestamp(), str(value)]
+        data = {"resultType": "vector", "result": [{"metric": {}, "value": sample}]}
+        return httpx.Response(200, json={"status": "success", "data": data})
+
+    return PrometheusClient("http://prometheus:9090", transport=httpx.MockTransport(answer))
+
+
+def test_the_page_shows_an_analysis_verdicts_note_escaped(tmp_path: Path) -> None:
+    """A pass on the fake Airflow whose warehouse load is over its limit: the page served after it shows the held
+    spec's note, the verdict with the query, once, its `>` and quotes escaped."""
+    bench = Bench(tmp_path, fake=FakeAirflow())
+    query = 'max(warehouse_cpu_ratio{env="prod"})'
+    bench.policy(
+        textwrap.dedent(f"""\
+        version: 1
+        downstream:
+          warehouse:
+            max_active_runs: 8
+            analysis:
+              prometheus: {{url_env: BACKFILLCTL_PROMETHEUS_URL, query: '{query}'}}
+              pause_above: 0.85
+              max_sample_age: 2m
+        """)
+    )
+    bench.spec("wh", downstream="[warehouse]")
+    reconciler = bench.reconciler()
+    reconciler.analyst = Analyst(
+        bench.store, {"BACKFILLCTL_PROMETHEUS_URL": "http://prometheus:9090"}, lambda *_: prometheus_at(0.95)
+    )
+    try:
+        with PassHooks(bench.settings(), MonitorOptions(port=0), deliver=False, env={}) as hooks:
+            with hooks.around(reconciler) as after:
+                result = reconciler.run_once()
+                after(result)
+            assert hooks.server is not None
+            page = httpx.get(f"{hooks.server.address}/", timeout=10).text
+    finally:
+        bench.close()
+    (item,) = result.current.items
+    note = f"waiting: warehouse load 0.95 > 0.85 ({query})"
+    assert (item.phase.value, item.reason) == ("Queued", note)
+    (row,) = [line for line in page.splitlines() if line.startswith('<tr class="spec"')]
+    assert row.startswith('<tr class="spec" data-spec="wh" data-phase="Queued">')
+    assert row.endswith(
+        '<td class="note">waiting: warehouse load 0.95 &gt; 0.85 (max(warehouse_cpu_ratio{env=&quot;prod&quot;}))'
+        "</td></tr>"
+    )
+    assert note not in page
 
 
 def test_endpoint_templates_keep_label_values_bounded() -> None:

@@ -20,7 +20,7 @@ from controller.core.plan.values import Kind
 from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_text
 from controller.core.render.status import status_rows
-from tests.fakes.airflow import parse
+from tests.fakes.airflow import Dag, parse
 from tests.reconcile.harness import Bench, count_calls, fake
 
 HOURLY_2_DAYS = {"dag": "demo_hourly", "start": "2025-01-01", "end": "2025-01-02T23:00:00Z"}
@@ -367,6 +367,50 @@ def test_a_year_plans_with_dry_runs_bounded_in_size(bench: Bench) -> None:
     assert [(i.kind.value, o) for i, o in created.applied] == [("create", "created")]
     (backfill,) = fake(bench).backfills.values()
     assert (backfill["from_date"], backfill["to_date"]) == ("2024-01-01T00:00:00Z", "2024-01-30T23:00:00Z")
+
+
+def test_a_partitioned_dags_year_plans_with_dry_runs_split_like_a_time_based_one(bench: Bench) -> None:
+    """A year of hourly partitions (8,784) in one dry run outlives every timeout: it is asked in sub-ranges of
+    partition dates, each aimed at 2,000 runs, like a time-based DAG's. `none` asks twice (what the create makes,
+    then every partition for runs in range), and each merges its parts: the partition that already ran is left out
+    of the create only."""
+    hourly = Dag("demo_parts_hourly", schedule="hourly", partitioned=True)
+    fake(bench).dags[hourly.dag_id] = hourly
+    last = parse("2024-12-31T23:00:00Z")
+    fake(bench).runs[(hourly.dag_id, last)] = {  # the last partition ran already (and succeeded)
+        "dag_run_id": "scheduled__2024-12-31T23:00:00",
+        "dag_id": hourly.dag_id,
+        "logical_date": None,
+        "partition_key": "2024-12-31T23:00:00",
+        "partition_date": "2024-12-31T23:00:00Z",
+        "state": "success",
+        "queued_at": "2025-01-01T00:00:01Z",
+        "start_date": "2025-01-01T00:00:01Z",
+        "end_date": "2025-01-01T00:00:09Z",
+        "run_type": "scheduled",
+    }
+    bench.spec("parts-year", mar=4, dag=hourly.dag_id, start="2024-01-01", end="2024-12-31T23:00:00Z")
+    plan, _, _ = bench.reconciler().plan()
+    (item,) = plan.items
+    assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 8783, 8784)
+    assert item.partitions == ("2024-01-01T00:00:00", "2024-12-31T22:00:00")
+    asked = [
+        (body["reprocess_behavior"], body["from_date"], body["to_date"])
+        for method, path, body in fake(bench).bodies
+        if (method, path) == ("POST", "/api/v2/backfills/dry_run")
+    ]
+    bounds = [
+        ("2024-01-01T00:00:00Z", "2024-01-14T23:59:59.999999Z"),  # 14 days first, then each aimed at 2,000 runs
+        ("2024-01-15T00:00:00Z", "2024-04-07T07:59:59.999999Z"),
+        ("2024-04-07T08:00:00Z", "2024-06-29T15:59:59.999999Z"),
+        ("2024-06-29T16:00:00Z", "2024-09-20T23:59:59.999999Z"),
+        ("2024-09-21T00:00:00Z", "2024-12-13T07:59:59.999999Z"),
+        ("2024-12-13T08:00:00Z", "2024-12-31T23:00:00Z"),
+    ]
+    assert asked == [("none", *b) for b in bounds] + [("completed", *b) for b in bounds]
+    spans = [len(hourly.ticks(parse(low), parse(high))) for _, low, high in asked]
+    assert spans == [336, 2000, 2000, 2000, 2000, 448] * 2  # consecutive: no partition missed, none twice
+    assert sum(spans[:6]) == 8784
 
 
 def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(bench: Bench) -> None:

@@ -391,3 +391,84 @@ def test_a_dag_failing_often_halts_with_its_backfill_paused_and_a_new_resume_val
     assert later >= finished + 5, (finished, later)
     assert phase(again, "halting") in ("Halted", "CompletedWithFailures"), rows(again)
     assert bench.store.verify().ok
+
+
+# --- 3. a lost store: the chunks found in Airflow are adopted, once each and in order, and the spec goes on ------
+
+LOST_FIRST = datetime(2016, 1, 1, tzinfo=UTC) + timedelta(days=secrets.randbelow(1400))  # a day of its own
+LOST_LAST = LOST_FIRST + 11 * HOUR  # 12 hourly runs: 3 chunks of 4
+
+
+def queued_at(airflow: Airflow, first: datetime, last: datetime) -> dict[datetime, datetime]:
+    """Each demo_chunked backfill run's logical date → when it was (last) queued."""
+    params = {"run_type": "backfill", "logical_date_gte": z(first), "logical_date_lte": z(last), "limit": 100}
+    answer = airflow.http.get("/api/v2/dags/demo_chunked/dagRuns", params=params)
+    answer.raise_for_status()
+    return {at(r["logical_date"]): at(r["queued_at"]) for r in answer.json()["dag_runs"]}
+
+
+def test_a_chunked_spec_whose_store_was_lost_adopts_its_chunks_once_in_order_and_goes_on(
+    bench: Bench, airflow: Airflow, tmp_path: Path
+) -> None:
+    """Chunk 1 finished and chunk 2 running when the store is lost. Before: chunk 2 was an unmanaged backfill that
+    blocked the DAG, and with `completed` chunk 1's dates ran again. Now: both are adopted (one audited adoption
+    each, in order, once), chunk 3 follows them, and every date ran once, in its own chunk."""
+    span = {"dag": "demo_chunked", "start": z(LOST_FIRST), "end": z(LOST_LAST)}
+    bench.spec("lost", mar=1, reprocess="completed", execution="{chunk_runs: 4}", **span)
+    first = bench.run()
+    assert [(i.kind.value, i.chunk, o) for i, o in first.applied] == [("create", (1, 3), "created")]
+    second = passes_until(bench, lambda r: bool(r.applied), seconds=150)  # chunk 1 done: chunk 2 created
+    assert [(i.kind.value, i.chunk, o) for i, o in second.applied] == [("create", (2, 3), "created")]
+    one, two = airflow.backfills("demo_chunked", LOST_FIRST, LOST_LAST)
+    assert (one["completed_at"] is not None, two["completed_at"]) == (True, None)  # chunk 2 is running
+    assert airflow.runs("demo_chunked", "success", first=LOST_FIRST, last=LOST_FIRST + 3 * HOUR) == 4
+
+    bench.store.close()
+    (tmp_path / "state.db").unlink()  # the store is lost
+    bench.store = type(bench.store)(bench.store_url)
+    adopting = bench.run()
+    assert [(i.kind.value, o) for i, o in adopting.applied] == [("adopt", "adopted")]
+    (item,) = adopting.plan.items
+    reason = f"adopt chunk backfill(s) #{one['id']}, #{two['id']} (the spec's chunks, not bound)"
+    assert (item.phase.value, item.reason) == ("Running", reason)
+    assert adopting.current.findings == ()  # no unmanaged backfill blocks the DAG
+    binding = bench.store.binding("lost")
+    assert binding is not None
+    assert binding.progress is not None
+    assert binding.backfills == (one["id"], two["id"])
+    assert [(c.first, c.last, c.runs) for c in binding.progress.chunks] == [
+        (LOST_FIRST, LOST_FIRST + 3 * HOUR, 4),
+        (LOST_FIRST + 4 * HOUR, LOST_FIRST + 7 * HOUR, 4),
+    ]
+
+    final = passes_until(bench, lambda r: phase(r, "lost") == "Succeeded", seconds=240)
+    (done,) = final.current.items
+    assert done.runs is not None
+    assert dict(done.runs.counts) == {"success": 12}
+    ours = airflow.backfills("demo_chunked", LOST_FIRST, LOST_LAST)
+    assert [b["id"] for b in ours[:2]] == [one["id"], two["id"]]
+    spans = [(at(b["from_date"]), at(b["to_date"])) for b in ours]
+    assert spans == [(LOST_FIRST + 4 * k * HOUR, LOST_FIRST + (4 * k + 3) * HOUR) for k in range(3)]
+    # no date ran twice: 12 runs, each queued once, by the chunk whose slice holds it (a re-run moves queued_at)
+    queued = queued_at(airflow, LOST_FIRST, LOST_LAST)
+    assert sorted(queued) == [LOST_FIRST + n * HOUR for n in range(12)]
+    created = [at(b["created_at"]) for b in ours] + [datetime.max.replace(tzinfo=UTC)]
+    for k, (low, high) in enumerate(spans):
+        inside = [when for moment, when in queued.items() if low <= moment <= high]
+        assert len(inside) == 4
+        assert all(created[k] <= when < created[k + 1] for when in inside), (k, inside, created)
+
+    events = bench.events("lost")
+    show(events)
+    adoptions = [(e.entry.backfill_id, e.entry.outcome, e.entry.message) for e in events if e.entry.action == "adopt"]
+    assert adoptions == [
+        (one["id"], "adopted", f"chunk 1: {z(LOST_FIRST)} → {z(LOST_FIRST + 3 * HOUR)}; {reason}"),
+        (two["id"], "adopted", f"chunk 2: {z(LOST_FIRST + 4 * HOUR)} → {z(LOST_FIRST + 7 * HOUR)}; {reason}"),
+    ]
+    assert [(e.entry.phase, e.entry.outcome) for e in creates(events)] == [("intent", None), ("outcome", "created")]
+    # the store held how many runs the spec had when its first chunk was planned: after its loss, not known
+    (intent,) = chunk_intents(events)
+    assert intent.startswith(f"chunk 3 of ?: {z(LOST_FIRST + 8 * HOUR)} → {z(LOST_LAST)} (4 runs), max_active_runs 1;")
+    assert bound_ids(events) == [int(b["id"]) for b in ours]
+    assert not [e for e in events if e.entry.action == "finding"], [e.entry.message for e in events]
+    assert bench.store.verify().ok

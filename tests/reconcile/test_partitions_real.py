@@ -171,3 +171,25 @@ def test_future_partition_range_is_refused_by_validate_plan_and_reconcile(bench:
     allowed = run_cli(bench, "plan", "--format", "json")
     (item,) = [i for i in json.loads(allowed.stdout)["items"] if i["spec"] == "future-parts"]
     assert (item["action"], item["runs_to_create"]) == ("create", 6)  # Airflow would run the 3 future partitions
+
+
+def test_a_partitioned_dry_run_over_more_than_one_sub_range_is_asked_in_parts_and_merged(bench: Bench) -> None:
+    """20 daily partitions: the first dry run covers 14 days, the second the rest (aimed at 2,000 runs); `none`
+    asks both again with `completed` for the runs in range. Only dry runs: nothing is created (no date of 2021
+    ever ran on demo_partitioned)."""
+    bench.spec("parts-split", dag=DAG, start="2021-06-01", end="2021-06-20", mar=2, reprocess="none")
+    plan, _, _ = bench.reconciler().plan()
+    (item,) = plan.items
+    assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 20, 20)
+    assert item.partitions == ("2021-06-01T00:00:00", "2021-06-20T00:00:00")
+    asked = [
+        (body["reprocess_behavior"], body["from_date"], body["to_date"])
+        for request in bench.sent
+        if (request.method, request.url.path) == ("POST", "/api/v2/backfills/dry_run")
+        for body in [json.loads(request.content)]
+    ]
+    bounds = [
+        ("2021-06-01T00:00:00Z", "2021-06-14T23:59:59.999999Z"),
+        ("2021-06-15T00:00:00Z", "2021-06-20T00:00:00Z"),
+    ]
+    assert asked == [("none", *b) for b in bounds] + [("completed", *b) for b in bounds]

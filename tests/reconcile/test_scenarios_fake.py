@@ -22,10 +22,11 @@ from controller.cli import main
 from controller.commands.reconcile import Reconciler
 from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.core.audit.notify import Notification
+from controller.core.model.spec import format_utc
 from controller.errors import InvalidSpecs, StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
-from tests.reconcile.harness import Bench, count_calls, fake, mutating
+from tests.reconcile.harness import Bench, count_calls, fake, in_process, mutating
 
 
 def test_create_runs_to_succeeded(bench: Bench) -> None:
@@ -355,6 +356,58 @@ def test_an_idle_reconciler_writes_one_liveness_record_an_hour(bench: Bench) -> 
     assert [(e.entry.action, e.entry.phase, e.entry.outcome, e.entry.message) for e in bench.events()[before:]] == [
         ("reconcile", "observation", "idle", f"0 change(s); plan {first.plan.checksum()}")
     ]
+    assert bench.store.verify().ok
+
+
+def test_a_stop_with_expires_lifts_itself_in_the_first_pass_after_its_expiry(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`stop --downstream warehouse --expires 4h` pauses the running backfill at once; passes before the expiry
+    hold it; the first pass after it lifts the stop (audited: by the reconciler, "expired at …") and unpauses the
+    backfill it paused, once."""
+    bench.policy("version: 1\ndownstream:\n  warehouse: {max_active_runs: 8, owners: [warehouse-oncall]}\n")
+    bench.spec("loaded", mar=1, end="2025-01-20", downstream="[warehouse]")
+    fake(bench).scheduler_running = False  # the backfill stays running
+    assert [(i.kind.value, o) for i, o in bench.run().applied] == [("create", "created")]
+    in_process(bench, monkeypatch)
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "warehouse-oncall")
+    assert main(["stop", "--downstream", "warehouse", "--reason", "CPU at 95%", "--expires", "4h"]) == 0
+    capsys.readouterr()
+    (stop,) = bench.store.stops()
+    assert stop.expires_at is not None
+    assert fake(bench).backfills[1]["is_paused"] is True  # at once
+    held = bench.run()
+    assert held.applied == []
+    assert held.plan.items[0].reason.startswith("stop #1: stopped by warehouse-oncall (cli): CPU at 95% (until ")
+
+    def later() -> datetime:  # a second past the expiry
+        assert stop.expires_at is not None
+        return stop.expires_at + timedelta(seconds=1)
+
+    requests, events = len(fake(bench).requests), len(bench.events())
+    store = Store(bench.store_url, clock=later)
+    try:
+        reconciler = Reconciler(bench.settings(), store, bench.client(), clock=later, sleep=lambda _s: None)
+        lifted, again = reconciler.run_once(), reconciler.run_once()
+    finally:
+        store.close()
+    assert [(i.kind.value, o) for i, o in lifted.applied] == [("unpause", "done")]
+    assert again.applied == []
+    assert fake(bench).backfills[1]["is_paused"] is False
+    assert count_calls(fake(bench).requests[requests:])["PUT /api/v2/backfills/1/unpause"] == 1
+    assert mutating(fake(bench).requests[requests:]) == [("PUT", "/api/v2/backfills/1/unpause")]
+    written = [(e.entry.actor, e.entry.action, e.entry.phase, e.entry.outcome) for e in bench.events()[events:]]
+    assert written == [  # the second pass writes nothing
+        ("ci-bot", "stop", "observation", "lifted"),
+        ("ci-bot", "unpause", "intent", None),
+        ("ci-bot", "unpause", "outcome", "done"),
+        ("ci-bot", "reconcile", "observation", "applied"),
+    ]
+    (lift,) = [e.entry for e in bench.events() if e.entry.action == "stop" and e.entry.outcome == "lifted"]
+    assert lift.message == (
+        f"stop #1 of downstream warehouse lifted by ci-bot: expired at {format_utc(stop.expires_at)}"
+    )
+    assert bench.store.stops() == ()
     assert bench.store.verify().ok
 
 

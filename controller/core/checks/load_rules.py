@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.documents.diagnostics import Diagnostic, Severity
-from controller.core.model.load import DagLoad, consumers_message, unnamed_consumers
+from controller.core.model.load import DagLoad, consumers_message
 from controller.core.model.policy import Policy
+from controller.core.rules.consumers import consumers_fix, unnamed_consumers
 
 
 def wants_consumers(item: LoadedSpec, policy: Policy) -> bool:
@@ -21,17 +22,15 @@ def check_asset_consumers(item: LoadedSpec, load: DagLoad, policy: Policy) -> It
     spec, rule = item.spec, policy.rule_for(item.spec.dag_id)
     if rule is None or rule.asset_consumers is None:
         return
-    unnamed = unnamed_consumers(load, spec.downstream)
+    unnamed = unnamed_consumers(load, spec.downstream, policy)
     for why in load.unknown:
         message = f"could not check the DAGs {spec.dag_id} triggers: {why}"
         yield Diagnostic(item.at("dag_id"), message, "plan shows them again", Severity.WARNING)
     if not unnamed:
         return
-    where = policy.path or "specs/policy.yaml"
     yield Diagnostic(
         item.at("downstream"),
         consumers_message(spec.dag_id, load, unnamed, rule.index, rule.asset_consumers),
-        f"add {', '.join(unnamed)} to the spec's downstream (declared with owners under `downstream` in {where} when "
-        "the policy declares systems), so their owners approve",
+        consumers_fix(unnamed, policy),
         Severity.ERROR if rule.asset_consumers == "require_downstream" else Severity.WARNING,
     )

@@ -207,6 +207,7 @@ _PATTERN_HINTS = {  # by the field's own name (its last path part), else by the 
     "name": "use lower-case letters, digits, '-', '_' and '.', and name the file the same",
     "dag_id": _DAG_ID_HINT,
     "allowed_dags": _DAG_ID_HINT,
+    "dags": f"{_DAG_ID_HINT}: a downstream system lists exact dag_ids (globs are for `rules[].dags`)",
     "result_task": "a task_id has letters, digits, '_', '.' and '-' only",
     "rehearse_in": _ENVIRONMENT_HINT,
     "environments": _ENVIRONMENT_HINT,

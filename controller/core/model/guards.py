@@ -48,6 +48,7 @@ class Budget:
     max_active_runs: int
     owners: tuple[str, ...] = ()
     analysis: Analysis | None = None  # metric-driven pauses of the system's backfills
+    dags: tuple[str, ...] = ()  # the DAGs that load the system: a spec listing it names them (`asset_consumers`)
 
 
 @dataclass(frozen=True, slots=True)

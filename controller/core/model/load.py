@@ -108,11 +108,6 @@ def load_json(load: DagLoad, runs: int) -> dict[str, Any]:
     return found
 
 
-def unnamed_consumers(load: DagLoad, downstream: Sequence[str]) -> tuple[str, ...]:
-    """The DAGs the runs trigger that the spec's `downstream` does not name."""
-    return tuple(d for d in load.consumers if d not in downstream)
-
-
 def consumers_message(dag_id: str, load: DagLoad, unnamed: Sequence[str], rule: int, mode: AssetConsumers) -> str:
     """What the policy rule `asset_consumers` says of a spec whose downstream leaves out DAGs its runs trigger."""
     hit = [(a.uri, [d for d in a.consumers if d in unnamed]) for a in load.assets or ()]

@@ -102,7 +102,11 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         notify=parse_notify(data.get("notify")),
         downstream=tuple(
             Budget(
-                name, raw["max_active_runs"], tuple(raw.get("owners", ())), parse_analysis(name, raw.get("analysis"))
+                name,
+                raw["max_active_runs"],
+                tuple(raw.get("owners", ())),
+                parse_analysis(name, raw.get("analysis")),
+                tuple(raw.get("dags", ())),
             )
             for name, raw in data.get("downstream", {}).items()
         ),

@@ -192,11 +192,13 @@ class Plan:
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
     budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
     settled: tuple[Item, ...] = ()  # deleted specs whose backfill finished: their outcome, to record (not shown)
-    unmetered: str | None = None  # the checksum of this plan made without the analysis verdicts (`checksum`)
+    unmetered: str | None = None  # the checksum of this plan made without the analysis verdicts and the
+    # asset-consumer refusals (`checksum`)
 
     def checksum(self) -> str:
         """Over the decisions only, not progress, so a reviewed plan stays valid while runs advance; and never
-        over what a metric decided (a plan made with analysis verdicts carries the checksum of the one without)."""
+        over what a metric or Airflow's asset consumers decided (such a plan carries the checksum of the one
+        without)."""
         if self.unmetered is not None:
             return self.unmetered
         decisions = [

@@ -88,7 +88,9 @@ def _with_rehearsal(row: StatusRow, item: Item, stages: Mapping[tuple[str, Stage
 
 
 def _with_analysis(row: StatusRow, item: Item, analysis: Mapping[str, Verdict] | None) -> StatusRow:
-    shown = spec_analysis(item.source.downstream, analysis) if item.source and not item.phase.terminal else ""
+    # say each verdict once: a create it holds or a backfill it paused has the verdict as its reason already
+    unsaid = {s: v for s, v in (analysis or {}).items() if v.reason not in row.note}
+    shown = spec_analysis(item.source.downstream, unsaid) if item.source and not item.phase.terminal else ""
     return replace(row, note=f"{row.note} · {shown}" if row.note else shown) if shown else row
 
 
