@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,16 +44,57 @@ class Unread:
         return path[len(self.prefix) + 1 :] if self.prefix else path
 
 
+class History:
+    """What a reconciler keeps of the spec index between its passes (`--watch`): the rows (a blob's row never
+    changes; this reconciler writes the index), the specs built from them, and HEAD's blob ids per commit. A new
+    process reads them once; a pass over 10,000 finished specs then builds none of them again."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._rows: dict[str, IndexedSpec] | None = None
+        self._built: dict[tuple[str, str], LoadedSpec] = {}  # (blob id, spec path as shown) → the spec
+        self._blobs: tuple[tuple[str, str], dict[str, str]] | None = None  # ((commit, folder), path → blob id)
+
+    def rows(self) -> Mapping[str, IndexedSpec]:
+        """Blob id → its index row."""
+        if self._rows is None:
+            self._rows = dict(self.store.indexed_specs())
+        return self._rows
+
+    def blob_ids(self, git: GitSource, folder: Path) -> dict[str, str]:
+        """`git.blob_ids(folder)`, read again only when HEAD moved."""
+        key = (git.head() or "", str(folder))
+        if self._blobs is None or self._blobs[0] != key:
+            self._blobs = (key, git.blob_ids(folder))
+        return self._blobs[1]
+
+    def save(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
+        """`Store.index_specs`, and the same change to the rows kept."""
+        self.store.index_specs(entries, present=present)
+        if self._rows is not None:
+            self._rows = {blob: row for blob, row in self._rows.items() if blob in present}
+            self._rows.update((e.blob_id, e) for e in entries)
+
+    def rebuilt(self, rows: Mapping[str, IndexedSpec]) -> list[LoadedSpec]:
+        """`rebuilt(rows)`, each spec built once per blob and path."""
+        fresh = {path: row for path, row in rows.items() if (row.blob_id, path) not in self._built}
+        built = zip(fresh.items(), rebuilt(fresh), strict=True)
+        self._built.update(((row.blob_id, path), spec) for (path, row), spec in built)
+        keys = [(row.blob_id, path) for path, row in rows.items()]
+        self._built = {key: self._built[key] for key in keys}  # only this pass's: a changed file's old spec goes
+        return list(self._built.values())
+
+
 def unread_specs(
-    git: GitSource, store: Store, folder: Path, bindings: Mapping[str, Binding], differing: Iterable[str]
+    git: GitSource, history: History, folder: Path, bindings: Mapping[str, Binding], differing: Iterable[str]
 ) -> Unread:
     """The finished, unchanged spec files the index holds (none outside git, or without commits)."""
     if not git.available or git.head() is None:
         return Unread()
-    blobs = git.blob_ids(folder)
+    blobs = history.blob_ids(git, folder)
     prefix = git.relative(folder)
     changed = frozenset(git.relative(Path(shown)) for shown in differing)
-    index = store.indexed_specs()
+    index = history.rows()
     known = {
         path: row
         for path, blob in blobs.items()

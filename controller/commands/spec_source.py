@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
 from controller.adapters.store import IndexedSpec, Store
-from controller.commands.finished import Unread, new_rows, rebuilt, shown_paths, unread_specs
+from controller.commands.finished import History, Unread, new_rows, shown_paths, unread_specs
 from controller.commands.settings import Settings
 from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
@@ -65,6 +65,7 @@ class SpecLoader:
         self.settings, self.store, self.git, self.clock = settings, store, git, clock
         self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
+        self.history = History(store)  # the spec index as the passes of this process keep it
 
     def load(
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
@@ -77,7 +78,7 @@ class SpecLoader:
         unread = Unread()
         if bindings is not None and source is not None and source.repository:
             unread = unread_specs(
-                self.git, self.store, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
+                self.git, self.history, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
             )
         result, rows, known = self._read(source, settled, unread)
         if not result.ok:
@@ -86,13 +87,13 @@ class SpecLoader:
                 f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
                 hint="run `backfillctl validate` and fix every error; nothing was changed",
             )
-        indexed = rebuilt(rows)
+        indexed = self.history.rebuilt(rows)
         self.loaded = {item.spec.name: item for item in (*result.loaded, *indexed)}
         ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], known)
         if bindings is not None and not self.store.read_only and unread.blobs:
             fresh = new_rows(result.loaded, bindings, unread, relative, origins)
             if fresh or unread.stale:
-                self.store.index_specs(fresh, present=set(unread.blobs.values()))
+                self.history.save(fresh, present=set(unread.blobs.values()))
         return ordered, result.policy
 
     def _read(

@@ -156,17 +156,21 @@ def test_a_first_create_with_a_binding_without_backfills_is_gated() -> None:
     pending = Binding("s", "orders_daily", None, Phase.PENDING)
     gated = gate_plan(Plan((item(),)), gate(evidence({}), pending))[0]
     assert decided(gated)[0][0] == "refuse"
+    assert gated.items[0].approval_refused  # what the binding keeps, so that the next pass refuses it again
 
 
 def test_a_spec_the_gate_refused_stays_refused_while_unchanged_without_the_reviews() -> None:
     why = "approval gate at reconcile: the approvals of #41 are not there: s: 'erin' has not approved"
     digest = SPEC.spec.digest
-    before = Binding("s", "orders_daily", None, Phase.BLOCKED, spec_digest=digest, reason=why, refused=True)
+    before = Binding(
+        "s", "orders_daily", None, Phase.BLOCKED, spec_digest=digest, reason=why, refused=True, approval_refused=True
+    )
     assert decided(gate_plan(Plan((item(),)), gate(None, before))[0]) == [refused(why)]
     assert decided(gate_plan(Plan((item(),)), gate(None, before, changed=frozenset()))[0]) == [refused(why)]
     for unlike in (
         replace(before, phase=Phase.PENDING),  # decided again since
-        replace(before, reason="over max_runs: 12 runs > 10"),  # refused for another reason
+        replace(before, approval_refused=False, reason="over max_runs: 12 runs > 10"),  # refused for another reason
+        replace(before, approval_refused=False),  # the flag decides, not the reason's words
         replace(before, spec_digest="sha256:other"),  # the file changed
     ):
         assert gate_plan(Plan((item(),)), gate(None, unlike)) == (Plan((item(),)), {})

@@ -323,7 +323,10 @@ _SURROGATE = "which is not Unicode text (it cannot be written as UTF-8)"
             ),
         ),
     ],
-    ids=["surrogate", "surrogate-pair", "surrogate-key", "tagged-surrogate", "tagged-nul", "nul", "inf", "minus-inf", "nan", "yaml-inf", "2^53", "5000"],
+    ids=[
+        *("surrogate", "surrogate-pair", "surrogate-key", "tagged-surrogate", "tagged-nul", "nul"),
+        *("inf", "minus-inf", "nan", "yaml-inf", "2^53", "5000"),
+    ],
 )
 def test_what_json_cannot_carry_is_refused_where_it_is_written(
     text: str, expected: tuple[str, tuple[object, ...], int, int, str]

@@ -17,6 +17,7 @@ from sqlalchemy import delete, func, select
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.adapters.store.tables import spec_index
+from controller.commands import finished
 from controller.commands.reconcile import PassResult
 from controller.core.checks import validation
 from controller.core.documents.yamlsafe import load_document
@@ -161,3 +162,39 @@ def test_a_lost_store_reads_everything_adopts_and_indexes_again(bench: Bench, re
     after = bench.run()
     assert reads == ["live.yaml"]
     assert [(s, k, p) for s, k, p, _r in items(after)] == [(s, k, p) for s, k, p, _r in items(before)]
+
+
+def test_a_watching_reconciler_keeps_the_index_between_passes_and_reads_what_changed(
+    bench: Bench, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One Reconciler, pass after pass (as under --watch): the index rows, HEAD's blob ids and the specs built
+    from the rows are read once; a commit that edits a finished file makes that file, and only it, read again."""
+    finished_history(bench)
+    bench.run()  # indexes every file
+    calls: list[str] = []
+    for owner, name in ((Store, "indexed_specs"), (GitSource, "blob_ids")):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda self, *a, _r=real, _n=name: calls.append(_n) or _r(self, *a))
+    built: list[int] = []
+    monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    watching = bench.reconciler()
+    reads.clear()
+    first = watching.run_once()
+    assert (calls, built, reads) == (["blob_ids", "indexed_specs"], [FINISHED], ["live.yaml"])
+    calls.clear(), built.clear(), reads.clear()
+    second = watching.run_once()
+    assert (calls, built, reads) == ([], [0], ["live.yaml"])
+    assert items(second) == items(first)
+    path = bench.specs / "done-2.yaml"
+    path.write_text(path.read_text() + "# a note for the change record\n")
+    commit(bench, "note on done-2")
+    calls.clear(), built.clear(), reads.clear()
+    edited = watching.run_once()
+    assert (calls, sorted(reads)) == (["blob_ids"], ["done-2.yaml", "live.yaml"])
+    assert items(edited) == items(bench.run())  # what a new process plans
+    reads.clear()
+    bench.run()
+    fresh_reads = sorted(reads)
+    calls.clear(), built.clear(), reads.clear()
+    watching.run_once()
+    assert (calls, sorted(reads)) == ([], fresh_reads)  # it reads what a new process reads, nothing more
