@@ -1,4 +1,4 @@
-"""Reconcile's part of the policy rule `asset_consumers: require_downstream` (issue 27 §3): the assets of each
+"""Reconcile's part of the policy rule `asset_consumers: require_downstream`: the assets of each
 DAG with a create under that rule, read once per pass (one call per DAG, none without such a create), and those
 creates refused whose runs trigger DAGs their spec does not name (`core/plan/load.py`)."""
 

@@ -1,4 +1,4 @@
-"""Finished specs that cost a pass nothing (issue 29): a spec file whose backfill finished and whose git blob is
+"""Finished specs that cost a pass nothing: a spec file whose backfill finished and whose git blob is
 the one the store's index keeps is not read, parsed, validated or looked up in git history again.
 
 What a pass needs of such a spec comes from its index row: the model (built from the document values the row

@@ -96,7 +96,7 @@ class Observer:
             )
 
     def load(self, plan: Plan, policy: Policy) -> Plan:
-        """The plan with the load of each DAG it creates a backfill on (issue 27 §3): per DAG its tasks and the
+        """The plan with the load of each DAG it creates a backfill on: per DAG its tasks and the
         assets they emit (two calls), and the pools once per pass; nothing when nothing is created."""
         dag_ids = creates(plan)
         if not dag_ids:

@@ -129,7 +129,7 @@ def check_dags_in_airflow(
 
 
 def check_consumers(result: ValidationResult, client: AirflowClient) -> ValidationResult:
-    """The policy rule `asset_consumers`: one assets read per DAG whose rule sets it (issue 27 §3)."""
+    """The policy rule `asset_consumers`: one assets read per DAG whose rule sets it."""
     from controller.commands.observe import dag_load  # noqa: PLC0415
     from controller.core.checks.load_rules import check_asset_consumers, wants_consumers  # noqa: PLC0415
 

@@ -1,4 +1,4 @@
-"""The asset endpoint: the assets a DAG's tasks produce and the DAGs scheduled on them (issue 27 §3).
+"""The asset endpoint: the assets a DAG's tasks produce and the DAGs scheduled on them.
 
 `GET /api/v2/assets?dag_ids=…` (a filter every 3.x release declares) answers the assets the DAG schedules on,
 produces or reads; the producers are `producing_tasks[].dag_id`, the consumers `scheduled_dags[].dag_id`

@@ -1,5 +1,5 @@
 """The pool endpoints: every pool's slots (`GET /api/v2/pools`), and the pool each task of a DAG runs in
-(`pool` of `GET /api/v2/dags/{dag_id}/tasks`); both exist in every 3.x release (issue 27 §3)."""
+(`pool` of `GET /api/v2/dags/{dag_id}/tasks`); both exist in every 3.x release."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The policy rule `asset_consumers` at validate (pure, with Airflow configured): a spec whose runs trigger
-asset-scheduled DAGs its `downstream` does not name is warned of, or refused (issue 27 §3)."""
+asset-scheduled DAGs its `downstream` does not name is warned of, or refused."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The load a backfill sets off that its own plan line does not show (pure): the DAGs its runs trigger through
 the assets they emit (apache/airflow#52665: every backfilled run emits its tasks' asset events, so a DAG
 scheduled on such an asset runs once per backfilled run), the pools its tasks take slots in, and the rows it
-adds to Airflow's metadata database (runs × tasks), so a cleanup can be agreed before approval (issue 27 §3).
+adds to Airflow's metadata database (runs × tasks), so a cleanup can be agreed before approval.
 
 Read for a DAG with a planned create only; never part of `Plan.checksum()` (a consumer DAG added in Airflow
 must not make a reviewed plan stale: the policy rule `asset_consumers` is what gates on it).

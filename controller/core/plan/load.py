@@ -1,5 +1,5 @@
 """The plan with the load its creates set off (pure): each create's `DagLoad`, and the policy rule
-`asset_consumers` (issue 27 §3): `warn` is a finding, `require_downstream` refuses the create whose runs trigger
+`asset_consumers`: `warn` is a finding, `require_downstream` refuses the create whose runs trigger
 DAGs its spec does not name. Decided after the plan is made and never in its checksum (a consumer DAG added in
 Airflow must not make a reviewed plan stale: reconcile decides the refusal again from what Airflow says then).
 """

@@ -1,4 +1,4 @@
-"""The policy rule `asset_consumers` (pure, issue 27 §3): which DAGs a backfill's asset events trigger that its
+"""The policy rule `asset_consumers` (pure): which DAGs a backfill's asset events trigger that its
 spec does not name, and what the spec's author does about it. A spec names a DAG by listing its id in
 `downstream`, or a downstream system whose `dags` include it (the system's owners then approve)."""
 
