@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from controller import __version__
 from controller.cli import HOMES, PARTS, _command
 
 PROBE = """
@@ -80,3 +81,12 @@ main(["--help"])
         "store",
     ]
     assert done.stdout.endswith(fresh)
+
+
+def test_version_is_answered_without_typer_and_as_typer_answers_it() -> None:
+    probe = "import sys; from controller.cli import main; main(['--version']); print('typer' in sys.modules)"
+    quick = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert quick.splitlines() == [f"backfillctl {__version__}", "False"]
+    via_typer = "from controller.cli import main; main(['--log-format', 'text', '--version'])"
+    typer_out = subprocess.run([sys.executable, "-c", via_typer], capture_output=True, text=True, check=True).stdout
+    assert typer_out == f"backfillctl {__version__}\n"

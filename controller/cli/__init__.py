@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if quick is not None:  # pre-commit's `validate FILE...`: no typer to build (see `quick`)
             return run_validate(quick)
+        if args == ["--version"]:  # what scripts ask first: no typer to build either
+            from controller import __version__
+
+            sys.stdout.write(f"backfillctl {__version__}\n")
+            return ExitCode.OK
         return _typer_main(args)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
