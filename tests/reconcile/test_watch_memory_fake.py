@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.run import LoopOptions, Repeat, reconcile_loop
 from controller.commands.session import Shutdown
 from tests.reconcile.harness import Bench, fake, in_process
@@ -61,3 +61,37 @@ def test_a_long_watch_keeps_its_memory_flat(
     print(f"RSS {rss[WARM_UP]} KiB after {WARM_UP} passes, {rss[PASSES]} KiB after {PASSES}")
     assert [i.phase.value for i in end.last.current.items] == ["Running"]
     assert rss[PASSES] - rss[WARM_UP] < BOUND_KIB
+
+
+
+def test_a_pass_runs_without_the_cyclic_collector_which_runs_again_after_it(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass holds O(history) long-lived objects that each collection would traverse again: the collector waits
+    for the pass to end (also one that fails), and is left as it was found."""
+    bench.spec("held", end="2025-01-02")
+    in_process(bench, monkeypatch)
+    seen: list[tuple[str, bool]] = []
+
+    def on_pass(result: PassResult) -> None:
+        seen.append(("rendering", gc.isenabled()))
+
+    end = reconcile_loop(bench.settings(), LoopOptions(Repeat.ONCE), on_pass, _Passes())
+    assert [i.kind.value for i in end.last.plan.items] == ["create"]
+    assert (seen, gc.isenabled()) == ([("rendering", False)], True)
+
+    def failing(self: Reconciler, **_kw: object) -> PassResult:
+        seen.append(("pass", gc.isenabled()))
+        raise RuntimeError("a pass that fails")
+
+    monkeypatch.setattr(Reconciler, "run_once", failing)
+    with pytest.raises(RuntimeError, match="a pass that fails"):
+        reconcile_loop(bench.settings(), LoopOptions(Repeat.ONCE), on_pass, _Passes())
+    assert (seen[-1], gc.isenabled()) == (("pass", False), True)
+    gc.disable()  # a caller that had it off finds it off
+    try:
+        with pytest.raises(RuntimeError, match="a pass that fails"):
+            reconcile_loop(bench.settings(), LoopOptions(Repeat.ONCE), on_pass, _Passes())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
