@@ -63,7 +63,6 @@ def test_a_long_watch_keeps_its_memory_flat(
     assert rss[PASSES] - rss[WARM_UP] < BOUND_KIB
 
 
-
 def test_a_pass_runs_without_the_cyclic_collector_which_runs_again_after_it(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
