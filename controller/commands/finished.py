@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +49,9 @@ class History:
     blob's row never changes) and HEAD's blob ids per commit. The rows themselves are read each pass and let go
     after it: kept, their documents would hold ~1 KB a finished spec through every pass (11 MB at 10,000)."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self) -> None:
         self._built: dict[tuple[str, str], LoadedSpec] = {}  # (blob id, spec path as shown) → the spec
         self._blobs: tuple[tuple[str, str], dict[str, str]] | None = None  # ((commit, folder), path → blob id)
-
-    def rows(self) -> Mapping[str, IndexedSpec]:
-        """Blob id → its index row."""
-        return self.store.indexed_specs()
 
     def blob_ids(self, git: GitSource, folder: Path) -> dict[str, str]:
         """`git.blob_ids(folder)`, read again only when HEAD moved."""
@@ -64,9 +59,6 @@ class History:
         if self._blobs is None or self._blobs[0] != key:
             self._blobs = (key, git.blob_ids(folder))
         return self._blobs[1]
-
-    def save(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
-        self.store.index_specs(entries, present=present)
 
     def rebuilt(self, rows: Mapping[str, IndexedSpec]) -> list[LoadedSpec]:
         """`rebuilt(rows)`, each spec built once per blob and path."""
@@ -79,7 +71,13 @@ class History:
 
 
 def unread_specs(
-    git: GitSource, history: History, folder: Path, bindings: Mapping[str, Binding], differing: Iterable[str]
+    git: GitSource,
+    store: Store,
+    folder: Path,
+    bindings: Mapping[str, Binding],
+    differing: Iterable[str],
+    *,
+    history: History,
 ) -> Unread:
     """The finished, unchanged spec files the index holds (none outside git, or without commits)."""
     if not git.available or git.head() is None:
@@ -87,7 +85,7 @@ def unread_specs(
     blobs = history.blob_ids(git, folder)
     prefix = git.relative(folder)
     changed = frozenset(git.relative(Path(shown)) for shown in differing)
-    index = history.rows()
+    index = store.indexed_specs()
     known = {
         path: row
         for path, blob in blobs.items()

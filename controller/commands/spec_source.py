@@ -65,7 +65,7 @@ class SpecLoader:
         self.settings, self.store, self.git, self.clock = settings, store, git, clock
         self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
-        self.history = History(store)  # the spec index as the passes of this process keep it
+        self.history = History()  # the spec index as the passes of this process keep it
 
     def load(
         self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
@@ -78,7 +78,12 @@ class SpecLoader:
         unread = Unread()
         if bindings is not None and source is not None and source.repository:
             unread = unread_specs(
-                self.git, self.history, self.settings.specs_dir, bindings, (p for p, _ in source.differing)
+                self.git,
+                self.store,
+                self.settings.specs_dir,
+                bindings,
+                (p for p, _ in source.differing),
+                history=self.history,
             )
         result, rows, known = self._read(source, settled, unread)
         if not result.ok:
@@ -93,7 +98,7 @@ class SpecLoader:
         if bindings is not None and not self.store.read_only and unread.blobs:
             fresh = new_rows(result.loaded, bindings, unread, relative, origins)
             if fresh or unread.stale:
-                self.history.save(fresh, present=set(unread.blobs.values()))
+                self.store.index_specs(fresh, present=set(unread.blobs.values()))
         return ordered, result.policy
 
     def _read(
