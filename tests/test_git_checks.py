@@ -491,3 +491,18 @@ def test_separation_of_duties_holds_in_any_folder_name(
             "1 error, 0 warnings in 3 files including the policy specs/policy.yaml.",
         ],
     )
+
+
+def test_a_specs_folder_inside_a_bare_repository_is_a_located_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bare repository has no working tree to read spec paths against: exit 1 saying so, not an assertion."""
+    bare = tmp_path / "specs.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    (bare / "specs").mkdir()
+    monkeypatch.chdir(bare)
+    assert main(["validate", "--base", "HEAD"]) == 1
+    assert capsys.readouterr().err == (
+        f"error: specs is inside the bare git repository {bare}, which has no working tree\n"
+        "  hint: run backfillctl in a clone of it (git clone), where the spec files are checked out\n"
+    )

@@ -39,6 +39,11 @@ class GitSource:
             self._repo: git.Repo | None = git.Repo(path, search_parent_directories=True)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
             self._repo = None
+        if self._repo is not None and self._repo.working_tree_dir is None:  # its files are blobs, not a folder
+            raise GitError(
+                f"{path} is inside the bare git repository {self._repo.git_dir}, which has no working tree",
+                hint="run backfillctl in a clone of it (git clone), where the spec files are checked out",
+            )
 
     @property
     def available(self) -> bool:
