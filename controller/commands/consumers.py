@@ -5,7 +5,8 @@ creates refused whose runs trigger DAGs their spec does not name (`core/plan/loa
 from __future__ import annotations
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.observe import concurrently, dag_load
+from controller.commands.concurrency import concurrently
+from controller.commands.observe import dag_load
 from controller.core.model.load import DagLoad
 from controller.core.model.policy import Policy
 from controller.core.plan.load import refuse_unnamed, required

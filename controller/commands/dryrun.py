@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.model.airflow import BackfillRequest, DagRun
+from controller.commands.concurrency import alongside
+from controller.core.model.airflow import BackfillRequest, DagRun, PlannedRun
 from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
@@ -39,14 +40,10 @@ class DryRunner:
         completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
         kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
         try:
-            request = BackfillRequest.from_spec(spec)
-            planned = self.client.planned_runs_in_parts(request)  # a partitioned DAG's too: by partition date
-            if partitioned and not completed:
-                everything = BackfillRequest.from_spec(spec, reprocess="completed")
-                in_range = len(self.client.planned_runs_in_parts(everything))
-            else:
-                in_range = len(planned)
-            read = self._range(spec, kept, partitioned=partitioned)
+            (planned, in_range), read = alongside(  # independent calls: the range is read during the dry run
+                lambda: self._planned(spec, everything=partitioned and not completed),
+                lambda: self._range(spec, kept, partitioned=partitioned),
+            )
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
         if read is None:
@@ -59,6 +56,14 @@ class DryRunner:
             in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
             in_flight_more=total - len(flying),
         )
+
+    def _planned(self, spec: BackfillSpec, *, everything: bool) -> tuple[list[PlannedRun], int]:
+        """The dry run's runs (a partitioned DAG's too: by partition date), and the runs in range it counts:
+        with `everything`, those of a second dry run with `completed` (a partition can hold several runs)."""
+        planned = self.client.planned_runs_in_parts(BackfillRequest.from_spec(spec))
+        if not everything:
+            return planned, len(planned)
+        return planned, len(self.client.planned_runs_in_parts(BackfillRequest.from_spec(spec, reprocess="completed")))
 
     def next_chunk(self, spec: BackfillSpec, progress: Progress, policy: Policy) -> DryRun:
         """The next chunk's runs: a dry run of what is left of the range, from its start (its end when the

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TypeVar
+from functools import partial
 
 from controller.adapters.airflow import AirflowClient
+from controller.commands.concurrency import alongside, concurrently
 from controller.commands.dryrun import DryRunner
 from controller.commands.summaries import SummaryReader
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
@@ -30,18 +30,6 @@ from controller.core.plan.world import DagObservation, DryRun, World, closest_id
 from controller.errors import AirflowError, AirflowNotFound
 
 log = logging.getLogger(__name__)
-POOL = 8  # DAGs observed at once (the client bounds the calls in flight): a pass of a few DAGs is one wave
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-def concurrently(keys: Iterable[K], work: Callable[[K], V]) -> dict[K, V]:
-    """`{key: work(key)}`, at most POOL at a time, in the keys' order."""
-    ordered = list(keys)
-    if len(ordered) <= 1:
-        return {key: work(key) for key in ordered}
-    with ThreadPoolExecutor(max_workers=min(POOL, len(ordered)), thread_name_prefix="observe") as pool:
-        return dict(zip(ordered, pool.map(work, ordered), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +77,26 @@ class Observer:
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
                 return world
-            observations.update(self._rerun_choices(observations, listed, [by_name[n] for n in needed]))
-            needed = [n for n in needed if observations[by_name[n].dag_id].error is None]
-            dry_runs.update(
-                concurrently(needed, lambda name: self._dry_run(by_name[name], policy, bindings, observations))
-            )
+            heads = [by_name[n] for n in needed if observations[by_name[n].dag_id].error is None]
+            dry_run = partial(self._dry_run, policy=policy, bindings=bindings, observations=observations)
+            details, ran = self._heads(heads, observations, listed, dry_run)
+            observations.update(details)
+            dry_runs.update({s.name: ran[s.name] for s in heads if observations[s.dag_id].error is None})
+
+    def _heads(
+        self,
+        heads: Sequence[BackfillSpec],
+        observations: Mapping[str, DagObservation],
+        listed: set[str],
+        dry_run: Callable[[BackfillSpec], DryRun],
+    ) -> tuple[dict[str, DagObservation], dict[str, DryRun]]:
+        """The details of the heads' DAGs (`_rerun_choices`) and the heads' dry runs, read at once: the details
+        only add the DAG's rerun choice, which no dry run needs."""
+        by_name = {s.name: s for s in heads}
+        return alongside(
+            lambda: self._rerun_choices(observations, listed, heads),
+            lambda: concurrently(by_name, lambda n: dry_run(by_name[n])),
+        )
 
     def load(self, plan: Plan, policy: Policy) -> Plan:
         """The plan with the load of each DAG it creates a backfill on: per DAG its tasks and the
@@ -136,7 +139,7 @@ class Observer:
         return self._with_similar(observed), set(listed)
 
     def _rerun_choices(
-        self, observations: dict[str, DagObservation], listed: set[str], creating: Sequence[BackfillSpec]
+        self, observations: Mapping[str, DagObservation], listed: set[str], creating: Sequence[BackfillSpec]
     ) -> dict[str, DagObservation]:
         """The observations, read again with their details, of each listed DAG a create will start on: for the
         DAG's own `rerun_with_latest_version` (the listing does not carry it; a spec that sets

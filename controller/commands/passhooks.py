@@ -21,7 +21,7 @@ from controller.adapters.logsetup import PASS_ID
 from controller.adapters.monitor import Health, Metrics, MonitorServer, phase_counts
 from controller.adapters.store.outbox import PENDING
 from controller.commands import notify as notify_cmd
-from controller.commands.observe import POOL
+from controller.commands.concurrency import POOL
 from controller.commands.reconcile import PassResult, Reconciler
 from controller.commands.settings import Settings
 from controller.core.audit.vocabulary import Outcome

@@ -5,6 +5,12 @@ DAG's `rerun_with_latest_version` adds its DAG's details read on Airflow 3.3+: t
 
 from __future__ import annotations
 
+import json
+import threading
+
+import httpx
+import pytest
+
 from tests.reconcile.harness import Bench, count_calls, fake
 
 DAGS = ("demo_daily", "demo_tz", "demo_flaky", "demo_finance_ledger")
@@ -45,3 +51,37 @@ def test_after_the_create_the_pass_shows_the_dry_runs_dates_queued_and_the_next_
     assert seen is not None
     assert dict(seen.counts) == {"success": 1, "running": 2, "queued": 4}
     assert any(p == "/api/v2/dags/demo_daily/dagRuns" for _m, p in fake(bench).requests[before:])
+
+
+def test_a_heads_dry_run_its_range_read_and_its_dags_details_are_in_flight_together(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Independent reads overlap: each dry run is held until its DAG's range read and details have arrived,
+    which, made one after the other, they never would (the hold gives up after 3 s and says so)."""
+    fake(bench).scheduler_running = False
+    bench.spec("one", dag="demo_daily")  # no run_on_latest_version: the DAG's details are read for its create
+    bench.spec("two", dag="demo_tz")
+    seen: list[str] = []
+    held: dict[str, bool] = {}
+    arrived = threading.Condition()
+    process = fake(bench)._process
+
+    def gated(request: httpx.Request) -> httpx.Response:
+        with arrived:
+            seen.append(request.url.path)
+            arrived.notify_all()
+        if request.url.path == "/api/v2/backfills/dry_run":
+            dag = json.loads(request.content)["dag_id"]
+            wanted = {f"/api/v2/dags/{dag}/details", f"/api/v2/dags/{dag}/dagRuns"}
+            with arrived:
+                held[dag] = arrived.wait_for(lambda: wanted <= set(seen), timeout=3)
+        return process(request)
+
+    monkeypatch.setattr(fake(bench), "_process", gated)
+    result = bench.run()
+    assert [o.value for _i, o in result.applied] == ["created", "created"]
+    assert held == {"demo_daily": True, "demo_tz": True}
+    calls = count_calls(fake(bench).requests)
+    assert {p: calls[p] for p in calls if p.startswith("GET /api/v2/dags/")} == {
+        f"GET /api/v2/dags/{dag}/{what}": 1 for dag in ("demo_daily", "demo_tz") for what in ("details", "dagRuns")
+    }
