@@ -1,7 +1,5 @@
 """`python -m controller` runs the CLI."""
 
-import sys
+from controller.cli import entry
 
-from controller.cli import main
-
-sys.exit(main())
+entry()

@@ -11,9 +11,10 @@ status), `audit` (audit, store) and `stop` (emergency stops).
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from controller.cli.quick import plain_validate, run_validate
+from controller.commands import collector
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
@@ -57,8 +58,19 @@ def _application(command: str | None = None) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for the console script and `python -m controller`."""
-    args = sys.argv[1:] if argv is None else argv
+    """One command, for a caller that goes on afterwards (the collector is given back as it was found)."""
+    with collector.command():
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+def entry() -> NoReturn:
+    """The console script and `python -m controller`: the process ends with the command."""
+    with collector.command(process_ends=True):
+        code = _main(sys.argv[1:])
+    sys.exit(code)
+
+
+def _main(args: list[str]) -> int:
     quick = plain_validate(args)
     try:
         if quick is not None:  # pre-commit's `validate FILE...`: no typer to build (see `quick`)
