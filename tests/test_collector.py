@@ -89,13 +89,15 @@ def test_main_runs_the_command_with_it_off_and_gives_it_back(monkeypatch: pytest
 
 
 def test_the_console_scripts_process_ends_with_the_collector_still_off() -> None:
-    """What the process does after its command is exit: a collection then would only free what exit frees."""
+    """What the process does after its command is exit: a collection then would only free what exit frees, and
+    the exit's own collection skips what is frozen."""
     probe = (
         "import atexit, gc, sys\n"
-        "atexit.register(lambda: print('collector on at exit:', gc.isenabled()))\n"
+        "atexit.register(lambda: print('collector on at exit:', gc.isenabled(), 'frozen:', gc.get_freeze_count() > 0))"
+        "\n"
         "sys.argv = ['backfillctl', '--version']\n"
         "from controller.cli import entry\n"
         "entry()\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
-    assert (done.returncode, done.stdout.splitlines()[1:]) == (0, ["collector on at exit: False"])
+    assert (done.returncode, done.stdout.splitlines()[1:]) == (0, ["collector on at exit: False frozen: True"])

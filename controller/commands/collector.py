@@ -5,7 +5,8 @@ modules (measured: ~80 ms of collections during a `reconcile --once` start), and
 bindings, index rows, specs and items (0.5 s of a 2.9 s pass over 10,000 finished specs). So the collector is
 off through start-up and each pass, and collects between passes. The console script's process ends with its
 command: turning the collector on at the end would only collect what the exit frees anyway (measured: a
-collection of 53 ms after a 5-spec pass, and a slower exit).
+collection of 53 ms after a 5-spec pass), and the objects are frozen, which the exit's own collection skips
+(measured over 10,000 finished specs: ~0.3 s less from the command's end to the process's).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ def command(*, process_ends: bool = False) -> Iterator[None]:
         yield
     finally:
         on, _found_on = _found_on, None
-        if on and not process_ends:
+        if process_ends:
+            gc.freeze()  # the interpreter's exit collection runs even with the collector off: it skips these
+        elif on:
             gc.enable()
 
 
