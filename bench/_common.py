@@ -178,9 +178,11 @@ def airflow_cli_env(airflow_dir: Path) -> dict[str, str]:
 
 @dataclass
 class CountingProxy:
-    """A loopback HTTP proxy in front of Airflow that counts requests by (method, route)."""
+    """A loopback HTTP proxy in front of Airflow that counts requests by (method, route); with `latency`, each
+    request waits that long before it is forwarded (a remote Airflow's round trip, which loopback lacks)."""
 
     target: str
+    latency: float = 0.0
     calls: Counter[tuple[str, str]] = field(default_factory=Counter)
     # (method, route, seconds until Airflow answered, status): the server's time, even when the client gave up
     timings: list[tuple[str, str, float, int]] = field(default_factory=list)
@@ -207,6 +209,7 @@ class CountingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 proxy.calls[(self.command, _route(self.path))] += 1
+                time.sleep(proxy.latency)
                 started = time.perf_counter()
                 upstream = http.client.HTTPConnection(host, port, timeout=600)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}

@@ -23,7 +23,8 @@ Rows (default: create plan pass lost):
           and the peak of queued runs in Airflow (sampled every second until the create's runs all exist).
           The chunked side stops after its first chunk; everything it made is cancelled.
 Every backfillctl and floor call goes through a counting loopback proxy in front of Airflow (so both pay the
-same hop); the Airflow CLI talks to the metadata DB directly. Backfills the bench creates are cancelled.
+same hop; `--latency MS` adds a remote server's round trip to each); the Airflow CLI talks to the metadata DB
+directly. Backfills the bench creates are cancelled.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args, self.env = args, airflow_env()
         self.admin = Airflow(self.env)
-        self.proxy = CountingProxy(self.env.url).__enter__()
+        self.proxy = CountingProxy(self.env.url, latency=args.latency / 1000).__enter__()
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-airflow-rows-"))
         # a different year per invocation keeps reruns against the same Airflow apart; the rows take up to
         # ~3,000 days, so they start early enough never to reach the future (Airflow refuses future dates)
@@ -656,6 +657,7 @@ def main() -> None:
         "--airflow-dir", type=Path, default=Path(os.environ.get("BACKFILLCTL_AIRFLOW_DIR", REPO / ".airflow-local"))
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.0, help="ms each call waits at the proxy (a remote Airflow)")
     parser.add_argument("--before", type=Path, help="pass row: also time this checkout's controller/ (PYTHONPATH)")
     parser.add_argument("--slow-rounds", type=int, default=2)
     parser.add_argument("--creates", type=int, default=8)
@@ -665,7 +667,8 @@ def main() -> None:
     parser.add_argument("--lost", type=lambda s: [int(x) for x in s.split(",")], default=[25, 100])
     args = parser.parse_args()
     bench = Bench(args)
-    print(f"Airflow {bench.env.url} via counting proxy {bench.proxy.url}; {load_note()}", flush=True)
+    delay = f" (+{args.latency:g} ms a call)" if args.latency else ""
+    print(f"Airflow {bench.env.url} via counting proxy {bench.proxy.url}{delay}; {load_note()}", flush=True)
     try:
         for row in args.rows:
             getattr(bench, {"pass": "pass_"}.get(row, row))()
