@@ -37,7 +37,7 @@ class SummaryReader:
         range, an unbound one once (its dates are recovered for its adoption)."""
         recorded = recorded_dates(bindings)
         counted = [b for b in wanted if _counted(b, recorded, partitioned=partitioned)]
-        runs = self._counts(dag_id, counted, partitioned=partitioned)
+        runs = self._counts(dag_id, counted, recorded, partitioned=partitioned)
         read = [b for b in wanted if b not in counted]
         owned: dict[int, Owned] = {}
         shared = self._batch(dag_id, read, partitioned=partitioned)
@@ -83,7 +83,14 @@ class SummaryReader:
             runs = client.dag_runs(backfill.dag_id, low, high, partitioned=partitioned)
         return own_runs(backfill, dates, runs, listed, owners)
 
-    def _counts(self, dag_id: str, backfills: Sequence[Backfill], *, partitioned: bool) -> dict[int, RunSummary]:
+    def _counts(
+        self,
+        dag_id: str,
+        backfills: Sequence[Backfill],
+        recorded: Mapping[int, CreateFacts | None],
+        *,
+        partitioned: bool,
+    ) -> dict[int, RunSummary]:
         """Each backfill's runs by state. Several backfills on a DAG (specs adopted after a lost store) are
         read as one range when that takes fewer pages than one read each, and told apart in memory."""
         if len(backfills) > BATCH_FROM:
@@ -91,13 +98,14 @@ class SummaryReader:
             runs = self.client.dag_runs_if_within(dag_id, low, high, partitioned=partitioned, pages=len(backfills))
             if runs is not None:
                 return {b.id: summarise(runs_within(b, runs, partitioned=partitioned)) for b in backfills}
-        return {b.id: self._summary(b, partitioned=partitioned) for b in backfills}
+        return {b.id: self._summary(b, recorded.get(b.id), partitioned=partitioned) for b in backfills}
 
-    def _summary(self, backfill: Backfill, *, partitioned: bool) -> RunSummary:
+    def _summary(self, backfill: Backfill, facts: CreateFacts | None, *, partitioned: bool) -> RunSummary:
         """The backfill's runs by state. A partitioned DAG's range can hold runs of earlier backfills beside
         this one's (reprocessing creates new runs), so only the runs this backfill created are counted."""
         if not partitioned:
-            return self.client.run_summary(backfill.dag_id, backfill.from_date, backfill.to_date)
+            expected = None if facts is None else facts.run_count
+            return self.client.run_summary(backfill.dag_id, backfill.from_date, backfill.to_date, expected=expected)
         runs = self.client.dag_runs(backfill.dag_id, backfill.from_date, backfill.to_date, partitioned=True)
         return summarise(runs_of(backfill, runs))
 

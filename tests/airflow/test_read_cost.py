@@ -66,6 +66,45 @@ def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_w
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
 
 
+def test_a_backfill_recorded_beyond_a_page_is_counted_without_reading_its_first_page() -> None:
+    """The create recorded 145 runs: the total is a count beside the other four reads, no page of the range."""
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 7, tzinfo=UTC)  # 145 hourly runs
+    queries: list[dict[str, list[str]]] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/dagRuns"):
+            queries.append({k: request.url.params.get_list(k) for k in ("state", "limit", "order_by")})
+        return fake.handle(request)
+
+    transport = httpx.MockTransport(handle)
+    with AirflowClient("http://fake", transport=transport, username="admin", password=Secret("admin")) as c:
+        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
+        fake.start_runs(backfill.id)
+        for state in ["success"] * 25 + ["failed"] * 10:
+            fake.finish_run(backfill.id, state)
+        listed = summarise(c.dag_runs("demo_hourly", start, end))
+        queries.clear()
+        counted = c.run_summary("demo_hourly", start, end, expected=145)
+        told = list(queries)
+        queries.clear()
+        unhinted = c.run_summary("demo_hourly", start, end, expected=100)  # one page might hold them: read it
+    assert counted == listed == unhinted
+    assert sorted(told, key=str) == sorted(
+        [
+            {"state": [], "limit": ["1"], "order_by": ["logical_date"]},
+            {"state": ["queued"], "limit": ["1"], "order_by": ["logical_date"]},
+            {"state": ["running"], "limit": ["1"], "order_by": ["logical_date"]},
+            {"state": ["failed"], "limit": ["100"], "order_by": ["logical_date"]},
+            {"state": ["success", "failed"], "limit": ["100"], "order_by": ["-end_date"]},
+        ],
+        key=str,
+    )
+    assert queries[0] == {"state": [], "limit": ["100"], "order_by": ["logical_date"]}
+    assert len(queries) == 5
+
+
 def test_a_running_backfills_own_runs_cost_one_call_in_a_page_and_no_more_than_counting_beyond() -> None:
     fake = FakeAirflow()
     fake.scheduler_running = False

@@ -209,9 +209,15 @@ class AirflowClient:
         return self._runs.dag_runs_if_within(dag_id, from_date, to_date, partitioned=partitioned, pages=pages)
 
     def run_summary(
-        self, dag_id: str, from_date: datetime, to_date: datetime, *, page: tuple[list[DagRun], int] | None = None
+        self,
+        dag_id: str,
+        from_date: datetime,
+        to_date: datetime,
+        *,
+        page: tuple[list[DagRun], int] | None = None,
+        expected: int | None = None,
     ) -> RunSummary:
-        return self._runs.run_summary(dag_id, from_date, to_date, page=page)
+        return self._runs.run_summary(dag_id, from_date, to_date, page=page, expected=expected)
 
     def runs_or_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun] | RunSummary:
         return self._runs.runs_or_summary(dag_id, from_date, to_date)

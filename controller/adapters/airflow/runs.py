@@ -3,7 +3,7 @@ or counts by state from `total_entries`, the failures, and the latest finished r
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,12 @@ def _range_params(
     field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
     params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
     return {"run_type": "backfill", **params} if backfill_only else params
+
+
+def _known(value: int) -> Future[int]:
+    done: Future[int] = Future()
+    done.set_result(value)
+    return done
 
 
 class Runs:
@@ -52,37 +58,28 @@ class Runs:
         return first + [dag_run_from_json(item) for item in rest]
 
     def run_summary(
-        self, dag_id: str, from_date: datetime, to_date: datetime, *, page: tuple[list[DagRun], int] | None = None
+        self,
+        dag_id: str,
+        from_date: datetime,
+        to_date: datetime,
+        *,
+        page: tuple[list[DagRun], int] | None = None,
+        expected: int | None = None,
     ) -> RunSummary:
         """A backfill's runs by state at a cost that does not grow with its size (logical-date DAGs).
 
         Up to one page of runs: that page (1 call). More: the queued and running counts from `total_entries`
         of state-filtered queries (`limit=1`), the failed runs (paginated over failures only), the latest
-        finished page for the mean duration, and success as what is left of the first page's total — 5
+        finished page for the mean duration, and success as what is left of the range's total — 5
         calls for a year of hourly runs instead of 88 pages (6 when over a hundred runs failed: the failed
-        dates shown are then the first hundred).
+        dates shown are then the first hundred). `expected`, the runs the backfill made when known: beyond a
+        page, the total is counted beside the other reads (its first page would only say it is beyond one).
         """
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
+        if page is None and expected is not None and expected > PAGE:
+            return self._counted(path, params, total=None)
         first, total = page or self._runs_page(path, {**params, "offset": 0})  # `page`: the first one, already read
-        if total <= len(first):
-            return summarise(first)
-        # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first);
-        # before 3.2.0 there is no duration filter: the mean is of the page's runs that ran (summarise skips
-        # the others), a smaller sample when runs cancelled while queued sort first
-        recent_params = {**params, "state": ["success", "failed"], **self._started(), "order_by": "-end_date"}
-        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="summary") as pool:  # independent reads: overlap them
-            counted = {
-                state: pool.submit(self._count, path, {**params, "state": state}) for state in ("queued", "running")
-            }
-            failing, latest = (
-                pool.submit(self._failures, path, params),
-                pool.submit(self._runs_page, path, recent_params),
-            )
-            counts = {state: future.result() for state, future in counted.items()}
-            (failed, failures, never_started), (recent, _) = failing.result(), latest.result()
-        # a run that changed state between these calls is counted once, never below zero
-        counts |= {"failed": failures, "success": max(0, total - sum(counts.values()) - failures)}
-        return summary_from_counts(counts, failed, recent, never_started=never_started)
+        return summarise(first) if total <= len(first) else self._counted(path, params, total=total)
 
     def runs_or_summary(self, dag_id: str, from_date: datetime, to_date: datetime) -> list[DagRun] | RunSummary:
         """The backfill runs in the range when one page holds them (1 call: a running backfill's own runs are
@@ -90,6 +87,28 @@ class Runs:
         path, params = f"/api/v2/dags/{dag_id}/dagRuns", _range_params(from_date, to_date)
         page = self._runs_page(path, {**params, "offset": 0})
         return page[0] if page[1] <= len(page[0]) else self.run_summary(dag_id, from_date, to_date, page=page)
+
+    def _counted(self, path: str, params: dict[str, Any], *, total: int | None) -> RunSummary:
+        """The summary from counts by state (`total`: the range's runs, counted here when None)."""
+        # the latest runs that ran (never-started ones have no end date, and PostgreSQL sorts nulls first);
+        # before 3.2.0 there is no duration filter: the mean is of the page's runs that ran (summarise skips
+        # the others), a smaller sample when runs cancelled while queued sort first
+        recent_params = {**params, "state": ["success", "failed"], **self._started(), "order_by": "-end_date"}
+        with ThreadPoolExecutor(max_workers=5, thread_name_prefix="summary") as pool:  # independent reads: overlap them
+            counted = {
+                state: pool.submit(self._count, path, {**params, "state": state}) for state in ("queued", "running")
+            }
+            failing, latest = (
+                pool.submit(self._failures, path, params),
+                pool.submit(self._runs_page, path, recent_params),
+            )
+            every = pool.submit(self._count, path, params) if total is None else _known(total)
+            counts = {state: future.result() for state, future in counted.items()}
+            (failed, failures, never_started), (recent, _) = failing.result(), latest.result()
+            whole = every.result()
+        # a run that changed state between these calls is counted once, never below zero
+        counts |= {"failed": failures, "success": max(0, whole - sum(counts.values()) - failures)}
+        return summary_from_counts(counts, failed, recent, never_started=never_started)
 
     def _failures(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int, int | None]:
         """The failed runs to show (at most a page of them), how many failed, and how many of those never

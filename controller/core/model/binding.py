@@ -56,6 +56,11 @@ class CreateFacts:
         return None if self.dates is None else expand(self.dates)
 
     @property
+    def run_count(self) -> int | None:
+        """How many runs the recorded dates are (None: not recorded)."""
+        return None if self.dates is None else sum(r.count for r in self.dates)
+
+    @property
     def whole_range(self) -> bool:
         """The recorded dates are every backfill run of the range: the range's state counts are the spec's own."""
         if self.dates is None:
