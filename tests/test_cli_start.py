@@ -90,3 +90,21 @@ def test_version_is_answered_without_typer_and_as_typer_answers_it() -> None:
     via_typer = "from controller.cli import main; main(['--log-format', 'text', '--version'])"
     typer_out = subprocess.run([sys.executable, "-c", via_typer], capture_output=True, text=True, check=True).stdout
     assert typer_out == f"backfillctl {__version__}\n"
+
+
+def test_the_console_script_leaves_httpxs_own_command_line_unimported() -> None:
+    """The process that ends with the command skips httpx's CLI (click, rich, pygments): httpx still works."""
+    probe = """
+import sys
+sys.argv = ["backfillctl", "--version"]
+from controller.cli import entry
+try:
+    entry()
+except SystemExit as done:
+    code = done.code
+import httpx, rich.console
+cli = sys.modules.get("httpx._main")
+print(code, cli is None, "pygments" in sys.modules, httpx.Response(204).status_code)
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert done.splitlines() == [f"backfillctl {__version__}", "0 True False 204"]

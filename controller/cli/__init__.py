@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def entry() -> NoReturn:
     """The console script and `python -m controller`: the process ends with the command."""
+    # httpx's own command line (click, rich, pygments) is imported with httpx when click is installed: ~50 ms
+    # a start for nothing; a None entry makes that import fail, and httpx falls back to a stub of it
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
     with collector.command(process_ends=True):
         code = _main(sys.argv[1:])
     sys.exit(code)
