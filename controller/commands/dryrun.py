@@ -15,6 +15,7 @@ from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
 from controller.core.plan.world import DagObservation, DryRun, run_label
 from controller.core.rules.chunks import next_size, remaining, take
+from controller.core.rules.run_density import runs_a_day_at_most
 from controller.core.rules.schedules import partition_range
 from controller.errors import AirflowError
 
@@ -24,6 +25,12 @@ KEPT = {ReprocessBehavior.NONE: ("success", "failed"), ReprocessBehavior.FAILED:
 
 def is_partitioned(observation: DagObservation | None) -> bool:
     return observation is not None and observation.info is not None and observation.info.partitioned
+
+
+def runs_a_day(observation: DagObservation | None) -> float | None:
+    """The DAG's most runs a day by its timetable (None: not known): the size of a dry run's first part."""
+    info = None if observation is None else observation.info
+    return None if info is None or info.schedule is None else runs_a_day_at_most(info.schedule.summary)
 
 
 class DryRunner:
@@ -36,12 +43,13 @@ class DryRunner:
         Beside the dry run, one read of the range (three past a page of runs) counts the finished runs the
         reprocess rule keeps, so runs in range need no second dry run, and lists the runs in flight. A
         partitioned DAG's partitions can hold several runs each: a dry run with `completed` counts them."""
-        partitioned = is_partitioned(observations.get(spec.dag_id))
+        observed = observations.get(spec.dag_id)
+        partitioned = is_partitioned(observed)
         completed = spec.reprocess_behavior is ReprocessBehavior.COMPLETED
         kept = () if completed or partitioned else KEPT[spec.reprocess_behavior]
         try:
             (planned, in_range), read = alongside(  # independent calls: the range is read during the dry run
-                lambda: self._planned(spec, everything=partitioned and not completed),
+                lambda: self._planned(spec, everything=partitioned and not completed, rate=runs_a_day(observed)),
                 lambda: self._range(spec, kept, partitioned=partitioned),
             )
         except AirflowError as exc:
@@ -57,15 +65,20 @@ class DryRunner:
             in_flight_more=total - len(flying),
         )
 
-    def _planned(self, spec: BackfillSpec, *, everything: bool) -> tuple[list[PlannedRun], int]:
+    def _planned(self, spec: BackfillSpec, *, everything: bool, rate: float | None) -> tuple[list[PlannedRun], int]:
         """The dry run's runs (a partitioned DAG's too: by partition date), and the runs in range it counts:
         with `everything`, those of a second dry run with `completed` (a partition can hold several runs)."""
-        planned = self.client.planned_runs_in_parts(BackfillRequest.from_spec(spec))
+        planned = self.client.planned_runs_in_parts(BackfillRequest.from_spec(spec), runs_a_day=rate)
         if not everything:
             return planned, len(planned)
-        return planned, len(self.client.planned_runs_in_parts(BackfillRequest.from_spec(spec, reprocess="completed")))
+        every = self.client.planned_runs_in_parts(
+            BackfillRequest.from_spec(spec, reprocess="completed"), runs_a_day=rate
+        )
+        return planned, len(every)
 
-    def next_chunk(self, spec: BackfillSpec, progress: Progress, policy: Policy) -> DryRun:
+    def next_chunk(
+        self, spec: BackfillSpec, progress: Progress, policy: Policy, observation: DagObservation | None = None
+    ) -> DryRun:
         """The next chunk's runs: a dry run of what is left of the range, from its start (its end when the
         spec runs backwards), stopped once the chunk is full (a chunk's dry run never spans the whole range)."""
         left = remaining(spec, progress)
@@ -74,7 +87,9 @@ class DryRunner:
         size = next_size(spec, policy, progress)
         request = replace(BackfillRequest.from_spec(spec), from_date=left[0], to_date=left[1])
         try:
-            planned = self.client.planned_runs_in_parts(request, limit=size, backwards=spec.run_backwards)
+            planned = self.client.planned_runs_in_parts(
+                request, limit=size, backwards=spec.run_backwards, runs_a_day=runs_a_day(observation)
+            )
         except AirflowError as exc:
             return DryRun(error=exc.detail or exc.message)
         dates = take([p.date for p in planned], size, backwards=spec.run_backwards)

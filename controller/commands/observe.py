@@ -120,7 +120,7 @@ class Observer:
         """A new spec's dry run, or a chunked spec's next chunk."""
         binding = bindings.get(spec.name)
         if binding is not None and binding.progress is not None:
-            return self.dry_runs.next_chunk(spec, binding.progress, policy)
+            return self.dry_runs.next_chunk(spec, binding.progress, policy, observations.get(spec.dag_id))
         return self.dry_runs.dry_run(spec, observations)
 
     def dags(self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, DagObservation]:

@@ -61,6 +61,7 @@ class Dag:
     rerun_with_latest_version: bool | None = None  # in the details only (3.3.0+), as in Airflow
     # a partition timetable (FACTS §11): its details and dry runs as 3.3.2 answers them; its runs are not modelled
     partitioned: bool = False
+    summary: str | None = None  # a custom timetable's `timetable_summary` (None: the schedule's cron)
 
     def ticks(self, start: datetime, end: datetime) -> list[datetime]:
         if self.schedule == "hourly":
@@ -424,7 +425,7 @@ class FakeAirflow:
             "is_backfillable": dag.schedule is not None,
             "timetable_partitioned": dag.partitioned,
             # what every Airflow 3 line says (older ones have no timetable_periodic: the client reads these)
-            "timetable_summary": {"daily": "0 0 * * *", "hourly": "0 * * * *"}.get(dag.schedule or ""),
+            "timetable_summary": dag.summary or {"daily": "0 0 * * *", "hourly": "0 * * * *"}.get(dag.schedule or ""),
             "timetable_description": {
                 "daily": "At 00:00",
                 "hourly": "Every hour",

@@ -361,12 +361,44 @@ def test_a_year_plans_with_dry_runs_bounded_in_size(bench: Bench) -> None:
         for method, path, body in fake(bench).bodies
         if (method, path) == ("POST", "/api/v2/backfills/dry_run")
     ]
-    assert spans == [336, 2000, 2000, 2000, 2000, 448]  # 14 days, then each aimed at 2,000 runs (a few seconds)
+    # each aimed at 2,000 runs (a few seconds), the first by the timetable's rate: "0 * * * *" is 24 a day at most
+    assert spans == [2000, 2000, 2000, 2000, 784]
     assert sum(spans) == 8784  # consecutive sub-ranges: nothing missed, nothing twice
     created = bench.run()
     assert [(i.kind.value, o) for i, o in created.applied] == [("create", "created")]
     (backfill,) = fake(bench).backfills.values()
     assert (backfill["from_date"], backfill["to_date"]) == ("2024-01-01T00:00:00Z", "2024-01-30T23:00:00Z")
+
+
+def test_a_year_of_a_timetable_whose_rate_is_not_known_is_asked_fourteen_days_first(bench: Bench) -> None:
+    """A custom timetable's summary says nothing of its rate: 14 days first, then each part aimed at 2,000 runs."""
+    custom = Dag("demo_custom_hourly", schedule="hourly", summary="MyBusinessHoursTimetable")
+    fake(bench).dags[custom.dag_id] = custom
+    bench.spec("custom-year", mar=4, dag=custom.dag_id, start="2024-01-01", end="2024-12-31T23:00:00Z")
+    plan, _, _ = bench.reconciler().plan()
+    (item,) = plan.items
+    assert (item.kind.value, item.runs_to_create) == ("create", 8784)
+    spans = [
+        len(custom.ticks(parse(body["from_date"]), parse(body["to_date"])))
+        for method, path, body in fake(bench).bodies
+        if (method, path) == ("POST", "/api/v2/backfills/dry_run")
+    ]
+    assert spans == [336, 2000, 2000, 2000, 2000, 448]
+    assert sum(spans) == 8784
+
+
+def test_a_month_of_a_daily_dag_is_one_dry_run(bench: Bench) -> None:
+    """ "0 0 * * *" is one run a day at most: 120 days are one dry run, not 14 days and then the rest."""
+    bench.spec("months", mar=4, dag="demo_daily", start="2024-01-01", end="2024-04-29")
+    plan, _, _ = bench.reconciler().plan()
+    (item,) = plan.items
+    assert (item.kind.value, item.runs_to_create) == ("create", 120)
+    asked = [
+        (body["from_date"], body["to_date"])
+        for method, path, body in fake(bench).bodies
+        if (method, path) == ("POST", "/api/v2/backfills/dry_run")
+    ]
+    assert asked == [("2024-01-01T00:00:00Z", "2024-04-29T00:00:00Z")]
 
 
 def test_a_partitioned_dags_year_plans_with_dry_runs_split_like_a_time_based_one(bench: Bench) -> None:
@@ -400,17 +432,16 @@ def test_a_partitioned_dags_year_plans_with_dry_runs_split_like_a_time_based_one
         if (method, path) == ("POST", "/api/v2/backfills/dry_run")
     ]
     bounds = [
-        ("2024-01-01T00:00:00Z", "2024-01-14T23:59:59.999999Z"),  # 14 days first, then each aimed at 2,000 runs
-        ("2024-01-15T00:00:00Z", "2024-04-07T07:59:59.999999Z"),
-        ("2024-04-07T08:00:00Z", "2024-06-29T15:59:59.999999Z"),
-        ("2024-06-29T16:00:00Z", "2024-09-20T23:59:59.999999Z"),
-        ("2024-09-21T00:00:00Z", "2024-12-13T07:59:59.999999Z"),
-        ("2024-12-13T08:00:00Z", "2024-12-31T23:00:00Z"),
+        ("2024-01-01T00:00:00Z", "2024-03-24T07:59:59.999999Z"),  # each aimed at 2,000 runs, the first by the rate
+        ("2024-03-24T08:00:00Z", "2024-06-15T15:59:59.999999Z"),
+        ("2024-06-15T16:00:00Z", "2024-09-06T23:59:59.999999Z"),
+        ("2024-09-07T00:00:00Z", "2024-11-29T07:59:59.999999Z"),
+        ("2024-11-29T08:00:00Z", "2024-12-31T23:00:00Z"),
     ]
     assert asked == [("none", *b) for b in bounds] + [("completed", *b) for b in bounds]
     spans = [len(hourly.ticks(parse(low), parse(high))) for _, low, high in asked]
-    assert spans == [336, 2000, 2000, 2000, 2000, 448] * 2  # consecutive: no partition missed, none twice
-    assert sum(spans[:6]) == 8784
+    assert spans == [2000, 2000, 2000, 2000, 784] * 2  # consecutive: no partition missed, none twice
+    assert sum(spans[:5]) == 8784
 
 
 def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(bench: Bench) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.commands import dryrun
 from tests.airflow.test_contract import day
 from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench, mutating
@@ -173,10 +174,31 @@ def test_future_partition_range_is_refused_by_validate_plan_and_reconcile(bench:
     assert (item["action"], item["runs_to_create"]) == ("create", 6)  # Airflow would run the 3 future partitions
 
 
-def test_a_partitioned_dry_run_over_more_than_one_sub_range_is_asked_in_parts_and_merged(bench: Bench) -> None:
-    """20 daily partitions: the first dry run covers 14 days, the second the rest (aimed at 2,000 runs); `none`
-    asks both again with `completed` for the runs in range. Only dry runs: nothing is created (no date of 2021
-    ever ran on demo_partitioned)."""
+def test_a_partitioned_dags_cron_makes_twenty_days_one_dry_run(bench: Bench) -> None:
+    """demo_partitioned's "0 0 * * *" is one partition a day at most: 20 days are one dry run (and `none` one
+    more with `completed` for the runs in range), not 14 days and then the rest."""
+    bench.spec("parts-whole", dag=DAG, start="2021-07-01", end="2021-07-20", mar=2, reprocess="none")
+    plan, _, _ = bench.reconciler().plan()
+    (item,) = plan.items
+    assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 20, 20)
+    asked = [
+        (body["reprocess_behavior"], body["from_date"], body["to_date"])
+        for request in bench.sent
+        if (request.method, request.url.path) == ("POST", "/api/v2/backfills/dry_run")
+        for body in [json.loads(request.content)]
+    ]
+    whole = ("2021-07-01T00:00:00Z", "2021-07-20T00:00:00Z")
+    assert asked == [("none", *whole), ("completed", *whole)]
+
+
+def test_a_partitioned_dry_run_over_more_than_one_sub_range_is_asked_in_parts_and_merged(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 daily partitions of a timetable whose rate is not known (a custom one's summary; demo_partitioned's cron
+    would make them one dry run): the first dry run covers 14 days, the second the rest (aimed at 2,000 runs);
+    `none` asks both again with `completed` for the runs in range. Only dry runs: nothing is created (no date of
+    2021 ever ran on demo_partitioned)."""
+    monkeypatch.setattr(dryrun, "runs_a_day", lambda _observation: None)
     bench.spec("parts-split", dag=DAG, start="2021-06-01", end="2021-06-20", mar=2, reprocess="none")
     plan, _, _ = bench.reconciler().plan()
     (item,) = plan.items

@@ -161,9 +161,14 @@ class AirflowClient:
         return self._backfills.planned_runs(request)
 
     def planned_runs_in_parts(
-        self, request: BackfillRequest, *, limit: int | None = None, backwards: bool = False
+        self,
+        request: BackfillRequest,
+        *,
+        limit: int | None = None,
+        backwards: bool = False,
+        runs_a_day: float | None = None,
     ) -> list[PlannedRun]:
-        return self._backfills.planned_runs_in_parts(request, limit=limit, backwards=backwards)
+        return self._backfills.planned_runs_in_parts(request, limit=limit, backwards=backwards, runs_a_day=runs_a_day)
 
     def create(self, request: BackfillRequest) -> Backfill:
         return self._backfills.create(request)

@@ -12,7 +12,7 @@ from controller.adapters.airflow.decode import backfill_from_json, planned_run_f
 from controller.adapters.airflow.server import PAGE, Server
 from controller.core.model.airflow import Backfill, BackfillRequest, PlannedRun
 from controller.core.model.capabilities import run_on_latest, unsupported_request
-from controller.core.rules.chunks import FIRST_SPAN, TARGET_RUNS, TICK, next_sub_range, sub_range_span
+from controller.core.rules.chunks import TARGET_RUNS, TICK, first_span, next_sub_range, sub_range_span
 from controller.errors import AirflowVersionError
 
 
@@ -69,21 +69,26 @@ class Backfills:
         return [planned_run_from_json(item) for item in data["backfills"]]
 
     def planned_runs_in_parts(
-        self, request: BackfillRequest, *, limit: int | None = None, backwards: bool = False
+        self,
+        request: BackfillRequest,
+        *,
+        limit: int | None = None,
+        backwards: bool = False,
+        runs_a_day: float | None = None,
     ) -> list[PlannedRun]:
         """The dry run of a range of any size, as consecutive sub-ranges each aimed at a few seconds of the
         server's time (one dry run of four hourly years outlived every timeout), in date order;
-        with `limit`, it stops once that many runs from the range's start (its end when backwards) are known."""
+        with `limit`, it stops once that many runs from the range's start (its end when backwards) are known.
+        `runs_a_day`, the timetable's most runs a day when known, sizes the first sub-range."""
         found: list[PlannedRun] = []
         rest: tuple[datetime, datetime] | None = (request.from_date, request.to_date)
-        span, covered = FIRST_SPAN, timedelta(0)
+        span, covered = first_span(runs_a_day, _aim(limit, found)), timedelta(0)
         while rest is not None and (limit is None or len(found) < limit):
             (low, high), rest = next_sub_range(*rest, span, backwards=backwards)
             part = self.planned_runs(replace(request, from_date=low, to_date=high))
             found = part + found if backwards else found + part
             covered += high - low + TICK
-            wanted = TARGET_RUNS if limit is None else min(TARGET_RUNS, max(limit - len(found), 1) * 5 // 4 + 1)
-            span = sub_range_span(len(found), covered, wanted)
+            span = sub_range_span(len(found), covered, _aim(limit, found))
         return sorted(found, key=lambda p: p.date)
 
     def create(self, request: BackfillRequest) -> Backfill:
@@ -97,3 +102,8 @@ class Backfills:
 
     def cancel(self, backfill_id: int) -> Backfill:
         return backfill_from_json(self._server.json("PUT", f"/api/v2/backfills/{backfill_id}/cancel"))
+
+
+def _aim(limit: int | None, found: list[PlannedRun]) -> int:
+    """The runs the next sub-range aims at: the target, or a little over what a limit still wants."""
+    return TARGET_RUNS if limit is None else min(TARGET_RUNS, max(limit - len(found), 1) * 5 // 4 + 1)

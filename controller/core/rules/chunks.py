@@ -21,7 +21,8 @@ HALT_MIN_FINISHED = 5  # a failure ratio over fewer finished runs says too littl
 TICK = timedelta(microseconds=1)  # dry-run and backfill bounds are inclusive: the next range starts after the last date
 LISTED_FAILURES = 100  # failed dates kept over all chunks (the rest are counted)
 
-# bounded dry runs: the first sub-range, and the runs each later one aims at (~1.2 ms a run on the server)
+# bounded dry runs: the first sub-range when the timetable's rate is not known, and the runs each one aims at
+# (~1.2 ms a run on the server)
 FIRST_SPAN = timedelta(days=14)
 TARGET_RUNS = 2000
 
@@ -204,6 +205,13 @@ def awaiting_promotion(spec: BackfillSpec, progress: Progress) -> bool:
 
 
 # --- bounded dry runs -----------------------------------------------------------------------------------
+
+
+def first_span(runs_a_day: float | None, target: int = TARGET_RUNS) -> timedelta:
+    """The first sub-range of a dry run: `target` runs at the timetable's most runs a day, when known."""
+    if runs_a_day is None or runs_a_day <= 0:
+        return FIRST_SPAN
+    return max(timedelta(seconds=1), timedelta(days=target / runs_a_day))
 
 
 def sub_range_span(done: int, covered: timedelta, target: int = TARGET_RUNS) -> timedelta:
