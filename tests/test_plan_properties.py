@@ -13,7 +13,7 @@ from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
-from controller.core.plan.queue import make_plan
+from controller.core.plan.queue import dry_runs_needed, make_plan
 from controller.core.plan.values import Kind, Plan
 from controller.core.plan.world import DagObservation, DryRun, World
 
@@ -193,6 +193,7 @@ def test_plan_is_deterministic_and_order_insensitive(case: Case) -> None:
     desired, world, policy = case
     first = make_plan(desired, policy, world)
     assert make_plan(desired, policy, world) == first
+    assert dry_runs_needed(desired, policy, world) == first.dry_runs_needed  # the walks alone find the same heads
     shuffled = World(
         {dag: replace(obs, backfills=tuple(reversed(obs.backfills))) for dag, obs in world.observations.items()},
         dict(reversed(list(world.bindings.items()))),

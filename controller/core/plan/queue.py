@@ -48,9 +48,7 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
     items: list[Item] = []
     findings: list[Finding] = []
     needed: list[str] = []
-    by_dag: dict[str, list[BackfillSpec]] = {}
-    for spec in specs:
-        by_dag.setdefault(spec.dag_id, []).append(spec)
+    by_dag = _queues(specs)
     bound = _Bound.of(world)
     for dag_id in sorted(by_dag):
         dag_items, dag_findings = _plan_dag(dag_id, by_dag[dag_id], policy, world, bound)
@@ -73,8 +71,19 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
 
 
 def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> tuple[str, ...]:
-    """The queue heads a create would start, whose run counts must come from Airflow's dry run first."""
-    return make_plan(specs, policy, world).dry_runs_needed
+    """The queue heads a create would start, whose run counts must come from Airflow's dry run first: the DAG
+    walks alone, as `make_plan` finds them (what it does after the walks never asks for a dry run)."""
+    by_dag, bound = _queues(specs), _Bound.of(world)
+    walked = (_plan_dag(dag_id, by_dag[dag_id], policy, world, bound)[0] for dag_id in sorted(by_dag))
+    return tuple(i.spec for items in walked for i in items if i.awaiting_dry_run)
+
+
+def _queues(specs: Sequence[BackfillSpec]) -> dict[str, list[BackfillSpec]]:
+    """Each DAG's specs, in queue order."""
+    by_dag: dict[str, list[BackfillSpec]] = {}
+    for spec in specs:
+        by_dag.setdefault(spec.dag_id, []).append(spec)
+    return by_dag
 
 
 def _verified(item: Item, world: World) -> Item:
