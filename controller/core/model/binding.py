@@ -35,7 +35,11 @@ class Phase(StrEnum):
 
     @property
     def terminal(self) -> bool:
-        return self in (Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED, Phase.VERIFICATION_FAILED)
+        return self in TERMINAL
+
+
+# the phases a spec ends in; a set, as a pass asks this of every spec several times (10,000 finished: ~90,000)
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.COMPLETED_WITH_FAILURES, Phase.CANCELLED, Phase.VERIFICATION_FAILED})
 
 
 @dataclass(frozen=True, slots=True)
