@@ -426,3 +426,57 @@ def test_migration_0008_adds_stages_and_a_stage_is_saved_read_and_updated_by_its
     with store.engine.begin() as conn:
         _alembic(conn, "downgrade", "0007")
     assert "stages" not in set(inspect(store.engine).get_table_names())
+
+
+def test_every_binding_reads_back_as_it_does_alone_with_each_json_column_parsed_once(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass reads every binding (a history of specs): the JSON columns' texts are parsed in one go each."""
+    store = make(store_url)
+    runs = RunSummary({"success": 3, "failed": 1}, (T0,), never_started=1, mean_duration=12.5)
+    names = [f"s{n:02d}" for n in range(12)]
+    for n, name in enumerate(names):
+        phase = Phase.SUCCEEDED if n % 2 else Phase.RUNNING
+        store.save_binding(Binding(name, "d", 100 + n, phase, spec_digest=f"sha256:{n}", reason=f"r{n}", runs=runs))
+    store.save_binding(replace(store.bindings()["s03"], runs=None))
+    sql(store, "UPDATE bindings SET detail = NULL WHERE spec_name = 's05'")  # as the first schema left it
+    parses: list[str] = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, **kw: parses.append(text) or loads(text, **kw))
+    every = store.bindings()
+    monkeypatch.undo()
+    assert len(parses) == 2  # run_counts, detail
+    assert every == {name: store.binding(name) for name in names}
+    kept = (every["s03"].runs, every["s04"].runs, every["s05"].reason, every["s05"].backfills)
+    assert kept == (None, runs, "", (105,))  # no detail: the one backfill column stands for it
+
+
+def test_a_column_of_json_texts_is_parsed_once_and_a_text_that_is_no_value_alone_fails_as_alone() -> None:
+    from controller.adapters.store.database import decoded  # noqa: PLC0415
+
+    assert decoded(['{"a": [1, 2]}', None, "null", '"x"', "3"]) == [{"a": [1, 2]}, None, None, "x", 3]
+    assert decoded([]) == []
+    with pytest.raises(json.JSONDecodeError, match="Extra data: line 1 column 2"):
+        decoded(['{"a": 1}', "1,2"])  # joined, it would read as three values: parsed alone, it is an error
+    with pytest.raises(json.JSONDecodeError, match="Expecting value: line 1 column 1"):
+        decoded(["{}", ""])
+
+
+def test_the_spec_index_reads_back_what_was_indexed_with_its_facts_parsed_once(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from controller.adapters.store import IndexedSpec  # noqa: PLC0415
+
+    store = make(store_url)
+    rows = [
+        IndexedSpec(f"blob{n}", f"specs/s{n}.yaml", f"s{n}", "d", f"sha256:{n}", "Succeeded", {"name": f"s{n}"},
+                    1_600_000_000 + n if n % 2 else None, f"dev{n}@example.com", None if n == 3 else f"c{n}")
+        for n in range(6)
+    ]  # fmt: skip
+    store.index_specs(rows, {r.blob_id for r in rows})
+    parses: list[str] = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda text, **kw: parses.append(text) or loads(text, **kw))
+    kept = store.indexed_specs()
+    monkeypatch.undo()
+    assert (len(parses), kept) == (1, {r.blob_id: r for r in rows})

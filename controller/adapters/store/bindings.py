@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from controller.adapters.store.database import Clock, Database, stamp
+from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
@@ -41,11 +41,18 @@ class Bindings:
             return None if row is None else _binding(dict(row))
 
     def all(self) -> dict[str, Binding]:
+        plain = [c for c in bindings.c if c.name not in _JSON]
         with self._db.tx("reading bindings") as conn:
-            result = conn.execute(select(bindings))
-            keys = tuple(result.keys())  # once: a row's own mapping costs as much again over a history of specs
-            rows = (dict(zip(keys, values, strict=True)) for values in result)
-            return {row["spec_name"]: _binding(row) for row in rows}
+            rows = conn.execute(select(*plain, *(json_text(bindings.c[name]) for name in _JSON))).all()
+        names, width = [*(c.name for c in plain), *_JSON], len(plain)
+        documents = [decoded([row[width + i] for row in rows]) for i in range(len(_JSON))]
+        named = (
+            dict(zip(names, (*row[:width], *docs), strict=True)) for row, *docs in zip(rows, *documents, strict=True)
+        )
+        return {values["spec_name"]: _binding(values) for values in named}
+
+
+_JSON = ("run_counts", "detail")  # read as text and decoded together (`decoded`)
 
 
 def _binding(row: Mapping[str, Any]) -> Binding:

@@ -12,17 +12,19 @@ folder) is an error, and SQLite is opened with `mode=ro`, PostgreSQL with read-o
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Column, Connection, Engine, Text, cast, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.sql.elements import Cast
 
 from controller.adapters.store.tables import audit_events
 from controller.core.audit.chain import TIME_FORMAT
@@ -52,6 +54,22 @@ def unstamp(value: str) -> datetime:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def json_text(column: Column[Any]) -> Cast[str]:
+    """A JSON column read as its text (decoded by `decoded`, not a parse per row by the driver or SQLAlchemy)."""
+    return cast(column, Text)
+
+
+def decoded(texts: Sequence[str | None]) -> list[Any]:
+    """JSON columns' texts (`json_text`) as values, in one parse: a parse per row costs ~3× as much over a
+    history of specs. A text that is not one JSON value on its own is parsed alone, which raises as before."""
+    values = None
+    with contextlib.suppress(ValueError):
+        values = json.loads("[" + ",".join("null" if t is None else t for t in texts) + "]")
+    if isinstance(values, list) and len(values) == len(texts):
+        return values
+    return [None if t is None else json.loads(t) for t in texts]
 
 
 class Database:

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
-from controller.adapters.store.database import Clock, Database, stamp
+from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import spec_index
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,12 @@ class SpecIndex:
     def all(self) -> dict[str, IndexedSpec]:
         """Every readable row, by blob id."""
         c = spec_index.c
-        columns = (c.blob_id, c.path, c.spec_name, c.dag_id, c.spec_digest, c.phase, c.facts)
+        columns = (c.blob_id, c.path, c.spec_name, c.dag_id, c.spec_digest, c.phase, json_text(c.facts))
         with self._db.tx("reading the spec index") as conn:
             rows = conn.execute(select(*columns)).all()
         found: dict[str, IndexedSpec] = {}
-        for row in rows:
-            entry = _entry(*row[:6], facts=row[6])
+        for row, facts in zip(rows, decoded([row[6] for row in rows]), strict=True):
+            entry = _entry(*row[:6], facts=facts)
             if entry is not None:
                 found[entry.blob_id] = entry
         return found
