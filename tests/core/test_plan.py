@@ -125,6 +125,25 @@ def test_head_without_a_dry_run_asks_for_one_then_creates() -> None:
     assert plan.findings == ()
 
 
+def test_the_dry_runs_a_pass_needs_are_found_without_walking_the_dags_whose_specs_all_finished(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from controller.core.plan import queue  # noqa: PLC0415 - the walk is counted where it is called
+
+    walked: list[str] = []
+    walk = queue._plan_dag
+    monkeypatch.setattr(queue, "_plan_dag", lambda dag_id, *rest: walked.append(dag_id) or walk(dag_id, *rest))
+    done = [spec(f"done-{n}", dag=f"old-{n % 3}") for n in range(9)]
+    finished = {s.name: bound(s.name, 100 + n, phase=Phase.SUCCEEDED) for n, s in enumerate(done)}
+    live = [spec("new", dag="old-1"), spec("other", dag="fresh")]
+    seen = World({}, finished, {}, {}, now=NOW)
+    assert dry_runs_needed([*done, *live], Policy(), seen) == ()  # not observed: blocked, not awaiting
+    assert walked == ["fresh", "old-1"]
+    walked.clear()
+    assert dry_runs_needed([*done, *live], Policy(), world(bindings=finished, dag="fresh")) == ("other",)
+    assert walked == ["fresh", "old-1"]
+
+
 def test_item_facts_and_json() -> None:
     s = spec(run_backwards=True, expected_runs=9, state=DesiredState.ACTIVE)
     (item,) = make_plan([s], Policy(), world(dry={"s": dates(2)})).items

@@ -74,7 +74,8 @@ def dry_runs_needed(specs: Sequence[BackfillSpec], policy: Policy, world: World)
     """The queue heads a create would start, whose run counts must come from Airflow's dry run first: the DAG
     walks alone, as `make_plan` finds them (what it does after the walks never asks for a dry run)."""
     by_dag, bound = _queues(specs), _Bound.of(world)
-    walked = (_plan_dag(dag_id, by_dag[dag_id], policy, world, bound)[0] for dag_id in sorted(by_dag))
+    live = sorted(dag for dag, queue in by_dag.items() if not all(_recorded_terminal(s, world) for s in queue))
+    walked = (_plan_dag(dag_id, by_dag[dag_id], policy, world, bound)[0] for dag_id in live)  # finished: no dry run
     return tuple(i.spec for items in walked for i in items if i.awaiting_dry_run)
 
 

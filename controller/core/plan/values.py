@@ -55,11 +55,15 @@ class Kind(StrEnum):
 
     @property
     def mutating(self) -> bool:
-        return self in (Kind.CREATE, Kind.PAUSE, Kind.UNPAUSE, Kind.CANCEL)
+        return self in MUTATING
 
     @property
     def change(self) -> bool:
-        return self.mutating or self is Kind.ADOPT
+        return self in CHANGES
+
+
+MUTATING = frozenset({Kind.CREATE, Kind.PAUSE, Kind.UNPAUSE, Kind.CANCEL})  # a set: a pass asks per item
+CHANGES = MUTATING | {Kind.ADOPT}
 
 
 @dataclass(frozen=True, slots=True)
