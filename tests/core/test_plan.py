@@ -144,6 +144,29 @@ def test_the_dry_runs_a_pass_needs_are_found_without_walking_the_dags_whose_spec
     assert walked == ["fresh", "old-1"]
 
 
+def test_a_lost_stores_plan_matches_each_spec_against_the_backfills_of_its_dates_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A lost store adopts a DAG's whole history: a scan of every backfill per spec made a pass O(specs²)."""
+    from controller.core.plan import matching  # noqa: PLC0415 - the comparisons are counted where they are made
+
+    compared: list[int] = []
+    match = matching.matches_request
+    monkeypatch.setattr(matching, "matches_request", lambda r, b: compared.append(b.id) or match(r, b))
+    history = [
+        spec(f"s{n:03d}", from_date=JAN1 + timedelta(days=n), to_date=JAN1 + timedelta(days=n)) for n in range(300)
+    ]
+    backfills = [backfill(1000 + n, s, active=False) for n, s in enumerate(history)]
+    backfills.append(backfill(2000, history[7], active=False))  # re-run by hand later: the newest is adopted
+    plan = make_plan(history, Policy(), world(*backfills, runs={b.id: RunSummary({"success": 1}) for b in backfills}))
+    assert [(i.kind, i.backfill_id) for i in plan.items[6:9]] == [
+        (Kind.ADOPT, 1006),
+        (Kind.ADOPT, 2000),
+        (Kind.ADOPT, 1008),
+    ]
+    assert len(compared) == 301  # each spec against the backfills of its own dates
+
+
 def test_item_facts_and_json() -> None:
     s = spec(run_backwards=True, expected_runs=9, state=DesiredState.ACTIVE)
     (item,) = make_plan([s], Policy(), world(dry={"s": dates(2)})).items

@@ -67,6 +67,15 @@ def adoptable_chunks(spec: BackfillSpec, backfills: Sequence[Backfill], taken: C
     return tuple(found)
 
 
+def by_range(backfills: Sequence[Backfill]) -> dict[tuple[datetime, datetime], list[Backfill]]:
+    """The backfills by their dates, in their order: the only ones a spec with those dates can match (`matches`),
+    so a spec finds its candidates at once (a scan per spec made a lost store's pass O(specs × backfills))."""
+    found: dict[tuple[datetime, datetime], list[Backfill]] = {}
+    for backfill in backfills:
+        found.setdefault((backfill.from_date, backfill.to_date), []).append(backfill)
+    return found
+
+
 def adoptable(
     spec: BackfillSpec, backfills: Sequence[Backfill], taken: Collection[int], intent: datetime | None
 ) -> Backfill | None:

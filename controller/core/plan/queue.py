@@ -33,7 +33,7 @@ from controller.core.plan.admission import (
 )
 from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
 from controller.core.plan.lifecycle import adopt, bound
-from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks
+from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range
 from controller.core.plan.outcome import outcome_reason, terminal_phase
 from controller.core.plan.stages import rehearsal_gate, verified
 from controller.core.plan.stops import STOP, stop_of
@@ -188,11 +188,13 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
     taken = set(bound.taken)
     adoptions: dict[str, Backfill] = {}
     chunk_adoptions: dict[str, tuple[Backfill, ...]] = {}
+    ranges = by_range(obs.backfills)
     for spec in queue:
         binding = world.bindings.get(spec.name)
         if binding is not None and (binding.backfill_id is not None or binding.progress is not None):
             continue  # bound; a chunked spec finds its pending chunk itself (`chunked._pending_chunk`)
-        found = adoptable(spec, obs.backfills, taken, world.intents.get(spec.name))
+        candidates = ranges.get((spec.from_date, spec.to_date), ())
+        found = adoptable(spec, candidates, taken, world.intents.get(spec.name))
         if found is not None:
             adoptions[spec.name] = found
             taken.add(found.id)
@@ -230,7 +232,7 @@ def next_context(ctx: Context, spec: BackfillSpec, item: Item) -> Context:
     adopted = item.backfill_id if item.kind is Kind.ADOPT else None
     return replace(
         ctx,
-        taken=ctx.taken if adopted is None else ctx.taken | {adopted},
+        taken=ctx.taken if adopted is None or adopted in ctx.taken else ctx.taken | {adopted},  # no copy per spec
         occupant=(spec.name, 0) if item.kind is Kind.CREATE else ctx.occupant,
         waiting_on=spec.name if ctx.waiting_on is None and not item.phase.terminal else ctx.waiting_on,
     )
