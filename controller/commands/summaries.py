@@ -11,7 +11,7 @@ from datetime import datetime
 from controller.adapters.airflow import AirflowClient
 from controller.core.model.airflow import Backfill, DagRun, RunSummary, summarise
 from controller.core.model.binding import Binding, CreateFacts
-from controller.core.plan.ownership import Owned, own_runs
+from controller.core.plan.ownership import DagHistory, Owned, own_runs
 from controller.core.rules.schedules import runs_of, runs_within
 
 BATCH_FROM = 2  # more backfills than this on one DAG: try one read of their whole range first
@@ -41,10 +41,11 @@ class SummaryReader:
         read = [b for b in wanted if b not in counted]
         owned: dict[int, Owned] = {}
         shared = self._batch(dag_id, read, partitioned=partitioned)
+        history = None if shared is None else DagHistory.of(shared, listed)  # ordered once for every backfill
         for backfill in read:
             facts = recorded.get(backfill.id)
-            if shared is not None:
-                found: Owned | RunSummary = own_runs(backfill, _dates(facts), shared, listed, owners)
+            if history is not None:
+                found: Owned | RunSummary = history.own(backfill, _dates(facts), owners)
             else:
                 found = self._own(backfill, facts, listed, owners, partitioned=partitioned)
             if isinstance(found, Owned):

@@ -5,13 +5,26 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from controller.core.model.airflow import Backfill, DagRun, Rerun, RunSummary
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.core.model.airflow import Backfill, DagRun, Rerun, RunSummary, summarise
 from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.ranges import DateRange, compact, expand, ranges_from_json, ranges_json
 from controller.core.model.spec import DesiredState
 from controller.core.plan.outcome import terminal_phase, unknown_text
-from controller.core.plan.ownership import BY_HAND, CREATE_SPAN, GAP, own_runs, rerun_by, run_date, window_end
+from controller.core.plan.ownership import (
+    BY_HAND,
+    CREATE_SPAN,
+    GAP,
+    DagHistory,
+    Owned,
+    own_runs,
+    rerun_by,
+    run_date,
+    window_end,
+)
 from controller.core.plan.queue import make_plan
 from controller.core.plan.world import DagObservation, World
 from tests.core.test_plan import NOW, OK, bound, spec
@@ -230,3 +243,54 @@ def test_a_deleted_specs_finished_backfill_is_settled_and_not_shown() -> None:
     assert (orphaned.settled, [i.phase for i in orphaned.items]) == ((), [Phase.ORPHANED])
     recorded = {"gone": bound("gone", 1, phase=Phase.SUCCEEDED)}
     assert make_plan([], Policy(), World(obs, recorded, now=NOW)).settled == ()
+
+
+# --- many backfills of one DAG at once (a lost store adopting its history) -----------------------------
+
+
+def _scanned(backfill: Backfill, dates: list[datetime] | None, runs: list[DagRun], listed: list[Backfill]) -> Owned:
+    """The definition, a scan of every run and backfill per backfill (what `DagHistory` must equal)."""
+    wanted = None if dates is None else set(dates)
+    dated = [(d, r) for r in runs if (d := run_date(r)) is not None and backfill.from_date <= d <= backfill.to_date]
+    mine = [(d, r) for d, r in dated if wanted is None or d in wanted]
+    end = window_end(backfill, [r for _d, r in mine], listed)
+    own = {d: r for d, r in mine if r.queued_at is not None and backfill.created_at <= r.queued_at <= end}
+    later = sorted(((d, r, r.queued_at) for d, r in mine if r.queued_at and r.queued_at > end), key=lambda x: x[2])
+    latest = {d: (r, when) for d, r, when in later}
+    others = [b for b in listed if b.id != backfill.id]
+    owners = {b.id: f"s{b.id}" for b in listed[::2]}
+    reruns = tuple(
+        Rerun(d, rerun_by(when, others, owners), r.state, own[d].state if d in own else None)
+        for d, (r, when) in sorted(latest.items())
+    )
+    strangers = {d for d, _r in dated} - own.keys()
+    return Owned(replace(summarise([own[d] for d in sorted(own)]), reruns=reruns), compact(own), not strangers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 4), st.integers(0, 200), st.booleans()), max_size=6),
+    st.lists(st.tuples(st.integers(0, 12), st.sampled_from(["success", "failed"]), st.integers(-5, 260)), max_size=25),
+    st.booleans(),
+    st.booleans(),
+)
+def test_a_dags_history_ordered_once_gives_each_backfill_the_runs_a_scan_per_backfill_gives(
+    shapes: list[tuple[int, int, int, bool]],
+    runs_drawn: list[tuple[int, str, int]],
+    partitioned: bool,
+    recorded: bool,
+) -> None:
+    listed = [
+        made(n, T + at * S, first=first, last=first + length, done=T + (at + 90) * S if done else None)
+        for n, (first, length, at, done) in enumerate(shapes)
+    ]
+    runs = [
+        run(i, state, None if q < 0 else T + q * S, key=f"k{i}" if partitioned else None)
+        for i, state, q in runs_drawn
+    ]
+    history = DagHistory.of(runs, listed)
+    for backfill in listed:
+        dates = [day(backfill.from_date.day - 1)] if recorded else None
+        owners = {b.id: f"s{b.id}" for b in listed[::2]}
+        assert history.own(backfill, dates, owners) == _scanned(backfill, dates, runs, listed)
+        assert own_runs(backfill, dates, runs, listed, owners) == _scanned(backfill, dates, runs, listed)
