@@ -23,7 +23,7 @@ from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.load import creates, with_load
-from controller.core.plan.matching import chunk_of, matches, matches_request, pending_request
+from controller.core.plan.matching import chunks_among, matched, matches_request, pending_request
 from controller.core.plan.queue import dry_runs_needed
 from controller.core.plan.values import Plan
 from controller.core.plan.world import DagObservation, DryRun, World, closest_ids
@@ -279,7 +279,7 @@ def owners_of(
 ) -> dict[int, str]:
     """Backfill id → the spec that owns it (every backfill a spec owned, chunks included), or that matches it
     and is not bound yet (after a lost store it is adopted in the same pass)."""
-    owners = {b.id: s.name for s in specs if s.name not in bindings for b in listed if matches(s, b)}
+    owners = {b.id: s.name for s, b in matched([s for s in specs if s.name not in bindings], listed)}
     owners |= {i: name for name, b in bindings.items() for i in b.backfills}
     owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
     return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}
@@ -313,11 +313,9 @@ def _runs_wanted(
     bound -= _settled_chunks(dag_id, bindings)
     unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
     pending = [r for s in specs if s.dag_id == dag_id and (r := pending_request(s, bindings.get(s.name))) is not None]
+    adoptable = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)  # chunks too
     return [
         b
         for b in backfills
-        if b.active
-        or b.id in bound
-        or any(matches(s, b) or chunk_of(s, b) for s in unbound)  # a chunked spec's chunks too (a lost store)
-        or any(matches_request(r, b) for r in pending)
+        if b.active or b.id in bound or b.id in adoptable or any(matches_request(r, b) for r in pending)
     ]

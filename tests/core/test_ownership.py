@@ -285,8 +285,7 @@ def test_a_dags_history_ordered_once_gives_each_backfill_the_runs_a_scan_per_bac
         for n, (first, length, at, done) in enumerate(shapes)
     ]
     runs = [
-        run(i, state, None if q < 0 else T + q * S, key=f"k{i}" if partitioned else None)
-        for i, state, q in runs_drawn
+        run(i, state, None if q < 0 else T + q * S, key=f"k{i}" if partitioned else None) for i, state, q in runs_drawn
     ]
     history = DagHistory.of(runs, listed)
     for backfill in listed:

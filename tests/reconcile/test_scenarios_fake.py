@@ -760,3 +760,29 @@ def test_an_unchanged_finished_spec_is_read_not_validated_again(bench: Bench) ->
     assert caught.value.message.endswith(
         "old.yaml:7:18: $.max_active_runs: max_active_runs 3 is over the limit of 1 set by policy"
     )
+
+
+def test_a_lost_stores_pass_over_a_dags_history_compares_each_spec_with_the_backfills_of_its_dates(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a lost store every spec is paired with its backfill: pairing by a scan of the DAG's whole history per
+    spec (the plan, the runs to read, the owners) made the pass O(specs × backfills): minutes at 10,000."""
+    from controller.core.plan import matching  # noqa: PLC0415 - the comparisons are counted where they are made
+
+    days = [datetime(2024, 1, 1, tzinfo=UTC) + timedelta(days=n) for n in range(150)]
+    for n, day in enumerate(days):
+        bench.spec(f"h{n:03d}", start=day.date().isoformat(), end=day.date().isoformat(), mar=1)
+        body = {"dag_id": "demo_daily", "from_date": format_utc(day), "to_date": format_utc(day)}
+        fake(bench).create_orphan({**body, "reprocess_behavior": "none", "max_active_runs": 1})
+        assert len(fake(bench).mark_complete()) == 1  # finished (no runs) before the next one is created
+    compared: list[int] = []
+    match = matching.matches_request
+    monkeypatch.setattr(matching, "matches_request", lambda r, b: compared.append(b.id) or match(r, b))
+    result = bench.run()
+    assert [(i.spec, i.kind.value, o) for i, o in result.applied] == [
+        (f"h{n:03d}", "adopt", "adopted") for n in range(150)
+    ]
+    assert len(fake(bench).backfills) == 150
+    # four looks per spec at its own date's backfill (the runs to read, the owners, the walk for dry runs, the plan);
+    # a scan of the history compared 67,650 pairs here
+    assert len(compared) == 4 * 150

@@ -3,8 +3,9 @@ and the backfill to adopt after a lost answer or a lost store."""
 
 from __future__ import annotations
 
+import bisect
 import itertools
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -23,15 +24,52 @@ def matches(spec: BackfillSpec, backfill: Backfill) -> bool:
 
 def matches_request(request: BackfillRequest, backfill: Backfill) -> bool:
     """The backfill a create with this body makes (a whole spec's, or one chunk's)."""
-    conf = canonical_json(dict(request.dag_run_conf)) if request.dag_run_conf else None
     return (
-        backfill.dag_id == request.dag_id
-        and backfill.from_date == request.from_date
+        backfill.from_date == request.from_date
         and backfill.to_date == request.to_date
-        and backfill.reprocess_behavior == request.reprocess_behavior
         and backfill.max_active_runs == request.max_active_runs
-        and backfill.conf_json() == conf
+        and _params(backfill) == _asked(request)
     )
+
+
+Params = tuple[str, str | None, str | None]  # DAG, reprocess behaviour, conf as canonical JSON
+
+
+def _asked(request: BackfillRequest) -> Params:
+    """What a create asks besides its dates and concurrency (what every chunk of one spec shares)."""
+    conf = canonical_json(dict(request.dag_run_conf)) if request.dag_run_conf else None
+    return request.dag_id, request.reprocess_behavior, conf
+
+
+def _params(backfill: Backfill) -> Params:
+    return backfill.dag_id, backfill.reprocess_behavior, backfill.conf_json()
+
+
+def matched(specs: Sequence[BackfillSpec], backfills: Sequence[Backfill]) -> Iterator[tuple[BackfillSpec, Backfill]]:
+    """Every (spec, backfill) that `matches`, specs in their order and each spec's backfills in theirs, found by
+    dates (`by_range`): a lost store pairs a DAG's whole history, and a scan of every pair is O(specs × backfills)."""
+    ranges = by_range(backfills)
+    for spec in specs:
+        yield from ((spec, b) for b in ranges.get((spec.from_date, spec.to_date), ()) if matches(spec, b))
+
+
+def chunks_among(specs: Sequence[BackfillSpec], backfills: Sequence[Backfill]) -> set[int]:
+    """The backfills that are `chunk_of` one of the specs, found per backfill by the specs sorted by start (with
+    their latest end so far) instead of a scan of every pair."""
+    reach: dict[Params, list[tuple[datetime, datetime]]] = {}
+    for spec in specs:
+        reach.setdefault(_asked(BackfillRequest.from_spec(spec)), []).append((spec.from_date, spec.to_date))
+    ends: dict[Params, tuple[list[datetime], list[datetime]]] = {}
+    for params, spans in reach.items():
+        spans.sort(key=lambda span: span[0])
+        ends[params] = ([start for start, _end in spans], list(itertools.accumulate((e for _s, e in spans), max)))
+    found = set()
+    for backfill in backfills:
+        starts, latest = ends.get(_params(backfill), ([], []))
+        at = bisect.bisect_right(starts, backfill.from_date)  # the specs starting on or before it
+        if at and latest[at - 1] >= max(backfill.from_date, backfill.to_date):  # one of them ends on or after it
+            found.add(backfill.id)
+    return found
 
 
 def pending_request(spec: BackfillSpec, binding: Binding | None) -> BackfillRequest | None:
