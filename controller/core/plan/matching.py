@@ -46,11 +46,11 @@ def _params(backfill: Backfill) -> Params:
 
 
 def matched(specs: Sequence[BackfillSpec], backfills: Sequence[Backfill]) -> Iterator[tuple[BackfillSpec, Backfill]]:
-    """Every (spec, backfill) that `matches`, specs in their order and each spec's backfills in theirs, found by
-    dates (`by_range`): a lost store pairs a DAG's whole history, and a scan of every pair is O(specs × backfills)."""
+    """Every (spec, backfill) that `matches`, specs in their order and each spec's backfills in theirs, found by DAG
+    and dates (`by_range`): a lost store pairs a DAG's whole history; a scan of every pair is O(specs × backfills)."""
     ranges = by_range(backfills)
     for spec in specs:
-        yield from ((spec, b) for b in ranges.get((spec.from_date, spec.to_date), ()) if matches(spec, b))
+        yield from ((spec, b) for b in of_range(ranges, spec) if matches(spec, b))
 
 
 def chunks_among(specs: Sequence[BackfillSpec], backfills: Sequence[Backfill]) -> set[int]:
@@ -105,13 +105,22 @@ def adoptable_chunks(spec: BackfillSpec, backfills: Sequence[Backfill], taken: C
     return tuple(found)
 
 
-def by_range(backfills: Sequence[Backfill]) -> dict[tuple[datetime, datetime], list[Backfill]]:
-    """The backfills by their dates, in their order: the only ones a spec with those dates can match (`matches`),
-    so a spec finds its candidates at once (a scan per spec made a lost store's pass O(specs × backfills))."""
-    found: dict[tuple[datetime, datetime], list[Backfill]] = {}
+Ranges = dict[tuple[str, datetime, datetime], list[Backfill]]
+
+
+def by_range(backfills: Sequence[Backfill]) -> Ranges:
+    """The backfills by DAG and dates, in their order: the only ones a spec of that DAG and those dates can match
+    (`matches`), so a spec finds its candidates at once (`of_range`; a scan per spec made a lost store's pass
+    O(specs × backfills))."""
+    found: Ranges = {}
     for backfill in backfills:
-        found.setdefault((backfill.from_date, backfill.to_date), []).append(backfill)
+        found.setdefault((backfill.dag_id, backfill.from_date, backfill.to_date), []).append(backfill)
     return found
+
+
+def of_range(ranges: Ranges, spec: BackfillSpec) -> Sequence[Backfill]:
+    """The backfills `by_range` holds for the spec's DAG and dates."""
+    return ranges.get((spec.dag_id, spec.from_date, spec.to_date), ())
 
 
 def adoptable(

@@ -33,7 +33,7 @@ from controller.core.plan.admission import (
 )
 from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
 from controller.core.plan.lifecycle import adopt, bound
-from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range
+from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range, of_range
 from controller.core.plan.outcome import outcome_reason, terminal_phase
 from controller.core.plan.stages import rehearsal_gate, verified
 from controller.core.plan.stops import STOP, stop_of
@@ -193,8 +193,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
         binding = world.bindings.get(spec.name)
         if binding is not None and (binding.backfill_id is not None or binding.progress is not None):
             continue  # bound; a chunked spec finds its pending chunk itself (`chunked._pending_chunk`)
-        candidates = ranges.get((spec.from_date, spec.to_date), ())
-        found = adoptable(spec, candidates, taken, world.intents.get(spec.name))
+        found = adoptable(spec, of_range(ranges, spec), taken, world.intents.get(spec.name))
         if found is not None:
             adoptions[spec.name] = found
             taken.add(found.id)
