@@ -13,7 +13,8 @@ Rows (default: create plan pass lost):
           backfills needed; committed 10 a commit in a git repository) + 5 live ones (created for real), beside
           the same pass over the 5 live ones alone: wall, peak RSS, what the finished specs add; also `validate`.
   lost    first `reconcile --once` after a lost store, over --lost finished specs (real, finished backfills
-          created + cancelled by the bench), extrapolated per spec to 1,000.
+          created + cancelled by the bench; default 25,100; `--lost 1000,10000` measures the issue's sizes:
+          ~8 minutes to create the 10,000 backfills here), beside --before.
   year    (slow) `plan` for one year of demo_hourly (8,760 runs); floor: 1 auth + 1 dry run.
   large   (slow: Airflow takes ~105 s to create 8,760 runs) a pass while a 1-year hourly backfill runs;
           floor: 1 auth + 1 backfill GET + 4 counting dagRuns GETs.
@@ -596,50 +597,61 @@ class Bench:
         return table(title + f"{self.args.rounds} rounds", header, rows)
 
     def lost(self) -> None:
-        """Two sizes, so the extrapolation to 1,000 uses the per-spec slope, not the fixed start-up cost."""
-        rows, results = [], []
+        """Each size measured (`--lost 1000,10000`: ~8 minutes to create 10,000 backfills here), beside `--before`."""
+        rows, last = [], Counter[tuple[str, str]]()
+        # each DAG's own windows from a year that differs per invocation: 10,000 specs over 7 DAGs span ~8 years
+        year = datetime(1901 + int(time.time()) % 40, 1, 1, tzinfo=UTC)
+        windows = {dag: Windows(year) for dag in UTC_DAGS}
         for n in self.args.lost:
             folder = self.folder(f"lost-{n}")
-            specs = [(f"lost-{n}-{i:04d}", UTC_DAGS[i % 7], *self.windows.take(UTC_DAGS[i % 7], 1)) for i in range(n)]
-            bodies = self.write_specs(folder, specs)
+            dags = [UTC_DAGS[i % 7] for i in range(n)]
+            bodies = self.write_specs(
+                folder, [(f"lost-{n}-{i:05d}", d, *windows[d].take(d, 1)) for i, d in enumerate(dags)]
+            )
             self.admin.cancel_active()
             for body in bodies:  # real backfills, finished (cancelled: completed_at is set at once)
                 self.admin.create_and_cancel(body)
             calls: dict[str, Counter[tuple[str, str]]] = {}
+            runs: dict[str, Run] = {}
 
-            def ours(_i: int, folder: Path = folder, calls: dict[str, Counter[tuple[str, str]]] = calls) -> float:
+            def ours(
+                _i: int,
+                folder: Path = folder,
+                calls: dict[str, Counter[tuple[str, str]]] = calls,
+                runs: dict[str, Run] = runs,
+                before: bool = False,
+            ) -> float:
                 (folder / "state.db").unlink(missing_ok=True)  # the lost store
-                wall, calls["backfillctl"] = self.backfillctl(folder, "reconcile", "--once", ok=(0, 1, 5))
-                return wall
+                key = "before" if before else "backfillctl"
+                runs[key], calls[key] = self.backfillctl_run(folder, "reconcile", "--once", ok=(0, 1, 5), before=before)
+                return runs[key].wall
 
+            actions: dict[str, Callable[[int], float | Run]] = {"backfillctl": ours}
+            if self.args.before:
+                actions["before"] = lambda i, ours=ours: ours(i, before=True)
             try:
-                times = alternate(self.args.slow_rounds, {"backfillctl": ours})
+                times = alternate(self.args.slow_rounds, actions)
             finally:
                 self.admin.cancel_active()
-            b, total = median(times["backfillctl"]), sum(calls["backfillctl"].values())  # type: ignore[arg-type]
-            creates = calls["backfillctl"].get(("POST", "/api/v2/backfills"), 0)
-            results.append((n, b, total))
-            rows.append(["—", f"{n} finished specs", f"{secs(b)}, {total} calls ({creates} creates)"])
+            for key in actions:
+                wall, total = median(times[key]), sum(calls[key].values())  # type: ignore[arg-type]
+                rss = runs[key].rss_kb // 1024
+                rows.append(
+                    [
+                        "—",
+                        f"{n:,} finished specs",
+                        key,
+                        f"{secs(wall)}, {secs(runs[key].cpu)} CPU, {rss} MB, {total} calls",
+                    ]
+                )
             last = calls["backfillctl"]
-        if len(results) >= 2:
-            (n0, t0, c0), (n1, t1, c1) = results[0], results[-1]
-            # reads are batched per DAG, so the slope can be within noise of zero (or below): never extrapolate down
-            slope, calls_slope = max(0.0, (t1 - t0) / (n1 - n0)), max(0.0, (c1 - c0) / (n1 - n0))
-            at = t1 + slope * (1000 - n1)
-            rows.append(
-                [
-                    "—",
-                    "1,000 (extrapolated)",
-                    f"{secs(at)}, {c1 + calls_slope * (1000 - n1):.0f} calls ({slope * 1000:.0f} ms/spec)",
-                ]
-            )
         self.emit(
             table(
                 f"first reconcile pass after a lost store, medians of {self.args.slow_rounds} rounds",
-                ["floor", "work", "backfillctl reconcile --once"],
+                ["floor", "work", "code", "reconcile --once: wall, CPU, peak RSS, calls"],
                 rows,
             )
-            + f"\nbackfillctl calls ({results[-1][0]} specs): {calls_text(last)}\n"
+            + f"\nbackfillctl calls ({self.args.lost[-1]:,} specs): {calls_text(last)}\n"
         )
 
     def close(self) -> None:
@@ -658,7 +670,9 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--latency", type=float, default=0.0, help="ms each call waits at the proxy (a remote Airflow)")
-    parser.add_argument("--before", type=Path, help="pass row: also time this checkout's controller/ (PYTHONPATH)")
+    parser.add_argument(
+        "--before", type=Path, help="pass, lost rows: also time this checkout's controller/ (PYTHONPATH)"
+    )
     parser.add_argument("--slow-rounds", type=int, default=2)
     parser.add_argument("--creates", type=int, default=8)
     parser.add_argument("--plans", type=lambda s: [int(x) for x in s.split(",")], default=[10, 40])
