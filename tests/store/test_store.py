@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.script import ScriptDirectory
@@ -428,10 +430,13 @@ def test_migration_0008_adds_stages_and_a_stage_is_saved_read_and_updated_by_its
     assert "stages" not in set(inspect(store.engine).get_table_names())
 
 
-def test_every_binding_reads_back_as_it_does_alone_with_each_json_column_parsed_once(
+def test_every_binding_reads_back_as_it_does_alone_with_its_json_read_by_the_scanner(
     make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pass reads every binding (a history of specs): the JSON columns' texts are parsed in one go each."""
+    """A pass reads every binding (a history of specs): the JSON columns' texts go to the C scanner, one value
+    each, not through `json.loads` (or the driver's) per row."""
+    from controller.adapters.store import database  # noqa: PLC0415 - its scanner is counted
+
     store = make(store_url)
     runs = RunSummary({"success": 3, "failed": 1}, (T0,), never_started=1, mean_duration=12.5)
     names = [f"s{n:02d}" for n in range(12)]
@@ -440,32 +445,46 @@ def test_every_binding_reads_back_as_it_does_alone_with_each_json_column_parsed_
         store.save_binding(Binding(name, "d", 100 + n, phase, spec_digest=f"sha256:{n}", reason=f"r{n}", runs=runs))
     store.save_binding(replace(store.bindings()["s03"], runs=None))
     sql(store, "UPDATE bindings SET detail = NULL WHERE spec_name = 's05'")  # as the first schema left it
-    parses: list[str] = []
-    loads = json.loads
-    monkeypatch.setattr(json, "loads", lambda text, **kw: parses.append(text) or loads(text, **kw))
+    scans, parses = _counted_json(monkeypatch, database)
     every = store.bindings()
     monkeypatch.undo()
-    assert len(parses) == 2  # run_counts, detail
+    assert (len(scans), parses) == (12 + 11, [])  # run_counts (None is stored as JSON null), detail (one NULL)
     assert every == {name: store.binding(name) for name in names}
     kept = (every["s03"].runs, every["s04"].runs, every["s05"].reason, every["s05"].backfills)
     assert kept == (None, runs, "", (105,))  # no detail: the one backfill column stands for it
 
 
-def test_a_column_of_json_texts_is_parsed_once_and_a_text_that_is_no_value_alone_fails_as_alone() -> None:
+def test_json_texts_read_as_json_loads_reads_each_and_one_that_is_not_one_value_fails_as_it_does() -> None:
     from controller.adapters.store.database import decoded  # noqa: PLC0415
 
-    assert decoded(['{"a": [1, 2]}', None, "null", '"x"', "3"]) == [{"a": [1, 2]}, None, None, "x", 3]
+    texts = ['{"a": [1, 2]}', None, "null", '"x"', "3", ' {"b": 1}\n', "NaN"]
+    assert decoded(texts) == [{"a": [1, 2]}, None, None, "x", 3, {"b": 1}, pytest.approx(float("nan"), nan_ok=True)]
     assert decoded([]) == []
-    with pytest.raises(json.JSONDecodeError, match="Extra data: line 1 column 2"):
-        decoded(['{"a": 1}', "1,2"])  # joined, it would read as three values: parsed alone, it is an error
-    with pytest.raises(json.JSONDecodeError, match="Expecting value: line 1 column 1"):
-        decoded(["{}", ""])
+    for bad, error in (
+        (['{"a": 1}', "1,2"], "Extra data: line 1 column 2"),
+        (['1,"', '"'], "Extra data: line 1 column 2"),  # two halves of a value: each is read alone, not joined
+        (["1,[2", "3]"], "Extra data: line 1 column 2"),
+        (["{}", ""], "Expecting value: line 1 column 1"),
+        (['{"a":'], "Expecting value: line 1 column 6"),
+    ):
+        with pytest.raises(json.JSONDecodeError, match=re.escape(error)):
+            decoded(bad)
 
 
-def test_the_spec_index_reads_back_what_was_indexed_with_its_facts_parsed_once(
+def _counted_json(monkeypatch: pytest.MonkeyPatch, database: Any) -> tuple[list[str], list[str]]:
+    """The texts the store's JSON scanner is given, and those `json.loads` is."""
+    scans: list[str] = []
+    parses: list[str] = []
+    scan, loads = database._SCAN, json.loads
+    monkeypatch.setattr(database, "_SCAN", lambda text, at: scans.append(text) or scan(text, at))
+    monkeypatch.setattr(json, "loads", lambda text, **kw: parses.append(text) or loads(text, **kw))
+    return scans, parses
+
+
+def test_the_spec_index_reads_back_what_was_indexed_with_its_facts_read_by_the_scanner(
     make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controller.adapters.store import IndexedSpec  # noqa: PLC0415
+    from controller.adapters.store import IndexedSpec, database  # noqa: PLC0415
 
     store = make(store_url)
     rows = [
@@ -474,9 +493,7 @@ def test_the_spec_index_reads_back_what_was_indexed_with_its_facts_parsed_once(
         for n in range(6)
     ]  # fmt: skip
     store.index_specs(rows, {r.blob_id for r in rows})
-    parses: list[str] = []
-    loads = json.loads
-    monkeypatch.setattr(json, "loads", lambda text, **kw: parses.append(text) or loads(text, **kw))
+    scans, parses = _counted_json(monkeypatch, database)
     kept = store.indexed_specs()
     monkeypatch.undo()
-    assert (len(parses), kept) == (1, {r.blob_id: r for r in rows})
+    assert (len(scans), parses, kept) == (6, [], {r.blob_id: r for r in rows})
