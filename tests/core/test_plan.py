@@ -140,8 +140,10 @@ def test_the_dry_runs_a_pass_needs_are_found_without_walking_the_dags_whose_spec
     assert dry_runs_needed([*done, *live], Policy(), seen) == ()  # not observed: blocked, not awaiting
     assert walked == ["fresh", "old-1"]
     walked.clear()
-    assert dry_runs_needed([*done, *live], Policy(), world(bindings=finished, dag="fresh")) == ("other",)
+    observed = world(bindings=finished, dag="fresh")
+    assert dry_runs_needed([*done, *live], Policy(), observed) == ("other",)
     assert walked == ["fresh", "old-1"]
+    assert make_plan([*done, *live], Policy(), observed).dry_runs_needed == ("other",)  # what the plan asks too
 
 
 def test_a_lost_stores_plan_matches_each_spec_against_the_backfills_of_its_dates_only(
