@@ -23,6 +23,7 @@ from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
 _EXISTS = select(bindings.c.spec_name).where(bindings.c.spec_name == bindparam("name"))
 _UPDATE = update(bindings).where(bindings.c.spec_name == bindparam("name"))
 _INSERT = insert(bindings)
+_JSON = ("run_counts", "detail")  # read as their text and decoded by `decoded`
 
 
 class Bindings:
@@ -54,9 +55,6 @@ class Bindings:
             dict(zip(names, (*row[:width], *docs), strict=True)) for row, *docs in zip(rows, *documents, strict=True)
         )
         return {values["spec_name"]: _binding(values) for values in named}
-
-
-_JSON = ("run_counts", "detail")  # read as text and decoded together (`decoded`)
 
 
 def _binding(row: Mapping[str, Any]) -> Binding:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from controller.core.model.airflow import Backfill, BackfillRequest
@@ -82,15 +81,8 @@ def pending_request(spec: BackfillSpec, binding: Binding | None) -> BackfillRequ
 def chunk_of(spec: BackfillSpec, backfill: Backfill) -> bool:
     """A backfill the chunked spec may have created as one of its chunks: its parameters (any concurrency: it
     may change between chunks), dates inside its range."""
-    request = replace(
-        BackfillRequest.from_spec(spec),
-        from_date=backfill.from_date,
-        to_date=backfill.to_date,
-        max_active_runs=backfill.max_active_runs,
-    )
-    return (
-        matches_request(request, backfill) and spec.from_date <= backfill.from_date <= spec.to_date >= backfill.to_date
-    )
+    asked = _asked(BackfillRequest.from_spec(spec))
+    return _params(backfill) == asked and spec.from_date <= backfill.from_date <= spec.to_date >= backfill.to_date
 
 
 def adoptable_chunks(spec: BackfillSpec, backfills: Sequence[Backfill], taken: Collection[int]) -> tuple[Backfill, ...]:
