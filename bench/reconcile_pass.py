@@ -70,6 +70,7 @@ def main() -> None:
     print(f"  controller CPU per pass: median {statistics.median(cpu) * 1000:.0f} ms, max {max(cpu) * 1000:.0f} ms")
     overlapping(args.passes, "daily")
     overlapping(args.passes, "hourly")
+    notes(args.passes)
 
 
 def drain(fake: FakeAirflow) -> None:
@@ -109,6 +110,32 @@ def overlapping(passes: int, schedule: str) -> None:
         f"  GET calls per pass while running: {statistics.median(running):.0f}; in the pass they finish: "
         f"{finishing}; after: {after}"
     )
+
+
+def notes(passes: int) -> None:
+    """Run notes (the policy's `airflow_notes`): 10 DAGs, one running backfill of 25 runs each, with notes on and
+    off: Airflow calls of each pass (notes: one listing a spec and at most 100 PATCHes a pass, then nothing)."""
+    for on in (False, True):
+        fake = TimedFake(dags=[Dag(f"dag_{d}") for d in range(10)])
+        fake.scheduler_running = False
+        with tempfile.TemporaryDirectory() as tmp:
+            bench = Bench(Path(tmp), fake=fake)
+            if on:
+                bench.policy('version: 1\nairflow_notes: {dags: ["dag_*"]}\n')
+            for d in range(10):
+                bench.spec(f"n{d}", dag=f"dag_{d}", start="2024-01-01", end="2024-01-25", mar=1)
+            reconciler = bench.reconciler()
+            counts = []
+            for _ in range(max(passes, 5)):
+                start = len(fake.requests)
+                reconciler.run_once()
+                counts.append(Counter(m for m, _ in fake.requests[start:]))
+            bench.close()
+        shown = ", ".join(f"{sum(c.values())} ({c['PATCH']} PATCH)" for c in counts[:5])
+        print(
+            f"10 DAGs, a running backfill of 25 runs each, run notes {'on' if on else 'off'}: "
+            f"calls of passes 1-5: {shown}"
+        )
 
 
 if __name__ == "__main__":

@@ -52,6 +52,12 @@ class UsageError(ControllerError):
     exit_code = ExitCode.USAGE
 
 
+class ScopeConflict(ControllerError):
+    """Issue 44: this reconciler's scope overlaps another Airflow login's recorded in the same store."""
+
+    exit_code = ExitCode.USAGE
+
+
 class InvalidSpecs(ControllerError):
     """Validation found errors; the diagnostics were already rendered."""
 
@@ -74,8 +80,24 @@ class StoreError(ControllerError):
     """The audit/state store failed (open, migrate, write)."""
 
 
+class StoreMissing(StoreError):
+    """A read-only command found no store where the URL points: nothing was reconciled there yet."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's database could not be reached, or the connection to it dropped mid-transaction (which then
+    rolled back): a reconcile pass ends cleanly, and `--watch` retries."""
+
+
 class GitError(ControllerError):
     """Reading git history failed (missing ref, shallow clone, not a repository)."""
+
+
+class ShallowClone(GitError):
+    """The specs checkout is a shallow clone: the commits that added the spec files (queue order) and the last
+    reconciled commit (the gate) may be missing, so reconcile, plan and status refuse it (a usage mistake)."""
+
+    exit_code = ExitCode.USAGE
 
 
 class AirflowError(ControllerError):
@@ -120,6 +142,11 @@ class AirflowUnavailable(AirflowError):
 
 class AirflowAmbiguous(AirflowError):
     """A mutating request may have taken effect (timeout after send, 5xx): observe before retrying."""
+
+
+class AirflowBadAnswer(AirflowError):
+    """An answer backfillctl does not read: over its size cap, not JSON, nested too deep, or not the shape the API
+    declares (a field missing or of another type, a listing without end). Asking again gets the same answer."""
 
 
 class AirflowVersionError(AirflowError):

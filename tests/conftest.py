@@ -13,7 +13,7 @@ from controller.core.model.capabilities import Capabilities, judge
 
 REPO = Path(__file__).resolve().parents[1]
 # The Airflow release the session's `airflow_url` runs (the harness starts it): 3.3.2, or another supported
-# release for the `every_line` subset (scripts/test runs it on 3.1.8 and 3.2.2 after the main run)
+# release for the `every_line` subset (scripts/test runs it on 3.1.8, 3.2.2 and the preview 3.4.0b2 after the main run)
 AIRFLOW_VERSION = os.environ.get("BACKFILLCTL_TEST_AIRFLOW_VERSION", "3.3.2")
 
 # Property tests must not depend on the machine's speed: no per-example deadline, no "too slow" health
@@ -30,7 +30,11 @@ SERVICE_FIXTURES = {
     "postgres_admin": "postgres",
     "prometheus_server": "prometheus",
 }
-SERVICE_PARAMS = {("store_url", "postgresql"): "postgres", ("make_client", "real"): "airflow"}
+SERVICE_PARAMS = {
+    ("store_url", "postgresql"): "postgres",
+    ("make_client", "real"): "airflow",
+    ("history_client", "real"): "airflow",
+}
 
 
 def services(item: pytest.Item) -> set[str]:

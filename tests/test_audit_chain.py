@@ -7,7 +7,8 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.core.audit.chain import GENESIS, SCALARS, AuditEntry, body_text, seal, verify_chain
+from controller.core.audit.chain import GENESIS, SCALARS, AuditEntry, body_text, seal
+from controller.core.audit.keying import verify_chain
 from controller.core.model.spec import canonical_json
 
 text = st.text(max_size=40)

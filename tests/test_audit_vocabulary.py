@@ -16,7 +16,7 @@ import pytest
 from controller.adapters.store import Store
 from controller.core.audit.vocabulary import ACTIONS, OUTCOMES, PHASE_EVENTS, Action, AuditPhase, Outcome, event_of
 from controller.core.model.binding import Phase
-from controller.core.model.notify_policy import EVENTS, Event
+from controller.core.model.notify_policy import EVENTS, Alert, Event
 from controller.core.plan.values import FindingKind
 
 SOURCE = Path(__file__).resolve().parents[1] / "controller"
@@ -40,10 +40,13 @@ def test_every_event_is_sent_by_some_record_and_is_the_policy_schemas_list() -> 
     assert listed == [e.value for e in Event]
 
 
-def test_the_planners_finding_kinds_are_no_outcome_words_and_no_events() -> None:
+def test_the_planners_finding_kinds_are_no_outcome_words_and_only_the_alerts_are_events() -> None:
     assert not {k.value for k in FindingKind} & {o.value for o in Outcome}
+    alerts = {FindingKind.INVALID_SPEC, FindingKind.INVALID_POLICY, FindingKind.EDITED_IN_PLACE}
+    assert {a.value for a in Alert} == {k.value for k in alerts}
     for kind in FindingKind:
-        assert event_of(Action.FINDING, AuditPhase.OBSERVATION, kind) is None
+        expected = Event.INVALID if kind in alerts else None
+        assert event_of(Action.FINDING, AuditPhase.OBSERVATION, kind) is expected
     assert event_of(Action.FINDING, AuditPhase.OBSERVATION, Outcome.STUCK) is Event.STUCK
 
 

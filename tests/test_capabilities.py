@@ -103,9 +103,19 @@ def test_a_vendor_build_or_a_release_candidate_has_what_its_release_has() -> Non
         ("2.10.5", Support.REFUSED, "Airflow 2.10.5 is not supported: backfillctl needs Airflow 3.1, 3.2 or 3.3"),
         ("banana", Support.REFUSED, "the server reports version 'banana', which is not a PEP 440 version"),
         (
-            "3.4.0",
+            "3.4.0b2",
+            Support.PREVIEW,
+            "Airflow 3.4.0b2: the 3.4 line is a preview in backfillctl (tested on 3.4.0b2; supported: 3.1, 3.2 or 3.3)",
+        ),
+        (
+            "3.4.1",
+            Support.PREVIEW,
+            "Airflow 3.4.1: the 3.4 line is a preview in backfillctl (tested on 3.4.0b2; supported: 3.1, 3.2 or 3.3)",
+        ),
+        (
+            "3.5.0",
             Support.UNTESTED,
-            "Airflow 3.4.0 is newer than the releases backfillctl is tested on (3.1, 3.2 or 3.3)",
+            "Airflow 3.5.0 is newer than the releases backfillctl is tested on (3.1, 3.2 or 3.3; 3.4.0b2 as a preview)",
         ),
     ],
 )
@@ -114,8 +124,19 @@ def test_the_verdict_on_each_line(version: str, support: Support, message: str) 
     assert (verdict.support, verdict.message) == (support, message)
 
 
-def test_an_untested_release_gets_the_newest_known_capabilities() -> None:
-    assert caps("3.4.0") == capabilities_of(Version("3.3.2"), "3.4.0")
+def test_an_untested_release_gets_the_capabilities_its_version_has() -> None:
+    assert caps("3.5.0") == capabilities_of(Version("3.5.0"), "3.5.0")
+    assert (caps("3.4.0").backfill_page, caps("3.3.2").backfill_page) == (True, False)  # Airflow 3.4's UI page
+
+
+THREE_FOUR = {"backfill_slots", "drain_dag", "reserved_conf_refused", "user_display_name", "backfills_not_starved"}
+
+
+@pytest.mark.parametrize("version", ["3.4.0b2", "3.4.0", "3.4.1+astro.1"])
+def test_3_4_has_each_named_capability_and_3_3_none(version: str) -> None:
+    have = {name for name in THREE_FOUR | {"backfill_page"} if getattr(caps(version), name)}
+    assert have == THREE_FOUR | {"backfill_page"}
+    assert not any(getattr(caps("3.3.2"), name) for name in THREE_FOUR)
 
 
 # --- DAG fields a release lacks ------------------------------------------------------------------------
@@ -354,8 +375,21 @@ def test_a_3_0_server_is_refused_at_the_preflight_with_the_reason(tmp_path: Path
     assert "Traceback" not in result.stderr
 
 
+def test_a_preview_line_is_accepted_with_one_warning_line(tmp_path: Path, server: ThreadingHTTPServer) -> None:
+    server.version = "3.4.0b2"  # type: ignore[attr-defined]
+    result = cli(tmp_path, f"http://127.0.0.1:{server.server_address[1]}", "plan", "--no-store")
+    warned = [line for line in result.stderr.splitlines() if "PREVIEW AIRFLOW LINE" in line]
+    assert len(warned) == 1, result.stderr
+    assert warned[0].endswith(
+        "PREVIEW AIRFLOW LINE: Airflow 3.4.0b2: the 3.4 line is a preview in backfillctl (tested on 3.4.0b2; "
+        "supported: 3.1, 3.2 or 3.3)"
+    )
+    assert "refusing to run against an untested release" not in result.stderr
+    assert "BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW" not in result.stderr
+
+
 def test_a_release_newer_than_tested_needs_the_opt_in(tmp_path: Path, server: ThreadingHTTPServer) -> None:
-    server.version = "3.4.0"  # type: ignore[attr-defined]
+    server.version = "3.5.0"  # type: ignore[attr-defined]
     url = f"http://127.0.0.1:{server.server_address[1]}"
     refused = cli(tmp_path, url, "plan", "--no-store")
     assert refused.returncode == 1
@@ -366,9 +400,9 @@ def test_a_release_newer_than_tested_needs_the_opt_in(tmp_path: Path, server: Th
     )
     allowed = cli(tmp_path, url, "plan", "--no-store", BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW="1")
     assert (
-        "UNTESTED AIRFLOW RELEASE (BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1): Airflow 3.4.0 is newer than the releases "
-        "backfillctl is tested on (3.1, 3.2 or 3.3); going on with the API of Airflow 3.3.2, the newest known"
-        in allowed.stderr
+        "UNTESTED AIRFLOW RELEASE (BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1): Airflow 3.5.0 is newer than the releases "
+        "backfillctl is tested on (3.1, 3.2 or 3.3; 3.4.0b2 as a preview); going on with the API of Airflow "
+        "3.4.0b2, the newest known" in allowed.stderr
     )
     assert "refusing to run against an untested release" not in allowed.stderr
 

@@ -75,10 +75,11 @@ main(["--help"])
         "reconcile",
         "status",
         "report",
-        "stop",
-        "notify",
+        "notify",  # the command groups after the commands
         "audit",
         "store",
+        "evidence",
+        "stop",
     ]
     assert done.stdout.endswith(fresh)
 

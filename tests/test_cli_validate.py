@@ -263,8 +263,10 @@ PROMOTE_WARNING = (
     "  hint: promote lets a spec continue after its canary chunk; add `execution: {canary_runs: N}` or remove it\n"
 )
 RESUME_WARNING = (
-    "$.resume: warning: resume has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts\n"
-    "  hint: resume continues a Halted spec; add `execution: {halt_on_failure_ratio: 0.2}` or remove it\n"
+    "$.resume: warning: resume has no effect: it names no stop (`stop #N`) and the spec sets no "
+    "execution.halt_on_failure_ratio, so it never halts\n"
+    '  hint: resume continues a Halted spec, or lifts the stop it names (`resume: "stop #3: why"`; `backfillctl '
+    "stop list` shows the ids); add `execution: {halt_on_failure_ratio: 0.2}`, name a stop, or remove it\n"
 )
 
 
@@ -321,7 +323,8 @@ def test_promote_and_resume_with_their_execution_fields_pass_quietly(
 def test_a_policy_chunk_default_brings_no_canary_and_no_halt(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A policy's default chunk size chunks the spec but neither canaries nor halts it: both still warn."""
     (tree / "specs" / "policy.yaml").write_text(
-        'version: 1\nrules:\n  - dags: ["orders_*"]\n    chunk_runs: {default: 24}\n'
+        'version: 1\nrequire_reviewed_merge: false\nscope: {dags: ["*"]}\n'
+        'rules:\n  - dags: ["orders_*"]\n    chunk_runs: {default: 24}\n'
     )
     write_good(tree, 'promote: true\nresume: "CHG-2 fix deployed"\n')
     assert main(["validate", "specs/good.yaml"]) == 0
@@ -376,3 +379,36 @@ def test_files_json_cannot_carry_are_located_errors_and_the_rest_of_the_tree_is_
     capsys.readouterr()
     assert main(["validate", "specs/good.yaml"]) == 1  # the good spec passes; only the policy fails
     assert capsys.readouterr().out.splitlines()[-1] == "1 error, 0 warnings in 2 files."
+
+
+def test_an_offline_validate_says_what_it_did_not_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`dag_id: demo_dayly` is OK offline: the OK must not read as "the DAG ids were checked"."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "typo.yaml").write_text(
+        "version: 1\nname: typo\ndag_id: demo_dayly\nfrom_date: '2025-01-01'\nto_date: '2025-01-02'\n"
+        "reprocess_behavior: none\nmax_active_runs: 1\nticket: CHG-1\nreason: a reason for it\n"
+        "requested_by: alice\napprovers: [bob]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", "specs")
+    monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL", raising=False)
+    assert main(["validate"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "OK: 1 spec valid (1 file, 0 warnings).\n"
+    assert captured.err == "note: not checked: each spec's DAG in Airflow (BACKFILLCTL_AIRFLOW_URL is not set)\n"
+    assert main(["validate", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["skipped"] == [
+        "each spec's DAG in Airflow (BACKFILLCTL_AIRFLOW_URL is not set)"
+    ]
+
+
+def test_a_resume_naming_a_stop_is_the_documented_lift_and_no_warning(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status` tells an owner to merge `resume: "stop #N: …"`: every later PR must not call it useless."""
+    write_good(tree, 'resume: "stop #2: warehouse recovered"\n')
+    assert main(["validate", "specs/good.yaml"]) == 0
+    assert capsys.readouterr().out == "OK: 1 spec valid (1 file, 0 warnings).\n"

@@ -29,6 +29,7 @@ from controller.core.render.status import StatusRow
 from controller.core.rules.retrying import RULES, Failure, Outcome, Request
 from controller.errors import AirflowAmbiguous, AirflowError, ConfigError, StalePlan
 from tests.fakes.airflow import FakeAirflow
+from tests.logcheck import message_of
 from tests.reconcile.harness import Bench, mutating
 
 REQUEST = BackfillRequest("d", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC))
@@ -162,7 +163,8 @@ def test_unreachable_airflow_is_one_error_after_two_attempts(tmp_path: Path) -> 
     done = cli(tmp_path, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL="http://127.0.0.1:9")
     assert (done.returncode, done.stdout) == (1, "")
     first, rest = done.stderr.split("\n", 1)
-    assert re.fullmatch(r"attempt #1/2 failed; will retry in 0\.[56]s: GET /api/v2/version failed: ConnectError", first)
+    retry = r"attempt #1/2 failed; will retry in 0\.[56]s: GET /api/v2/version failed: ConnectError"
+    assert re.fullmatch(retry, message_of(first))  # a log line: with its time and level
     assert rest == (
         "error: cannot reach Airflow at BACKFILLCTL_AIRFLOW_URL=http://127.0.0.1:9: "
         "GET /api/v2/version failed: ConnectError\n"
@@ -275,7 +277,8 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, repo_root: Path) -> None:
+def shallow_clone(tmp_path: Path, repo_root: Path) -> Path:
+    """A --depth 1 clone (file://, so git honours the depth) of a two-commit repository with one spec."""
     origin = tmp_path / "origin"
     (origin / "specs").mkdir(parents=True)
     spec = (repo_root / "specs" / "daily-2025-01-week1.yaml").read_text()
@@ -286,6 +289,11 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
     (origin / "specs" / "daily-2025-01-week1.yaml").write_text(spec + "# touched\n")
     git(origin, "commit", "-qam", "two")
     git(tmp_path, "clone", "-q", "--depth", "1", f"file://{origin}", "shallow")
+    return tmp_path / "shallow"
+
+
+def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, repo_root: Path) -> None:
+    shallow_clone(tmp_path, repo_root)
     done = cli(tmp_path / "shallow", "validate", "--base", "HEAD~1", BACKFILLCTL_SPECS_DIR="specs")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
@@ -293,6 +301,35 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
         "  hint: this is a shallow clone: fetch with depth 0 (git fetch --unshallow, or actions/checkout "
         "with fetch-depth: 0)\n"
     )
+
+
+@pytest.mark.parametrize("command", [("reconcile", "--once"), ("reconcile", "--watch"), ("plan",), ("status",)])
+def test_a_shallow_checkout_is_refused_with_the_hint_to_clone_fully(
+    tmp_path: Path, repo_root: Path, command: tuple[str, ...]
+) -> None:
+    shallow = shallow_clone(tmp_path, repo_root)
+    store = tmp_path / "state.db"
+    done = cli(
+        shallow,
+        *command,
+        BACKFILLCTL_SPECS_DIR="specs",
+        BACKFILLCTL_STORE_URL=f"sqlite:///{store}",
+        BACKFILLCTL_AIRFLOW_URL="http://127.0.0.1:9",
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"error: the specs checkout {shallow.resolve()} is a shallow clone: the queue's order and the gate need its "
+        "whole history\n"
+        "  hint: clone it fully: git fetch --unshallow (git-sync: --depth=0; actions/checkout: fetch-depth: 0)\n"
+    )
+    assert not store.exists()  # refused before the store, the lease and Airflow
+    git(shallow, "fetch", "-q", "--unshallow")
+    done = cli(
+        shallow, "plan", "--no-store", BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_AIRFLOW_URL="http://127.0.0.1:9"
+    )
+    assert done.returncode == 1  # past the check: now Airflow is what is missing
+    assert "shallow" not in done.stderr
+    assert "error: cannot reach Airflow at BACKFILLCTL_AIRFLOW_URL=http://127.0.0.1:9" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -307,8 +344,9 @@ def test_base_ref_in_a_shallow_clone_says_fetch_with_depth_0(tmp_path: Path, rep
         (
             "--action",
             "nonsense",
-            "Invalid value for '--action': 'nonsense' is not an audited action; use one of: adopt, cancel, create, "
-            "finding, lease, observe, pause, promote, publish, reconcile, rehearse, stop, unlock, unpause, verify",
+            "Invalid value for '--action': 'nonsense' is not an audited action; use one of: adopt, audit-key, cancel, "
+            "create, finding, lease, note, observe, pause, promote, publish, reconcile, rehearse, stop, unlock, "
+            "unpause, verify",
         ),
     ],
 )
@@ -427,4 +465,4 @@ def test_a_finding_is_audited_once_not_on_every_pass(bench: Bench) -> None:
 def test_an_airflow_answer_without_a_required_date_is_an_airflow_error_not_a_crash() -> None:
     with pytest.raises(AirflowError) as caught:
         backfill_from_json({"id": 1, "dag_id": "d", "from_date": None, "to_date": "2025-01-01T00:00:00Z"})
-    assert caught.value.message == "Airflow answered without a required date-time field"
+    assert caught.value.message == "from_date is null, not a date-time"  # the client adds the call

@@ -24,6 +24,8 @@ requested_by: carol
 approvers: [{approvers}]
 """
 POLICY = """version: 1
+require_reviewed_merge: false
+scope: {dags: ['*']}
 author_logins: {"alice@example.com": "alice", "bob@example.com": "bob"}
 rules:
   - dags: ["finance_*"]
@@ -32,7 +34,8 @@ rules:
 """
 HINT = (
     "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
-    "`execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may change)"
+    "`acknowledged`, `execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may "
+    "change)"
 )
 
 
@@ -482,13 +485,15 @@ def test_separation_of_duties_holds_in_any_folder_name(
     approved = reviews(tmp_path, ("alice", "APPROVED", head))
     code, out = validate(capsys, "--base", "main", "--pr-reviews", str(approved), "--pr-author", "mallory")
     shown = moved.relative_to(repo.root).as_posix().replace("\t", " ")  # a control character prints as a space
-    assert (code, out.splitlines()) == (
+    assert (code, out.splitlines()) == (  # the author's approval does not count towards the minimum either
         1,
         [
-            f"{shown}:11:13: $.approvers[0]: 'alice' authored a commit that added or changed this spec "
+            f"{shown}:11:12: $.approvers: spec-b: 0 of the 1 approvals this spec needs are present",
+            "  hint: every listed approver must approve the pull request in code review",
+            f"{shown}:11:13: $.approvers[0]: spec-b: 'alice' authored a commit that added or changed this spec "
             "(alice@example.com) and cannot approve it",
             "  hint: separation of duties: ask another reviewer",
-            "1 error, 0 warnings in 3 files including the policy specs/policy.yaml.",
+            "2 errors, 0 warnings in 3 files including the policy specs/policy.yaml.",
         ],
     )
 

@@ -50,7 +50,7 @@ def test_the_range_read_is_one_query_over_every_run_type_up_to_a_page() -> None:
     assert (params["logical_date_gte"], params["logical_date_lte"]) == ("2025-01-01T00:00:00Z", "2025-01-07T00:00:00Z")
 
 
-def test_past_a_page_the_range_read_counts_the_kept_runs_and_reads_a_page_of_those_in_flight() -> None:
+def test_past_code_runs_the_range_read_counts_the_kept_runs_and_reads_a_page_of_those_in_flight() -> None:
     seen: list[httpx.Request] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -59,13 +59,35 @@ def test_past_a_page_the_range_read_counts_the_kept_runs_and_reads_a_page_of_tho
             return httpx.Response(200, json={"dag_runs": [run("2025-01-03", "running")], "total_entries": 150})
         if states:
             return httpx.Response(200, json={"dag_runs": [], "total_entries": 40})
-        return httpx.Response(200, json={"dag_runs": [run("2025-01-01", "success")] * 100, "total_entries": 400})
+        return httpx.Response(200, json={"dag_runs": [run("2025-01-01", "success")] * 100, "total_entries": 1001})
 
     with client_for(answer, seen) as client:
-        kept, flying, total = client.range_runs("d", JAN1, JAN7, kept=("success",))
-    assert (kept, [r.state for r in flying], total) == (40, ["running"], 150)
+        read = client.range_read("d", JAN1, JAN7, kept=("success",))
+    assert (read.counted, [r.state for r in read.flying], read.in_flight, read.runs) == (40, ["running"], 150, None)
     assert [r.url.params.get_list("state") for r in seen] == [[], ["success"], ["queued", "running"]]
     assert [r.url.params["limit"] for r in seen] == ["100", "1", "100"]
+
+
+def test_up_to_code_runs_the_range_is_read_page_by_page_and_counted_from_its_runs() -> None:
+    seen: list[httpx.Request] = []
+    days = [f"2025-01-{d:02d}" for d in range(1, 31)]
+    every = [run(day, "success" if n % 3 else "running") for n, day in enumerate(days * 8)][:230]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        offset = int(request.url.params["offset"])
+        return httpx.Response(200, json={"dag_runs": every[offset : offset + 100], "total_entries": len(every)})
+
+    with client_for(answer, seen) as client:
+        read = client.range_read("d", JAN1, JAN7, kept=("success",))
+    in_flight = sum(1 for r in every if r["state"] == "running")
+    assert (read.counted, read.in_flight, len(read.flying)) == (230 - in_flight, in_flight, in_flight)
+    assert read.runs is not None
+    assert len(read.runs) == 230
+    assert [(r.url.params["offset"], r.url.params["limit"]) for r in seen] == [
+        ("0", "100"),
+        ("100", "100"),
+        ("200", "100"),
+    ]
 
 
 def test_scheduler_health_reads_status_and_heartbeat() -> None:

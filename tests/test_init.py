@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import controller
 from controller import __version__
 from controller.cli import main
 from controller.core.documents.starter import EXAMPLE_SPEC, PLACEHOLDER_REPO
@@ -26,6 +27,7 @@ FILES = [
     ".github/workflows/backfill-stop.yml",
     ".github/CODEOWNERS",
     "README.md",
+    ".gitignore",
 ]
 NOTE = (
     f"note: the workflows and the pre-commit hook call {PLACEHOLDER_REPO}, a placeholder: run init again with "
@@ -44,9 +46,11 @@ def test_init_writes_a_repository_that_validates(
 ) -> None:
     target = tmp_path / "team-backfills"
     code, out, err = init(capsys, str(target), "--workflows-repo", "acme/backfillctl", "--ref", "v0.1.0")
-    assert (code, err) == (0, "")
+    assert (code, err.startswith("warning: --ref v0.1.0 is not a full commit SHA")) == (0, True)
     assert out == (
         "".join(f"wrote {target / f}\n" for f in FILES)
+        + "pinned to v0.1.0, as given (not a full commit SHA: a tag or a branch can be moved to other code); to "
+        'upgrade: README.md, "Upgrading backfillctl"\n'
         + f"next: cd {target} && backfillctl validate; then delete the example spec before the first merge\n"
     )
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == sorted(FILES)
@@ -98,6 +102,7 @@ def test_the_workflows_call_the_reusable_ones_at_the_pinned_ref(
         "lift": "${{ inputs.lift }}",
     }
     assert called["backfill-stop.yml"]["with"]["environment"] == "backfill-production"
+    assert stop["permissions"] == {"contents": "read", "id-token": "write"}  # the stop job's OIDC token
     for job in called.values():  # each called file exists here, and declares what the caller passes
         own = yaml.safe_load((REPO / job["uses"].split("/", 2)[2].split("@")[0]).read_text())
         assert set(job["secrets"]) == set(own[True]["workflow_call"]["secrets"])
@@ -125,15 +130,33 @@ def test_codeowners_names_the_approvers_and_downstream_owners(
     assert [r[0] for r in rules] == ["/specs/", "/specs/policy.yaml", "/.github/"]
 
 
-def test_the_default_pins_this_version_and_names_the_placeholder(
+def test_the_default_pins_the_commit_of_this_checkout_with_its_version_and_names_the_placeholder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """An editable install (this test run) has no build record: init pins the HEAD of the checkout it runs from."""
+    head = git_head(REPO)
     code, out, _ = init(capsys, str(tmp_path))
     assert code == 0
     assert NOTE in out
+    assert (
+        f"pinned to {head} (backfillctl {__version__}), from the HEAD of the checkout {REPO}; {PLACEHOLDER_REPO} "
+        'must hold that commit; to upgrade: README.md, "Upgrading backfillctl"\n'
+    ) in out
     (hook_repo,) = yaml.safe_load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
-    assert hook_repo["rev"] == f"v{__version__}"
-    assert PLACEHOLDER_REPO in (tmp_path / ".github" / "workflows" / "backfill-pr.yml").read_text()
+    assert hook_repo["rev"] == head
+    assert f'    rev: "{head}" # backfillctl {__version__}\n' in (tmp_path / ".pre-commit-config.yaml").read_text()
+    text = (tmp_path / ".github" / "workflows" / "backfill-pr.yml").read_text()
+    assert (
+        f"    uses: {PLACEHOLDER_REPO}/.github/workflows/reusable-backfill-pr.yml@{head} # backfillctl {__version__}\n"
+        in text
+    )
+    assert f'      backfillctl-version: "{head}" # backfillctl {__version__}\n' in text
+
+
+def git_head(path: Path) -> str:
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -252,9 +275,142 @@ def test_the_readmes_new_command_works_as_written(
     monkeypatch.setenv("BACKFILLCTL_ACTOR", "alice")  # the requester; no Airflow (conftest unsets it)
     assert (main(["new", *args]), capsys.readouterr().out) == (
         0,
-        "wrote specs/orders-2025-01-rerun.yaml\nnext: `backfillctl plan`, then open a pull request with the file\n",
+        "wrote specs/orders-2025-01-rerun.yaml\nrequested_by: alice (from BACKFILLCTL_ACTOR; --requested-by says "
+        "otherwise)\nnext: `backfillctl plan`, then open a pull request with the file\n",
     )
     assert main(["validate"]) == 0
     assert capsys.readouterr().out == (
         "OK: 2 specs valid (3 files including the policy specs/policy.yaml, 0 warnings).\n"
+    )
+
+
+# --- the runner, the pin, .gitignore --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runner", "written", "labels"),
+    [
+        ("ubuntu-latest", "'ubuntu-latest'", "ubuntu-latest"),
+        ("airflow-vpn", "'airflow-vpn'", "airflow-vpn"),
+        ('["self-hosted", "linux", "airflow-vpn"]', """'["self-hosted","linux","airflow-vpn"]'""", None),
+    ],
+)
+def test_the_runner_goes_into_every_caller(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runner: str, written: str, labels: str | None
+) -> None:
+    assert init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl", "--runner", runner)[0] == 0
+    for name in ("backfill-pr.yml", "backfill-reconcile.yml", "backfill-stop.yml"):
+        text = (tmp_path / ".github" / "workflows" / name).read_text()
+        assert f"      runner: {written} # a label, or a JSON list of labels: it must reach Airflow's API" in text
+        (job,) = yaml.safe_load(text)["jobs"].values()
+        value = job["with"]["runner"]  # a string input: the reusable workflows read a list with fromJSON
+        assert value == (labels if labels is not None else '["self-hosted","linux","airflow-vpn"]')
+
+
+@pytest.mark.parametrize(
+    "runner", ["ubuntu latest", "it's", "[]", '["ok", 1]', '{"group": "g"}', "[not json", '["a b"]', "-x"]
+)
+def test_a_runner_that_is_no_label_or_list_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], runner: str
+) -> None:
+    code, out, err = init(capsys, str(tmp_path / "repo"), "--runner", runner)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: --runner: {runner!r} is not a runner label or a JSON list of labels\n"
+        "  hint: `backfillctl init --help` says what --runner takes\n"
+    )
+    assert not (tmp_path / "repo").exists()
+
+
+def test_the_local_store_is_never_committed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The walk-through's `git add -A` after a reconcile on the laptop leaves the SQLite store out."""
+    assert init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl")[0] == 0
+    assert (tmp_path / ".gitignore").read_text() == (
+        "# backfillctl's local store (a SQLite file when BACKFILLCTL_STORE_URL is not set): never committed\n"
+        ".backfillctl/\n"
+    )
+    (tmp_path / ".backfillctl").mkdir()
+    (tmp_path / ".backfillctl" / "state.db").write_bytes(b"SQLite format 3\x00")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(command, cwd=tmp_path, env=env, check=True)
+    staged = subprocess.run(
+        ["git", "diff", "--cached", "--name-only"], cwd=tmp_path, env=env, capture_output=True, check=True
+    )
+    assert sorted(staged.stdout.decode().split()) == sorted(FILES)
+
+
+class Record:
+    """controller/_build.py as the build hook writes it (hatch_build.py)."""
+
+    COMMIT = "1" * 40
+    DIRTY = False
+
+
+def test_an_installed_package_pins_the_commit_it_was_built_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "controller._build", Record)
+    code, out, _ = init(capsys, str(tmp_path), "--workflows-repo", "acme/backfillctl")
+    assert code == 0
+    assert (
+        f"pinned to {'1' * 40} (backfillctl {__version__}), from the package (recorded when it was built); "
+        'acme/backfillctl must hold that commit; to upgrade: README.md, "Upgrading backfillctl"\n'
+    ) in out
+    (job,) = yaml.safe_load((tmp_path / ".github" / "workflows" / "backfill-reconcile.yml").read_text())[
+        "jobs"
+    ].values()
+    assert job["uses"] == f"acme/backfillctl/.github/workflows/reusable-backfill-reconcile.yml@{'1' * 40}"
+    monkeypatch.setattr(Record, "DIRTY", True)
+    code, out, _ = init(capsys, str(tmp_path / "again"), "--workflows-repo", "acme/backfillctl")
+    assert ", built with uncommitted changes: that commit is not all of the code you ran; " in out
+
+
+def test_without_a_build_record_or_a_checkout_init_says_how_to_pin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel built outside git: no record, and its site-packages is no checkout. --ref is the way out."""
+    site = tmp_path / "site-packages" / "controller"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(controller, "__file__", str(site / "__init__.py"))
+    code, out, err = init(capsys, str(tmp_path / "repo"), "--workflows-repo", "acme/backfillctl")
+    assert (code, out) == (2, "")
+    assert err == (
+        f"error: cannot pin the workflows: this backfillctl {__version__} does not know the commit it was built from "
+        "(a wheel built outside git, or a copy without .git)\n"
+        "  hint: pass --ref with the full commit SHA of backfillctl that your workflows should run (`git rev-parse "
+        "HEAD` in its clone), or install backfillctl from git or from the wheel scripts/release builds\n"
+    )
+    assert not (tmp_path / "repo").exists()
+    assert init(capsys, str(tmp_path / "repo"), "--workflows-repo", "acme/backfillctl", "--ref", "2" * 40)[0] == 0
+
+
+def test_init_never_writes_through_a_link_out_of_its_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target, elsewhere = tmp_path / "repo", tmp_path / "elsewhere"
+    target.mkdir()
+    elsewhere.mkdir()
+    (target / ".github").symlink_to(elsewhere, target_is_directory=True)
+    args = ["init", str(target), "--workflows-repo", "acme/backfillctl", "--ref", "a" * 40]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: not written: {target}/.github/")
+    assert "leads outside" in err
+    assert list(elsewhere.iterdir()) == []
+    assert not (target / "specs").exists()  # nothing at all was written
+
+
+@pytest.mark.parametrize("repo", ["../..", "acme/..", "acme/.", "-acme/x", "acme/x/y", "ac me/x"])
+def test_init_refuses_a_workflows_repo_that_is_no_owner_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], repo: str
+) -> None:
+    assert main(["init", str(tmp_path / "r"), "--workflows-repo", repo, "--ref", "a" * 40]) == 2
+    assert capsys.readouterr().err.startswith(f"error: --workflows-repo: {repo!r} is not OWNER/REPO\n")
+    assert not (tmp_path / "r").exists()
+
+
+def test_init_warns_when_the_ref_is_no_full_commit_sha(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init", str(tmp_path / "r"), "--workflows-repo", "acme/backfillctl", "--ref", "v1.2.3"]) == 0
+    assert capsys.readouterr().err == (
+        "warning: --ref v1.2.3 is not a full commit SHA: whoever can move it decides what runs with your production "
+        "secrets; pin a commit (`git rev-parse v1.2.3` in backfillctl's clone)\n"
     )

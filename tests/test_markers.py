@@ -17,7 +17,11 @@ REAL_AIRFLOW_ONLY = (
     "tests/test_readme_walkthrough.py::test_first_backfill_in_5_minutes",
 )
 
-POSTGRES_PARAMETRISED = ("tests/store/", "tests/reconcile/test_hostile_values_fake.py")
+POSTGRES_PARAMETRISED = (
+    "tests/store/",
+    "tests/reconcile/test_hostile_values_fake.py",
+    "tests/notify/test_notify_hostile.py",
+)
 
 
 def collect(*args: str) -> set[str]:
@@ -40,12 +44,16 @@ def needs_airflow(test_id: str) -> bool:
     return (
         file.endswith("_real.py")
         or test_id.startswith(REAL_AIRFLOW_ONLY)
-        or (file == "tests/airflow/test_contract.py" and "[real" in test_id)
+        or (file in ("tests/airflow/test_contract.py", "tests/airflow/test_history_listing.py") and "[real" in test_id)
     )
 
 
+POSTGRES_ONLY = ("tests/store/test_store_roles.py",)  # the database roles exist on PostgreSQL only
+
+
 def needs_postgres(test_id: str) -> bool:
-    return test_id.startswith(POSTGRES_PARAMETRISED) and re.search(r"[\[-]postgresql[\]-]", test_id) is not None
+    parametrised = re.search(r"[\[-]postgresql[\]-]", test_id) is not None
+    return test_id.startswith(POSTGRES_ONLY) or (test_id.startswith(POSTGRES_PARAMETRISED) and parametrised)
 
 
 def test_markers_select_exactly_the_tests_that_need_a_service() -> None:

@@ -248,8 +248,9 @@ def test_init_and_new_name_what_they_take(capsys: pytest.CaptureFixture[str], mo
     assert text.startswith("Usage: backfillctl init [OPTIONS] DIR\n")
     assert [line.split()[:2] for line in text.splitlines() if line.startswith("  --") and "--help" not in line] == [
         ["--workflows-repo", "OWNER/REPO"],
-        ["--ref", "REF"],
+        ["--ref", "SHA"],
         ["--environment", "NAME"],
+        ["--runner", "LABEL"],
         ["--force", "Overwrite"],
     ]
     assert main(["new", "--help"]) == 0
@@ -264,6 +265,7 @@ def test_init_and_new_name_what_they_take(capsys: pytest.CaptureFixture[str], mo
         ["--reason", "TEXT"],
         ["--approver", "LOGIN"],
         ["--requested-by", "LOGIN"],
+        ["--downstream", "SYSTEM"],
         ["--max-active-runs", "N"],
         ["--expected-runs", "N"],
         ["--retry-failed-of", "SPEC"],
@@ -304,8 +306,9 @@ def test_retry_failed_of_writes_a_follow_up_over_exactly_the_failed_runs(
         assert bench.phases(bench.until_terminal()) == {"flaky": "CompletedWithFailures"}
         in_process(bench, monkeypatch)
         assert main(["new", "flaky-retry", "--retry-failed-of", "flaky"]) == 0
-        assert capsys.readouterr().out.splitlines()[:2] == [
+        assert capsys.readouterr().out.splitlines()[:3] == [
             f"wrote {display(bench.specs / 'flaky-retry.yaml')}",
+            "requested_by: ci-bot (from BACKFILLCTL_ACTOR; --requested-by says otherwise)",
             "retries the 4 failed run(s) of flaky",
         ]
         text = (bench.specs / "flaky-retry.yaml").read_text()
@@ -386,3 +389,31 @@ def test_the_retry_range_is_the_failed_span_when_the_store_lists_every_failure(
     binding = Binding("s", "d", 3, Phase.COMPLETED_WITH_FAILURES, runs=runs)
     retry = retry_of(spec("s"), binding)
     assert ((retry.from_date, retry.to_date), retry.whole_range, retry.failed) == (span, whole, runs.count("failed"))
+
+
+def test_new_takes_downstream_and_says_where_requested_by_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", "specs")
+    monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL", raising=False)
+    monkeypatch.delenv("BACKFILLCTL_ACTOR", raising=False)
+    args = ["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", "--reprocess", "none"]
+    args += ["--ticket", "CHG-1", "--reason", "a reason for it", "--approver", "bob", "--downstream", "warehouse"]
+    assert main(args) == 2  # outside git, no actor: who asks is never a silent guess
+    assert capsys.readouterr().err.startswith(
+        "error: new needs --requested-by: neither BACKFILLCTL_ACTOR nor git config github.user or user.name says who "
+        "asks\n"
+    )
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "config", "user.name", "Carol Example"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "config", "github.user", "carol"], cwd=tmp_path, check=True)
+    assert main(args) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "requested_by: carol (from git config github.user; --requested-by says otherwise)"
+    )
+    text = (specs / "x.yaml").read_text()
+    assert 'requested_by: "carol"' in text
+    assert 'downstream: ["warehouse"]   # systems that will feel the load (owners approve)' in text

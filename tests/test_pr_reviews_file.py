@@ -123,7 +123,8 @@ def test_validate_says_whose_approval_a_downstream_budget_still_needs(
     tree: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tree / "specs" / "policy.yaml").write_text(
-        "version: 1\ndownstream:\n  warehouse: {max_active_runs: 8, owners: [wh-oncall]}\n"
+        "version: 1\nrequire_reviewed_merge: true\nscope: {dags: ['*']}\n"
+        "downstream:\n  warehouse: {max_active_runs: 8, owners: [wh-oncall]}\n"
     )
     (tree / "specs" / "walk.yaml").write_text(SPEC + "downstream: [warehouse]\n")
     code, out = gate(capsys, json.dumps([review("bob", "APPROVED", 2)]))

@@ -168,3 +168,40 @@ def test_calls_are_counted() -> None:
     c.query("b")
     assert c.calls == 2
     assert repr(c) == f"PrometheusClient({SHOWN!r})"
+
+
+@pytest.mark.parametrize("value", ["1_0", " 1", "1 ", "infinity", "inf", "nan", "0x1p-2", "١"])
+def test_a_value_only_python_reads_as_a_number_is_inconclusive(value: str) -> None:
+    found = answering(200, vector(value)).query("q")
+    assert found == Inconclusive(
+        f"Prometheus' answer has a value that is not a number as Prometheus writes one: {value!r}"
+    )
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0.75", 0.75), ("1e+06", 1e6), ("-3", -3.0), (".5", 0.5)])
+def test_values_in_prometheus_grammar_are_read(value: str, expected: float) -> None:
+    found = answering(200, vector(value)).query("q")
+    assert isinstance(found, Sample)
+    assert found.value == expected
+
+
+@pytest.mark.parametrize("stamp", ["1772452800.5", True, None, 1e300])
+def test_a_time_that_is_not_a_number_of_seconds_is_inconclusive(stamp: Any) -> None:
+    body = {"status": "success", "data": {"resultType": "vector", "result": [{"value": [stamp, "1"]}]}}
+    found = answering(200, body).query("q")
+    assert found == Inconclusive('Prometheus\' answer has a value that is not a [time, "number"] pair')
+
+
+def test_outside_text_in_an_error_answer_is_escaped() -> None:
+    body = '{"status": "error", "errorType": "bad_data\\ud800", "error": "parse \\ud800 error\\u0000"}'
+    found = answering(400, body).query("q")
+    assert found == Inconclusive("Prometheus answered 400 bad_data\\ud800: parse \\ud800 error\\u0000")
+    assert isinstance(found, Inconclusive)
+    found.reason.encode("utf-8")
+
+
+def test_json_that_is_not_rfc_8259_is_not_an_answer() -> None:
+    for text in ('{"status": "success", "data": NaN}', '{"status": "success", "x": 1e999}', "\xff"):
+        assert answering(200, text).query("q") == Inconclusive(
+            f"Prometheus {SHOWN} answered 200 without a Prometheus JSON body"
+        )

@@ -165,3 +165,15 @@ def test_plan_text_fits_80_columns_without_cutting_a_name() -> None:
         "Plan: 1 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked.",
         f"Checksum: {hourly_plan().checksum()}",
     ]
+
+
+def test_the_plan_lists_changes_and_one_line_for_the_specs_in_sync() -> None:
+    """Terraform shows only changes: the specs in sync are counted by phase; --show-unchanged lists them."""
+    full = plan_render.plan_text(complete_plan()).splitlines()
+    short = plan_render.plan_text(complete_plan(), show_unchanged=False).splitlines()
+    assert [line for line in full if line not in short] == [
+        line for line in full if line.startswith("= in sync   running")
+    ]
+    assert len(short) == len(full)  # the one line in sync gone, its summary line added
+    assert short[-3] == "1 spec unchanged (1 Running): --show-unchanged lists them"
+    assert [line for line in short if line.startswith("= in sync   gone")]  # an orphan is still something to see

@@ -26,8 +26,8 @@ def objects(node: Any) -> Iterator[dict[str, Any]]:
             yield from objects(value)
 
 
-def test_both_schemas_exist() -> None:
-    assert [p.name for p in SCHEMAS] == ["backfill-spec.schema.json", "policy.schema.json"]
+def test_every_schema_exists() -> None:
+    assert [p.name for p in SCHEMAS] == ["backfill-spec.schema.json", "evidence.schema.json", "policy.schema.json"]
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)

@@ -7,7 +7,6 @@ stdout, stderr and every file the run left (the store, a crash file: TMPDIR is t
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import subprocess
@@ -29,6 +28,7 @@ from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAuthError, AirflowError
 from tests.fakes.airflow import FakeAirflow, Reply
 from tests.fakes.calls import record_calls
+from tests.logcheck import message_of, reports
 from tests.reconcile.harness import Bench
 from tests.test_cli_safety import run
 
@@ -105,7 +105,11 @@ def test_a_credential_that_cannot_be_sent_is_refused_by_name(
     env = {"BACKFILLCTL_AIRFLOW_URL": "http://127.0.0.1:9", **({} if "TOKEN" in name else login), name: value}
     result = run(tmp_path, *log_format, "plan", "--no-store", **env)
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr == f"error: {name} {problem}\n  hint: set {name} to the value alone, on one line\n"
+    hint = f"set {name} to the value alone, on one line"
+    if log_format:
+        assert reports(result.stderr) == [("error", f"{name} {problem}", hint)]
+    else:
+        assert result.stderr == f"error: {name} {problem}\n  hint: {hint}\n"
     assert_hidden(tmp_path, result)
 
 
@@ -120,15 +124,19 @@ def test_credentials_in_the_airflow_url_are_hidden_when_it_cannot_be_reached(
         tmp_path, *log_format, "plan", "--no-store", BACKFILLCTL_AIRFLOW_URL=f"http://ops:{CANARY}@127.0.0.1:9"
     )
     assert (result.returncode, result.stdout) == (1, "")
-    *attempt, error, hint = result.stderr.splitlines()
-    assert error == (
-        "error: cannot reach Airflow at BACKFILLCTL_AIRFLOW_URL=http://ops:***@127.0.0.1:9: "
+    error = (
+        "cannot reach Airflow at BACKFILLCTL_AIRFLOW_URL=http://ops:***@127.0.0.1:9: "
         "GET /api/v2/version failed: ConnectError"
     )
-    assert hint == "  hint: is Airflow's api-server running, and is that its address?"
-    retry = "attempt #1/2 failed; will retry in 0.[56]s: GET /api/v2/version failed: ConnectError"
-    logged = json.loads(attempt[0])["event"] if log_format else attempt[0]
-    assert re.fullmatch(retry, logged)
+    hint = "is Airflow's api-server running, and is that its address?"
+    if log_format:
+        (_, attempt, _), reported = reports(result.stderr)
+        assert reported == ("error", error, hint)
+    else:
+        line, *said = result.stderr.splitlines()
+        assert said == [f"error: {error}", f"  hint: {hint}"]
+        attempt = message_of(line)
+    assert re.fullmatch("attempt #1/2 failed; will retry in 0.[56]s: GET /api/v2/version failed: ConnectError", attempt)
     assert_hidden(tmp_path, result)
 
 
@@ -231,7 +239,7 @@ def test_a_malformed_webhook_url_names_its_variable_not_its_value(tmp_path: Path
         bench.spec("s1")
         bench.run()
         env = {"HOOK_OPS": f"https://hooks.example/{CANARY}\nX: 1"}
-        stats = deliver(bench.store, bench.reconciler().load()[1], env, bench.settings(), everything=True)
+        stats = deliver(bench.store, bench.reconciler().load().policy, env, bench.settings(), everything=True)
     finally:
         bench.close()
     assert stats.failed == ["receiver ops: the environment variable HOOK_OPS contains a space or a control character"]
@@ -249,11 +257,12 @@ def test_a_wrong_password_is_refused_credentials_not_a_wrong_url(
         BACKFILLCTL_AIRFLOW_URL=url, BACKFILLCTL_AIRFLOW_USERNAME="admin", BACKFILLCTL_AIRFLOW_PASSWORD=CANARY,
     )  # fmt: skip
     assert (result.returncode, result.stdout) == (1, "")
-    assert result.stderr.splitlines()[-2:] == [
-        f"error: Airflow at {url} refused the credentials (POST /auth/token -> 401): "
+    assert reports(result.stderr)[-1] == (
+        "error",
+        f"Airflow at {url} refused the credentials (POST /auth/token -> 401): "
         "check BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD",
-        "  hint: Airflow said: Invalid credentials",
-    ]
+        "Airflow said: Invalid credentials",
+    )
     assert_hidden(tmp_path, result)
 
 

@@ -7,9 +7,9 @@ empty, so the controller also works on a plain folder (queue order then falls ba
 
 from __future__ import annotations
 
+import configparser
 import functools
 import posixpath
-import re
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +17,9 @@ from pathlib import Path
 import git
 
 from controller.adapters.files import SPEC_SUFFIXES, display, has_spec_suffix
+from controller.adapters.githistory import LINK_HOPS, REGULAR, SAFE_REF, GitHistory
 from controller.core.model.spec import SourceFile
-from controller.errors import GitError
-
-_REGULAR = ("100644", "100755")  # git's modes of ordinary files (120000: a symlink)
-_SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")
-_LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
+from controller.errors import GitError, ShallowClone
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +41,12 @@ class GitSource:
                 f"{path} is inside the bare git repository {self._repo.git_dir}, which has no working tree",
                 hint="run backfillctl in a clone of it (git clone), where the spec files are checked out",
             )
+        self._checkout = None if self._repo is None else Path(str(self._repo.working_tree_dir)).resolve()
+
+    def moved(self) -> bool:
+        """Whether the checkout's path leads to another worktree than when opened (git-sync swaps its link to each
+        new commit's worktree and removes the old one): the watch process then opens it anew."""
+        return self._repo is not None and Path(str(self._repo.working_tree_dir)).resolve() != self._checkout
 
     @property
     def available(self) -> bool:
@@ -62,6 +65,24 @@ class GitSource:
             return str(self._repo.head.commit.hexsha)
         except ValueError:  # a repository without commits
             return None
+
+    def require_full_history(self) -> None:
+        """Refuse a shallow clone (`ShallowClone`, exit 2): queue order needs the commit that added each spec file
+        and the gate the last reconciled commit, which a shallow clone may not hold. Outside git: nothing to do."""
+        if self._repo is None:
+            return
+        try:
+            shallow = str(self._repo.git.rev_parse("--is-shallow-repository")).strip() == "true"
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git rev-parse failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        if shallow:
+            raise ShallowClone(
+                f"the specs checkout {self.root} is a shallow clone: the queue's order and the gate need its whole "
+                "history",
+                hint="clone it fully: git fetch --unshallow (git-sync: --depth=0; actions/checkout: fetch-depth: 0)",
+            )
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
@@ -94,6 +115,17 @@ class GitSource:
             )
         )
 
+    def config(self, section: str, option: str) -> str | None:
+        """A git config value as the repository sees it (its config, the user's, the system's); None when unset or
+        outside a repository."""
+        if self._repo is None:
+            return None
+        try:
+            value = self._repo.config_reader().get_value(section, option, default="")
+        except (configparser.Error, OSError):
+            return None
+        return str(value).strip() or None
+
     def last_commits(self, folder: Path, paths: Sequence[str] | None = None) -> dict[str, Commit]:
         """Repository-relative path → the newest commit that touched it (under `folder`, or only `paths`)."""
         if self._repo is None or self.head() is None:
@@ -123,51 +155,32 @@ class GitSource:
             meta, path = entry.split("\t", 1)
             mode, kind, sha = meta.split(" ")
             name = path.rpartition("/")[2]
-            if kind == "blob" and mode in _REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
+            if kind == "blob" and mode in REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
                 found[path] = sha
         return found
 
-    def changed_by_head(self, folder: Path) -> set[str]:
-        """Repository-relative paths under `folder` that HEAD adds or changes (a merge: against its first parent,
-        what the merged pull request brought; the first commit: every file)."""
-        if self._repo is None or self.head() is None:
-            return set()
-        try:
-            out = str(
-                self._repo.git.diff_tree(
-                    "-z",
-                    "--no-commit-id",
-                    "--name-only",
-                    "-r",
-                    "-m",
-                    "--first-parent",
-                    "--root",
-                    "--diff-filter=AMR",
-                    "HEAD",
-                    "--",
-                    str(folder.resolve()),
-                )
-            )
-        except git.GitCommandError as exc:
-            raise GitError(
-                f"git diff-tree failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
-            ) from None
-        return {name for name in out.split("\0") if name}
-
-    def authors_since(self, ref: str, folder: Path) -> dict[str, set[str]]:
-        """Path → e-mail addresses of the authors of commits in ref..HEAD that touched it."""
-        self.resolve(ref)
-        out = self._log(f"{ref}..HEAD", "--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve()))
+    def authors_since(self, ref: str | None, folder: Path, head: str = "HEAD") -> dict[str, set[str]]:
+        """Path → e-mail addresses of the authors of the commits in ref..head (ref None: every commit up to head)
+        that touched it (merges left out: a merge's author merged, and what it brings is its other commits')."""
+        tip = self.history.commit_of(head)
+        span = f"{self.history.commit_of(ref)}..{tip}" if ref is not None else tip
+        out = self._log("--no-merges", span, "--format=%x00%H %ct %ae %an", "--name-only", "--", str(folder.resolve()))
         authors: dict[str, set[str]] = {}
         for commit, names in _blocks(out):
             for name in names:
                 authors.setdefault(name, set()).add(commit.author_email)
         return authors
 
+    @functools.cached_property
+    def history(self) -> GitHistory:
+        """What the approval gate reads of the history (`adapters/githistory.py`)."""
+        assert self._repo is not None
+        return GitHistory(self._repo, self.root)
+
     def resolve(self, ref: str) -> str:
         if self._repo is None:
             raise GitError("not a git repository, so --base cannot be used", hint="run inside the specs repository")
-        if not _SAFE_REF.match(ref):
+        if not SAFE_REF.match(ref):
             raise GitError(
                 f"{ref!r} is not an acceptable git ref", hint="pass a branch, tag or commit, e.g. origin/main"
             )
@@ -307,7 +320,7 @@ def _entry(tree: git.Tree, path: str) -> git.Tree | git.Blob | None:
 def _follow(root: git.Tree, item: git.Tree | git.Blob, prefix: str) -> git.Blob | None:
     """A blob, or the blob its symlink chain leads to while it stays in the specs folder `prefix` (None: it leads
     out, nowhere, to a folder or round in a loop)."""
-    for _ in range(_LINK_HOPS):
+    for _ in range(LINK_HOPS):
         if not isinstance(item, git.Blob):
             return None
         if item.mode != git.Blob.link_mode:

@@ -6,19 +6,41 @@ refused, timeout, an error status, an answer that is not Prometheus') is inconcl
 pass goes on and the analysis fails closed after its `pause_after`. Inside, httpx's exceptions and error answers
 become `PrometheusError`; its text names the URL only as `redact_url` shows it, and Prometheus' own error text is
 made one plain line and cut (it is outside text: it goes into plans, logs and the audit).
+
+An answer is bounded (`controller.adapters.answers`): the whole of it within the timeout (not per read), at most
+`ANSWER_CAP` bytes once inflated, JSON no deeper than `MAX_DEPTH`; a value must be a number as Prometheus writes
+it (`sample_value`). Anything else is inconclusive, with the reason.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 
+from controller.adapters.answers import (
+    ACCEPT_ENCODING,
+    AnswerLate,
+    AnswerRefused,
+    AnswerTooDeep,
+    AnswerUnreadable,
+    decode_json,
+    read_body,
+    timeout_until,
+)
 from controller.core.documents.escaping import plain
-from controller.core.model.analysis import Inconclusive, Observation, Series, observe_series, observe_value
+from controller.core.model.analysis import (
+    Inconclusive,
+    Observation,
+    Series,
+    observe_series,
+    observe_value,
+    sample_value,
+)
 from controller.core.model.secret import redact_url, redact_urls, url_problem
 from controller.errors import ConfigError, ControllerError, truncate
 
@@ -26,6 +48,7 @@ QUERY_PATH = "/api/v1/query"
 TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
 DETAIL_LIMIT = 200
+ANSWER_CAP = 2**20  # bytes of one answer, inflated: an instant query's one value is a few hundred
 URL_HINT = "set it to Prometheus' base URL with its scheme, e.g. http://prometheus:9090"
 
 
@@ -46,7 +69,7 @@ class PrometheusClient:
                 transport=transport,
                 follow_redirects=False,  # a redirect could carry the URL's credentials to another host
                 timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S)),
-                headers={"Accept": "application/json", "User-Agent": "backfillctl"},
+                headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING, "User-Agent": "backfillctl"},
             )
             self._http.build_request("GET", QUERY_PATH)
         except (httpx.InvalidURL, ValueError):  # never httpx's text: it quotes the part it could not parse
@@ -76,7 +99,7 @@ class PrometheusClient:
         """The decoded JSON of a successful answer; every failure as `PrometheusError`."""
         self.calls += 1
         try:
-            response = self._http.get(QUERY_PATH, params={"query": query})
+            status, body = self._exchange(query)
         except httpx.TimeoutException as exc:
             late = f"did not answer within {self._timeout:g}s ({type(exc).__name__})"
             raise PrometheusError(f"Prometheus {self.shown_url} {late}") from None
@@ -87,13 +110,30 @@ class PrometheusClient:
             httpx.CookieConflict,
         ) as exc:  # never str(exc): it may hold the URL
             raise PrometheusError(f"Prometheus {self.shown_url} unreachable ({type(exc).__name__})") from None
-        return self._payload(response)
+        except AnswerLate:
+            late = f"did not answer within {self._timeout:g}s (the whole answer, not one read)"
+            raise PrometheusError(f"Prometheus {self.shown_url} {late}") from None
+        except AnswerRefused as refused:
+            raise PrometheusError(f"Prometheus {self.shown_url} answered: {refused}") from None
+        return self._payload(status, body)
 
-    def _payload(self, response: httpx.Response) -> Any:
-        status = response.status_code
+    def _exchange(self, query: str) -> tuple[int, bytes]:
+        """The status and the whole body, read within the deadline (`timeout` from now) and the cap."""
+        deadline = time.monotonic() + self._timeout
+        request = self._http.build_request("GET", QUERY_PATH, params={"query": query})
+        request.extensions["timeout"] = timeout_until(deadline, CONNECT_TIMEOUT_S).as_dict()
+        response = self._http.send(request, stream=True)
         try:
-            payload = response.json()
-        except ValueError:
+            return response.status_code, read_body(response, deadline=deadline, cap=ANSWER_CAP)
+        finally:
+            response.close()
+
+    def _payload(self, status: int, body: bytes) -> Any:
+        try:
+            payload = decode_json(body)
+        except AnswerTooDeep as deep:
+            raise PrometheusError(f"Prometheus {self.shown_url} answered {status}: {deep}") from None
+        except AnswerUnreadable:
             payload = None
         if not isinstance(payload, Mapping):
             raise PrometheusError(f"Prometheus {self.shown_url} answered {status} without a Prometheus JSON body")
@@ -113,29 +153,48 @@ def decode(payload: Mapping[str, Any]) -> Observation:
     data = payload.get("data")
     kind = data.get("resultType") if isinstance(data, Mapping) else None
     result = data.get("result") if isinstance(data, Mapping) else None
-    try:
-        if kind == "vector" and isinstance(result, list):
-            return observe_series([_series(item) for item in result])
-        if kind == "scalar":
-            return observe_value(*_point(result))
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError):
-        return Inconclusive('Prometheus\' answer has a value that is not a [time, "number"] pair')
+    if kind in ("vector", "scalar"):
+        return _observed(kind, result)
     if kind in ("matrix", "string"):
         return Inconclusive(f"the query answers a {kind}, not one instant value; write an instant query")
     return Inconclusive(f"Prometheus' answer is not an instant query's (resultType {_outside(kind)})")
 
 
+def _observed(kind: str, result: Any) -> Observation:
+    """A vector's one series or a scalar; a value that is not a `[time, "number"]` pair is inconclusive."""
+    try:
+        if kind == "scalar":
+            return observe_value(*_point(result))
+        if isinstance(result, list):
+            return observe_series([_series(item) for item in result])
+    except _NotANumber as odd:
+        return Inconclusive(f"Prometheus' answer has a value that is not a number as Prometheus writes one: {odd}")
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, OSError):
+        pass  # OverflowError, OSError: a time outside the platform's range
+    return Inconclusive('Prometheus\' answer has a value that is not a [time, "number"] pair')
+
+
 def _series(item: Mapping[str, Any]) -> Series:
     labels = tuple(sorted((str(k), str(v)) for k, v in item.get("metric", {}).items()))
-    value, time = _point(item["value"])
-    return Series(labels, value, time)
+    value, stamp = _point(item["value"])
+    return Series(labels, value, stamp)
+
+
+class _NotANumber(ValueError):
+    """A sample's value string that Prometheus' number grammar does not hold (its text: the value, escaped)."""
 
 
 def _point(pair: Any) -> tuple[float, datetime]:
+    """A `[time, "value"]` pair: the time a JSON number of seconds, the value a string in Prometheus' grammar."""
     stamp, text = pair
-    if not isinstance(text, str) or not math.isfinite(float(stamp)):
+    if not isinstance(text, str) or isinstance(stamp, bool) or not isinstance(stamp, int | float):
         raise ValueError("not a point")
-    return float(text), datetime.fromtimestamp(float(stamp), UTC)  # float() reads "NaN", "+Inf", "-Inf"
+    value = sample_value(text)
+    if value is None:
+        raise _NotANumber(repr(_outside(text)[:40]))
+    if not math.isfinite(stamp):
+        raise ValueError("not a time")
+    return value, datetime.fromtimestamp(stamp, UTC)
 
 
 def _outside(text: object) -> str:

@@ -2,22 +2,27 @@
 
 `main` is the one top-level error handler: user mistakes and controller errors print a located message
 and exit with the code from `controller.errors.ExitCode`; anything unexpected prints one line and the
-path of a traceback file (no local variables, no secrets) and exits 3.
+path of a traceback file (no local variables, no secrets) and exits 3. It sets the command's logging up
+first (`--log-format`): under JSON each of these reports is one JSON object on stderr, like every log line.
 
 The application and its shared options are in `app`, what it writes in `output`; the commands, by what they
-are about, in `specs` (validate, new, init), `reconcile` (plan, reconcile), `status` (status, report, notify
+are about, in `specs` (validate, new, init), `reconcile` (plan, reconcile, evidence), `status` (status, report, notify
 status), `audit` (audit, store) and `stop` (emergency stops).
 """
 
+import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
+from controller.adapters.logsetup import json_logs
 from controller.cli.quick import plain_validate, run_validate
 from controller.commands import collector
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
+log = logging.getLogger(__name__)
 __all__ = ["PassView", "app", "audit", "main", "reconcile", "specs", "status", "stop"]
 
 
@@ -32,7 +37,7 @@ def __getattr__(name: str) -> Any:
 PARTS = ("specs", "reconcile", "status", "audit", "stop")  # in the order `backfillctl --help` lists them
 HOMES = {  # a command → the module that registers it
     **dict.fromkeys(("validate", "new", "init"), "specs"),
-    **dict.fromkeys(("plan", "reconcile"), "reconcile"),
+    **dict.fromkeys(("plan", "reconcile", "evidence"), "reconcile"),
     **dict.fromkeys(("status", "report", "notify"), "status"),
     **dict.fromkeys(("audit", "store"), "audit"),
     "stop": "stop",
@@ -74,6 +79,13 @@ def entry() -> NoReturn:
 
 
 def _main(args: list[str]) -> int:
+    from controller.commands.logs import logging_for
+
+    with logging_for(_log_format(args), os.environ):
+        return _run(args)
+
+
+def _run(args: list[str]) -> int:
     quick = plain_validate(args)
     try:
         if quick is not None:  # pre-commit's `validate FILE...`: no typer to build (see `quick`)
@@ -85,8 +97,7 @@ def _main(args: list[str]) -> int:
             return ExitCode.OK
         return _typer_main(args)
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return ExitCode.INTERRUPTED
+        return _interrupted()
     except ControllerError as exc:
         _report_error(exc)
         return int(exc.exit_code)
@@ -103,28 +114,69 @@ def _typer_main(args: list[str]) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
-        sys.stderr.write("interrupted\n")
-        return ExitCode.INTERRUPTED
+        return _interrupted()
     except typer.TyperException as exc:  # click's usage and parameter errors, vendored by typer
-        exc.show()  # type: ignore[attr-defined]
+        if json_logs():
+            _report_usage(exc)
+        else:
+            exc.show()  # type: ignore[attr-defined]
         return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    if result == ExitCode.INTERRUPTED:  # typer's answer to Ctrl-C inside a command (no command returns it)
+        return _interrupted()
     return int(result) if isinstance(result, int) else ExitCode.OK
+
+
+def _root_options(args: list[str]) -> Iterator[tuple[str, str | None]]:
+    """The options before the command, each with the value after it (`--log-format` is the one that has one)."""
+    rest = iter(args)
+    for arg in rest:
+        if not arg.startswith("-"):
+            return
+        yield arg, next(rest, None) if arg == "--log-format" else None
 
 
 def _command(args: list[str]) -> str | None:
     """The command the arguments name (None: none, e.g. `--help`: then every command is registered)."""
-    rest = iter(args)
-    for arg in rest:
-        if arg == "--log-format":  # the one root option with a value after it
-            next(rest, None)
-        elif not arg.startswith("-"):
-            return arg
-    return None
+    seen = sum(1 + (value is not None) for _, value in _root_options(args))
+    return args[seen] if seen < len(args) else None
+
+
+def _log_format(args: list[str]) -> str:
+    """`--log-format`'s value, read before typer runs: its usage errors are then logged in that format too (a
+    value typer refuses leaves text)."""
+    value = None
+    for name, after in _root_options(args):
+        if name == "--log-format":
+            value = after
+        elif name.startswith("--log-format="):
+            value = name.partition("=")[2]
+    return "json" if value == "json" else "text"
 
 
 def _report_error(exc: ControllerError) -> None:
+    if json_logs():
+        extra = {"hint": exc.hint, "details": list(exc.details) or None, "exit_code": int(exc.exit_code)}
+        log.error("%s", exc.message, extra=extra)
+        return
     details = [f"  {line}" for line in exc.details]
     sys.stderr.write(plain_lines([f"error: {exc.message}", *details, *([f"  hint: {exc.hint}"] if exc.hint else [])]))
+
+
+def _report_usage(exc: Exception) -> None:
+    """A usage error as click shows it (usage, a pointer to --help, the message), as one JSON object."""
+    ctx = getattr(exc, "ctx", None)
+    extra: dict[str, object] = {"exit_code": int(getattr(exc, "exit_code", ExitCode.USAGE))}
+    if ctx is not None:
+        extra |= {"usage": ctx.get_usage(), "hint": f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help."}
+    log.error("%s", exc.format_message(), extra=extra)  # type: ignore[attr-defined]
+
+
+def _interrupted() -> int:
+    if json_logs():
+        log.error("interrupted", extra={"exit_code": int(ExitCode.INTERRUPTED)})
+    else:
+        sys.stderr.write("interrupted\n")
+    return ExitCode.INTERRUPTED
 
 
 def _report_unexpected(exc: Exception) -> int:
@@ -135,8 +187,9 @@ def _report_unexpected(exc: Exception) -> int:
     fd, path = tempfile.mkstemp(prefix="backfillctl-crash-", suffix=".log")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
-    sys.stderr.write(
-        f"unexpected error: {type(exc).__name__}; this is a bug in backfillctl.\n"
-        f"  details (traceback without local variables): {path}\n"
-    )
+    message = f"unexpected error: {type(exc).__name__}; this is a bug in backfillctl."
+    if json_logs():  # the traceback inside the object (redacted, no local variables), and in the file
+        log.error("%s", message, exc_info=exc, extra={"crash_log": path, "exit_code": int(ExitCode.UNEXPECTED)})
+    else:
+        sys.stderr.write(f"{message}\n  details (traceback without local variables): {path}\n")
     return ExitCode.UNEXPECTED

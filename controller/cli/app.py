@@ -1,6 +1,6 @@
 """The typer application: its options, the root callback, the sub-command groups, and what commands share.
 
-The commands register themselves on `app` (and on `notify_app`, `audit_app`, `store_app`) in the modules
+The commands register themselves on `app` (and on `notify_app`, `audit_app`, `store_app`, `evidence_app`) in the modules
 beside this one; `controller.cli.main` imports them all before it runs the application.
 """
 
@@ -8,6 +8,7 @@ beside this one; `controller.cli.main` imports them all before it runs the appli
 # string annotations would be compiled and evaluated again each time (tens of ms); names imported only for
 # type checking are quoted instead.
 import os
+import re
 from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated
@@ -68,6 +69,16 @@ def seconds_within(low: float, high: float) -> Callable[[float | None], float | 
     return check
 
 
+DURATION = re.compile(r"[1-9][0-9]{0,4}[mhd]")  # 30m, 4h, 2d: what --expires and --expect-every take
+
+
+def duration(value: str | None) -> str | None:
+    """A callback refusing what is not a duration such as 30m, 4h or 2d."""
+    if value is not None and not DURATION.fullmatch(value.strip()):
+        raise typer.BadParameter(f"{value!r} is not a duration; use e.g. 30m, 4h or 2d")
+    return None if value is None else value.strip()
+
+
 class LogFormat(StrEnum):
     text = "text"
     json = "json"
@@ -84,18 +95,17 @@ def _root(
     ] = None,
 ) -> None:
     """Declarative, change-managed backfills for Apache Airflow 3."""
-    from controller.adapters.logsetup import install_last_resort
-
-    install_last_resort()
-    if log_format is not None:
-        from controller.commands.logs import configure_logging
-
-        configure_logging(log_format.value, os.environ)
+    # `controller.cli.main` read --log-format before typer ran (its usage errors are logged in that format too)
 
 
 notify_app = typer.Typer(help="Webhook notifications of backfill events.", no_args_is_help=True)
-audit_app = typer.Typer(help="Read and check the audit log.", no_args_is_help=True)
+audit_app = typer.Typer(help="Read and check the audit log; adopt or rotate its key.", no_args_is_help=True)
 store_app = typer.Typer(help="Manage the store: schema migrations and stuck leases.", no_args_is_help=True)
+evidence_app = typer.Typer(
+    help="The evidence of merged changes that reconcile's approval gate reads: which commits need it, check one.",
+    no_args_is_help=True,
+)
 app.add_typer(notify_app, name="notify")
 app.add_typer(audit_app, name="audit")
 app.add_typer(store_app, name="store")
+app.add_typer(evidence_app, name="evidence")

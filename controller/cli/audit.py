@@ -1,9 +1,11 @@
-"""`backfillctl audit show|verify|export` and `store migrate|unlock`: the audit log and the store itself."""
+"""`backfillctl audit show|verify|export|adopt-key|rotate-key` and `store migrate|unlock`: the audit log, its key
+and the store itself."""
 
 # No `from __future__ import annotations` here: typer reads every command's annotations at each start, and
 # string annotations would be compiled and evaluated again each time (tens of ms); names imported only for
 # type checking are quoted instead.
 import re
+import sys
 from datetime import timedelta
 from enum import StrEnum
 from typing import Annotated
@@ -11,6 +13,7 @@ from typing import Annotated
 import typer
 
 from controller.cli.app import audit_app, load_settings, store_app
+from controller.cli.complete import spec_names
 from controller.cli.output import out, utc_now
 from controller.core.audit.vocabulary import ACTIONS
 from controller.core.documents.escaping import plain_lines
@@ -52,7 +55,10 @@ class AuditFormat(StrEnum):
 
 @audit_app.command("show")
 def audit_show(
-    spec: Annotated[str | None, typer.Option("--spec", metavar="NAME", help="Only events of this spec.")] = None,
+    spec: Annotated[
+        str | None,
+        typer.Option("--spec", metavar="NAME", help="Only events of this spec.", autocompletion=spec_names),
+    ] = None,
     dag: Annotated[str | None, typer.Option("--dag", metavar="DAG_ID", help="Only events of this DAG.")] = None,
     action: Annotated[
         str | None,
@@ -79,8 +85,13 @@ def audit_show(
         raise typer.BadParameter("--limit is the first N, --tail the last N: give one", param_hint="--tail")
     line = audit_render.record_line if output is AuditFormat.text else audit_render.record_json
     where = EventFilter(spec, dag, action, since)
-    skipped = audit_cmd.print_events(load_settings(), where, line, first=limit, last=tail)
-    return ExitCode.ERROR if skipped else ExitCode.OK
+    settings = load_settings()
+    printed = audit_cmd.print_events(settings, where, line, first=limit, last=tail)
+    narrowed = any(f is not None for f in (dag, action, since, limit, tail))
+    note = audit_cmd.spec_file_note(settings, spec, printed, narrowed=narrowed) if spec is not None else None
+    if note is not None:
+        sys.stderr.write(plain_lines([note]))
+    return ExitCode.ERROR if printed.skipped else ExitCode.OK
 
 
 def _head_hash(value: str | None) -> str | None:
@@ -109,6 +120,36 @@ def audit_verify(
     return ExitCode.OK if result.ok else ExitCode.ERROR
 
 
+@audit_app.command("adopt-key")
+def audit_adopt_key(
+    expect_head: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-head",
+            metavar="HASH",
+            help="A head hash saved earlier: adopt only a chain that still holds it.",
+            callback=_head_hash,
+        ),
+    ] = None,
+) -> int:
+    """Key an unkeyed audit chain with BACKFILLCTL_AUDIT_KEY (audited): the only way a chain becomes keyed."""
+    from controller.commands import audit as audit_cmd
+    from controller.core.render import audit as audit_render
+
+    out(audit_render.key_record_text(audit_cmd.adopt_key(load_settings(), expect_head)))
+    return ExitCode.OK
+
+
+@audit_app.command("rotate-key")
+def audit_rotate_key() -> int:
+    """Rotate the chain's key: from the one in BACKFILLCTL_AUDIT_KEYS_PREVIOUS to BACKFILLCTL_AUDIT_KEY (audited)."""
+    from controller.commands import audit as audit_cmd
+    from controller.core.render import audit as audit_render
+
+    out(audit_render.key_record_text(audit_cmd.rotate_key(load_settings())))
+    return ExitCode.OK
+
+
 class ExportFormat(StrEnum):
     jsonl = "jsonl"
 
@@ -119,15 +160,18 @@ def audit_export(
         ExportFormat, typer.Option("--format", help="One canonical JSON object per line.")
     ] = ExportFormat.jsonl,
     since: Annotated[str | None, typer.Option("--since", metavar="WHEN", help=SINCE_HELP, callback=_since)] = None,
-    spec: Annotated[str | None, typer.Option("--spec", metavar="NAME", help="Only events of this spec.")] = None,
+    spec: Annotated[
+        str | None,
+        typer.Option("--spec", metavar="NAME", help="Only events of this spec.", autocompletion=spec_names),
+    ] = None,
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store.audit_log import EventFilter
     from controller.commands import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
-    skipped = audit_cmd.print_events(load_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
-    return ExitCode.ERROR if skipped else ExitCode.OK
+    printed = audit_cmd.print_events(load_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
+    return ExitCode.ERROR if printed.skipped else ExitCode.OK
 
 
 @store_app.command("migrate")

@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from controller.adapters.logsetup import TEXT_TIME, json_logs
 from controller.core.documents.escaping import plain, plain_lines
 
 if TYPE_CHECKING:  # rich loads only in the views that draw with it
@@ -28,7 +29,8 @@ def utc_now() -> datetime:
 
 
 def iso_now() -> str:
-    return utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Now as text log lines show their time."""
+    return utc_now().strftime(TEXT_TIME)
 
 
 def out(text: str) -> None:
@@ -49,21 +51,23 @@ def width() -> int | None:
 
 
 class PassView:
-    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table. Under --watch
-    (a log read later) each line carries its time, and a pass's refusals and errors only when they changed."""
+    """once: the plan; text: the status table whenever it moved; rich: a live view shows the table. Repeating
+    (--watch, --until-complete: a log read later) each line carries its time, and a pass's refusals and errors only
+    when they changed."""
 
     def __init__(self, dry_run: bool, mode: str, watch: bool = False) -> None:
         self.dry_run, self.mode, self.watch, self.shown, self.said = dry_run, mode, watch, "", ""
 
     def show(self, result: "PassResult") -> None:
         from controller.core.render import plan as plan_render
-        from controller.core.render import status
 
         if self.dry_run or self.mode == "once":
-            out(plan_render.plan_text(result.plan, width()))
+            out(plan_render.plan_text(result.plan, width(), show_unchanged=False))
         after = {i.spec: i for i in result.current.items}
         out(self._stamp([plan_render.applied_line(i, o, after.get(i.spec)) for i, o in result.applied]))
         if self.mode == "text":  # only this mode shows the table: a --once pass over history need not build it
+            from controller.core.render import status
+
             table = status.status_text(status.status_rows(result.current, {}, result.analysis), width())
             if table != self.shown:
                 out(f"[{iso_now()}]\n{table}")
@@ -76,7 +80,8 @@ class PassView:
             self.said = said
 
     def _stamp(self, lines: list[str]) -> str:
-        return plain_lines([f"{iso_now()} {line}" for line in lines] if self.watch else lines)
+        """Under --watch each line with its time, unless it becomes a JSON object (which has its own)."""
+        return plain_lines([f"{iso_now()} {line}" for line in lines] if self.watch and not json_logs() else lines)
 
 
 COLOURS = {

@@ -6,7 +6,9 @@ function the typer command runs; anything else (`--help`, the PR options, a usag
 owns every message about the command line.
 """
 
+import dataclasses
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,24 +55,32 @@ def plain_validate(argv: Sequence[str]) -> ValidateArgs | None:
 
 def run_validate(args: ValidateArgs) -> int:
     """`backfillctl validate`: check the specs, print the report, exit 0 when every spec is valid, else 1."""
-    from controller.adapters.logsetup import install_last_resort
     from controller.cli.output import out, utc_now
     from controller.commands import validate as validate_cmd
     from controller.commands.settings import Settings
     from controller.core.render import validation as render
     from controller.errors import ExitCode
 
-    install_last_resort()
     settings = Settings.from_env(os.environ)
     checks = validate_cmd.GitChecks(args.base, args.pr_reviews, args.pr_author, args.head_sha)
     now = utc_now()
     result = validate_cmd.validate_paths(
         args.paths, settings.specs_dir, now, checks=checks, changed_since=args.changed_since
     )
-    if settings.airflow_url and result.loaded:  # with Airflow configured, check each spec's DAG too
+    if result.loaded:  # with production's Airflow configured (as the policy names it), check each spec's DAG too
+        from controller.commands.environments import production_settings
+
+        settings = production_settings(settings)
+    if settings.airflow_url and result.loaded:
         from controller.commands.session import make_client
 
         result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
+    elif result.loaded:  # an OK must not read as "the DAG ids were checked"
+        skipped = "each spec's DAG in Airflow (BACKFILLCTL_AIRFLOW_URL is not set)"
+        result = dataclasses.replace(result, skipped=(*result.skipped, skipped))
+    result = validate_cmd.check_resumes_in_store(result, settings.store_url)
     renderers = {"text": render.validation_text, "json": render.validation_json, "github": render.validation_github}
     out(renderers[args.output](result))
+    if args.output == "text" and result.skipped:
+        sys.stderr.write(render.skipped_text(result))
     return ExitCode.OK if result.ok else ExitCode.ERROR

@@ -12,14 +12,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from controller.cli.app import DAY, app, load_settings, seconds_within
+from controller.cli.app import DAY, app, duration, evidence_app, load_settings, seconds_within
 from controller.cli.output import PassView, out, status_rich, tty, width
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ExitCode
 
 if TYPE_CHECKING:
+    from rich.live import Live
+
+    from controller.commands.gate import EvidenceGiven
     from controller.commands.reconcile import PassResult
-    from controller.core.plan.provenance import Evidence
     from controller.core.plan.values import Plan
 
 
@@ -48,6 +50,10 @@ def plan(
             "only their refusals exit 5.",
         ),
     ] = None,
+    show_unchanged: Annotated[
+        bool,
+        typer.Option("--show-unchanged", help="List the specs in sync too (text; JSON always holds every spec)."),
+    ] = False,
 ) -> int:
     """Compare the specs with Airflow and print what reconcile would do (read only).
 
@@ -60,7 +66,7 @@ def plan(
     from controller.commands.session import open_reconciler
     from controller.core.plan.values import refusals
     from controller.core.render import plan as plan_render
-    from controller.core.render.analysis import analysis_text
+    from controller.core.render.analysis import analysis_text, scope_text
 
     if pr_comment is not None and output is not PlanFormat.markdown:
         raise typer.BadParameter("--pr-comment needs --format markdown", param_hint="--pr-comment")
@@ -72,14 +78,15 @@ def plan(
             result, specs, policy=reconciler.policy, world=world, observer=reconciler.observer, only=only
         )
     renderers: dict[PlanFormat, Callable[[Plan], str]] = {
-        PlanFormat.text: lambda p: plan_render.plan_text(p, width()),
+        PlanFormat.text: lambda p: plan_render.plan_text(p, width(), show_unchanged=show_unchanged),
         PlanFormat.markdown: plan_render.plan_markdown,
         PlanFormat.json: plan_render.plan_json,
     }
     shown = (
         renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow)
     )
-    out(shown + analysis_text(output, analysed_names(specs, reconciler.policy), world.analysis))
+    scoped = scope_text(output, reconciler.policy)
+    out(shown + analysis_text(output, analysed_names(specs, reconciler.policy), world.analysis) + scoped)
     refused = refusals(result, only)
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")
@@ -88,6 +95,26 @@ def plan(
     if any(i.error for i in result.items) or not result.complete:
         return ExitCode.ERROR
     return ExitCode.CHANGES if detailed_exitcode and result.changes else ExitCode.OK
+
+
+def _host_names(names: list[str] | None) -> list[str] | None:
+    """A callback refusing a --metrics-host-name that is no host name (a port, a scheme, a space)."""
+    from controller.adapters.hostcheck import host_name
+
+    for name in names or ():
+        if host_name(name) != name.lower().removesuffix("."):
+            raise typer.BadParameter(f"{name!r} is not a host name: letters, digits, `-` and `.`, without a port")
+    return names
+
+
+def _commits(values: list[str] | None) -> list[str] | None:
+    """A callback refusing a --evidence-unavailable that is no full commit SHA (it names the branch's commit)."""
+    import re
+
+    for value in values or ():
+        if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", value):
+            raise typer.BadParameter(f"{value!r} is not a full commit SHA (40 hex digits, lower case)")
+    return values
 
 
 @app.command()
@@ -145,6 +172,26 @@ def reconcile(
     metrics_host: Annotated[
         str, typer.Option("--metrics-host", metavar="HOST", help="Address to serve on.")
     ] = "127.0.0.1",
+    metrics_host_names: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metrics-host-name",
+            callback=_host_names,
+            metavar="NAME",
+            help="A name the metrics port also answers to in the Host header (a Service or ingress name); repeat "
+            "for more. IP addresses need none, nor localhost on 127.0.0.1.",
+        ),
+    ] = None,
+    expect_every: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-every",
+            callback=duration,
+            metavar="DURATION",
+            help="The dead-man's check: /healthz answers 503 when no good pass came for twice this long (30m, 1h); "
+            "default: the policy's liveness.expect_every.",
+        ),
+    ] = None,
     unhealthy_after: Annotated[
         int,
         typer.Option(
@@ -159,36 +206,69 @@ def reconcile(
             "warned and audited.",
         ),
     ] = False,
+    evidence: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--evidence",
+            metavar="FILE",
+            help="A merged change's evidence document (schemas/evidence.schema.json): its approvals are checked "
+            "before anything it changed starts work. Repeat for each merge since the last reconcile (`backfillctl "
+            "evidence needed` lists them).",
+        ),
+    ] = None,
+    evidence_unavailable: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--evidence-unavailable",
+            callback=_commits,
+            metavar="COMMIT",
+            help="A commit whose evidence could not be fetched (a forge outage): what it changed is held, not "
+            "refused, and decided again next pass. Repeatable.",
+        ),
+    ] = None,
+    result_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--result-dir",
+            metavar="DIR",
+            help="Write what the last pass created, refused, queued or blocked, with links: result.json and a "
+            "pr-N.md comment per pull request behind it (the reusable workflow's pr-result job posts them).",
+        ),
+    ] = None,
     pr_reviews: Annotated[
         Path | None,
         typer.Option(
             "--pr-reviews",
             metavar="FILE",
-            help="The merged PR's reviews: its approval gate is checked before a create.",
+            help="Deprecated (use --evidence): the merged PR's reviews, for HEAD's merge; the head SHA is not checked.",
         ),
     ] = None,
     pr_number: Annotated[
-        int | None, typer.Option("--pr-number", min=1, metavar="N", help="The merged PR's number.")
+        int | None, typer.Option("--pr-number", min=1, metavar="N", help="Deprecated: the merged PR's number.")
     ] = None,
     pr_author: Annotated[
-        str | None, typer.Option("--pr-author", metavar="LOGIN", help="Login of the merged PR's author.")
+        str | None, typer.Option("--pr-author", metavar="LOGIN", help="Deprecated: login of the merged PR's author.")
     ] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
-    from rich.live import Live
-    from rich.table import Table
-
     from controller.commands.passhooks import MonitorOptions
     from controller.commands.run import LoopOptions, Repeat, reconcile_loop
-    from controller.core.render import status
+    from controller.core.model.policy import parse_span
 
     if once and (watch or until_complete):
         raise typer.BadParameter("--once cannot be combined with --watch or --until-complete")
     if timeout is not None and not until_complete:
         raise typer.BadParameter("--timeout goes with --until-complete")
     repeat = Repeat.UNTIL_COMPLETE if until_complete else Repeat.WATCH if watch else Repeat.ONCE
-    monitor = MonitorOptions(metrics_port, metrics_host, unhealthy_after, refresh_seconds=max(5, int(interval)))
-    evidence = _evidence(pr_reviews, pr_number, pr_author)
+    monitor = MonitorOptions(
+        metrics_port,
+        metrics_host,
+        unhealthy_after,
+        refresh_seconds=max(5, int(interval)),
+        host_names=tuple(metrics_host_names or ()),
+        expect_every=parse_span(expect_every),
+    )
+    given = _evidence(evidence or [], evidence_unavailable or [], (pr_reviews, pr_number, pr_author))
     options = LoopOptions(
         repeat,
         interval,
@@ -199,33 +279,58 @@ def reconcile(
         lock_timeout,
         monitor,
         allow_dirty=allow_dirty,
-        evidence=evidence,
+        evidence=given,
     )
-    live = Live(Table(), refresh_per_second=2, transient=False) if repeat is not Repeat.ONCE and tty() else None
+    live = _live_view() if repeat is not Repeat.ONCE and tty() else None
     mode = "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text")
-    view = PassView(dry_run, mode, watch=repeat is Repeat.WATCH)
+    view = PassView(dry_run, mode, watch=repeat is not Repeat.ONCE)  # --until-complete repeats as --watch does
 
     def on_pass(result: "PassResult") -> None:
         if live is not None:
+            from controller.core.render import status  # the rows only for the live view
+
             live.update(status_rich(status.status_rows(result.current, {}, result.analysis), live.console.width))
         view.show(result)
 
     with live or contextlib.nullcontext():
         end = reconcile_loop(load_settings(), options, on_pass)
+    if result_dir is not None:
+        from controller.commands.pr_result import write_result
+
+        write_result(load_settings(), end.last, given, result_dir)
     for line in end.last.stuck_lines() if until_complete and not end.timed_out else []:
         sys.stderr.write(f"stuck: {line}\n")
     return _timed_out(end.last, timeout or 0.0) if end.timed_out else _pass_exit(end.last, fail_on_failures)
 
 
-def _evidence(reviews: Path | None, number: int | None, author: str | None) -> "Evidence | None":
-    """The approval gate at reconcile takes the three together: the reviews, of which PR, opened by whom."""
-    if reviews is None or number is None or author is None:
-        if reviews is None and number is None and author is None:
-            return None
-        raise typer.BadParameter("--pr-reviews, --pr-number and --pr-author go together", param_hint="--pr-reviews")
-    from controller.commands.validate import read_evidence
+def _live_view() -> "Live":
+    """The status table redrawn in place, for `--watch` and `--until-complete` on a terminal: rich loads here,
+    never for `--once`, cron or a pipe."""
+    from rich.live import Live
+    from rich.table import Table
 
-    return read_evidence(reviews, number, author)
+    return Live(Table(), refresh_per_second=2, transient=False)
+
+
+def _evidence(
+    documents: list[Path], unavailable: list[str], old: tuple[Path | None, int | None, str | None]
+) -> "EvidenceGiven":
+    """The documents read and checked (exit 1 on the first bad one), the commits whose evidence is missing, and the
+    deprecated `--pr-reviews --pr-number --pr-author` (the three together) as one more document for HEAD."""
+    from controller.commands.evidence import read_document
+    from controller.commands.gate import EvidenceGiven
+
+    read = [read_document(path) for path in documents]
+    reviews, number, author = old
+    if reviews is None or number is None or author is None:
+        if (reviews, number, author) != (None, None, None):
+            raise typer.BadParameter("--pr-reviews, --pr-number and --pr-author go together", param_hint="--pr-reviews")
+        return EvidenceGiven(tuple(read), tuple(unavailable))
+    from controller.adapters.gitsource import GitSource
+    from controller.commands.evidence import from_reviews
+
+    made = from_reviews(reviews, number, author, GitSource(load_settings().specs_dir))
+    return EvidenceGiven((*read, made), tuple(unavailable))
 
 
 def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
@@ -236,7 +341,8 @@ def _pass_exit(result: "PassResult", fail_on_failures: bool = False) -> int:
     unsuccessful = [
         f"{i.spec} ended {i.phase.value}: {i.reason}"
         for i in result.current.items
-        if i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED, Phase.VERIFICATION_FAILED) or i.stage_failed
+        if (i.phase in (Phase.COMPLETED_WITH_FAILURES, Phase.BLOCKED, Phase.VERIFICATION_FAILED) or i.stage_failed)
+        and not (i.phase is not Phase.BLOCKED and i.source is not None and i.source.acknowledged)  # reviewed: accepted
     ]
     if fail_on_failures:
         sys.stderr.write(plain_lines([f"failed: {line}" for line in unsuccessful]))
@@ -252,3 +358,35 @@ def _timed_out(result: "PassResult", timeout: float) -> int:
         "  hint: nothing was stopped; run `backfillctl status` to follow them, or reconcile again\n"
     )
     return ExitCode.ERROR
+
+
+@evidence_app.command("needed")
+def evidence_needed() -> int:
+    """Print (JSON) the commits that need an evidence document before the next reconcile.
+
+    The branch's commits since the last commit the store reconciled that change the specs folder (every file's
+    last commit when the store reconciled none, or when HEAD does not descend from it), and the commits of the
+    changes the gate holds or refused for want of evidence; oldest first. The reconcile workflow writes one
+    document per pull request behind them (`gh api repos/OWNER/REPO/commits/SHA/pulls`) and passes each with
+    `reconcile --evidence FILE` (docs/ci-trust.md).
+    """
+    import json
+
+    from controller.commands.evidence import needed
+
+    out(json.dumps(needed(load_settings()), indent=2) + "\n")
+    return ExitCode.OK
+
+
+@evidence_app.command("check")
+def evidence_check(
+    document: Annotated[Path, typer.Argument(metavar="FILE", help="An evidence document.")],
+) -> int:
+    """Check an evidence document against schemas/evidence.schema.json; print what it says (JSON), or the first
+    error with its JSON path (exit 1)."""
+    import json
+
+    from controller.commands.evidence import read_document, summary
+
+    out(json.dumps(summary(read_document(document)), indent=2) + "\n")
+    return ExitCode.OK

@@ -3,6 +3,7 @@
 # No `from __future__ import annotations` here: typer reads every command's annotations at each start, and
 # string annotations would be compiled and evaluated again each time (tens of ms); names imported only for
 # type checking are quoted instead.
+import sys
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
@@ -10,11 +11,11 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from controller import __version__
 from controller.cli.app import app, load_settings
+from controller.cli.complete import dag_ids, spec_names
 from controller.cli.output import out, utc_now
-from controller.core.documents.escaping import plain_lines
-from controller.core.documents.starter import DEFAULT_ENVIRONMENT, PLACEHOLDER_REPO
+from controller.core.documents.escaping import plain, plain_lines
+from controller.core.documents.starter import DEFAULT_ENVIRONMENT, DEFAULT_RUNNER, PLACEHOLDER_REPO
 from controller.core.model.spec import ReprocessBehavior
 from controller.core.render.scaffold import DATE_TO_HELP
 from controller.errors import ExitCode, UsageError
@@ -73,7 +74,13 @@ def new(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Spec name; also the file name (specs/NAME.yaml).")],
     dag_id: Annotated[
         str | None,
-        typer.Option("--dag-id", metavar="DAG_ID", help=f"The DAG to backfill. {RETRY_NOTE}", show_default=False),
+        typer.Option(
+            "--dag-id",
+            metavar="DAG_ID",
+            help=f"The DAG to backfill. {RETRY_NOTE}",
+            show_default=False,
+            autocompletion=dag_ids,
+        ),
     ] = None,
     from_date: Annotated[
         str | None,
@@ -127,7 +134,15 @@ def new(
         typer.Option(
             "--requested-by",
             metavar="LOGIN",
-            help="Who asks for it (default: BACKFILLCTL_ACTOR, GITHUB_ACTOR or the OS user).",
+            help="Who asks for it (default: BACKFILLCTL_ACTOR, else your git config user.name; said when used).",
+        ),
+    ] = None,
+    downstream: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--downstream",
+            metavar="SYSTEM",
+            help="A system that will feel the load (a downstream budget of the policy); repeat for each.",
         ),
     ] = None,
     max_active_runs: Annotated[
@@ -154,6 +169,7 @@ def new(
         typer.Option(
             "--retry-failed-of",
             metavar="SPEC",
+            autocompletion=spec_names,
             help="Write the follow-up of a finished spec: its DAG, from its first to its last failed run, "
             "reprocess failed, its ticket and approvers, expected_runs its failed runs (from the store).",
         ),
@@ -164,7 +180,7 @@ def new(
     With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
     and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
     """
-    from controller.commands.new import new_spec, retry_spec
+    from controller.commands.new import new_spec, requester, retry_spec
     from controller.core.render import validation as render
     from controller.core.render.scaffold import NewSpec
 
@@ -179,12 +195,13 @@ def new(
                 hint="leave them out; --ticket, --reason, --approver and --max-active-runs may still be given",
             )
         choices = {"ticket": ticket, "reason": reason, "approvers": tuple(approver or ())}
-        actor = requested_by or settings.actor
+        actor, source = (requested_by, "") if requested_by else requester(settings)
         spec = retry_spec(settings, retry_failed_of, name, actor, max_active_runs, choices, utc_now())
     else:
         required = {**given, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
         if not (dag_id and from_date and to_date and reprocess and ticket and reason and approver):
             _missing([option for option, value in required.items() if not value])
+        actor, source = (requested_by, "") if requested_by else requester(settings)
         spec = NewSpec(
             name=name,
             dag_id=dag_id,
@@ -192,18 +209,22 @@ def new(
             to_date=to_date,
             reprocess=reprocess,
             max_active_runs=max_active_runs or 1,
-            requested_by=requested_by or settings.actor,
+            requested_by=actor,
             ticket=ticket,
             approvers=tuple(approver),
             expected_runs=expected_runs,
             reason=reason,
         )
+    if downstream:
+        spec = replace(spec, downstream=tuple(downstream))
     if expected_runs is not None:
         spec = replace(spec, expected_runs=expected_runs)
     path, result, written = new_spec(spec, settings, utc_now())
     out(f"wrote {path}\n")
+    if source:  # who asks was not given: say where it came from
+        out(plain_lines([f"requested_by: {actor} (from {source}; --requested-by says otherwise)"]))
     if written.retry is not None:
-        out(plain_lines([f"retries the {written.retry.failed} failed run(s) of {written.retry.original}"]))
+        out(plain_lines([written.retry.text()]))
     if written.counted is not None:
         out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
     elif written.expected_runs is None:
@@ -235,24 +256,46 @@ def init(
         ),
     ] = PLACEHOLDER_REPO,
     ref: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--ref", metavar="REF", help="Tag or commit SHA of backfillctl to pin them to (default: this version)."
+            "--ref",
+            metavar="SHA",
+            help="Full commit SHA of backfillctl to pin them to (default: the commit this backfillctl was built from).",
         ),
-    ] = f"v{__version__}",
+    ] = None,
     environment: Annotated[
         str,
         typer.Option("--environment", metavar="NAME", help="GitHub environment holding the reconcile job's secrets."),
     ] = DEFAULT_ENVIRONMENT,
+    runner: Annotated[
+        str,
+        typer.Option(
+            "--runner",
+            metavar="LABEL",
+            help="Runner of the jobs: a label, or a JSON list of a self-hosted runner's labels (it must reach "
+            "Airflow's API and the store).",
+        ),
+    ] = DEFAULT_RUNNER,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
 ) -> int:
     """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
-    from controller.commands.init import init_repository
+    from controller.commands.init import init_repository, own_pin, pin_note
     from controller.core.documents.starter import StarterOptions
 
-    options = StarterOptions(workflows_repo, ref, environment)
+    pin = own_pin() if ref is None else None
+    commit, version = (pin.commit, pin.version) if pin is not None else (str(ref), None)
+    options = StarterOptions(workflows_repo, commit, environment, runner, version)
     for item in init_repository(directory, options, force=force):
         out(f"{'overwrote' if item.replaced else 'wrote'} {item.path}\n")
+    out(pin_note(options, pin))
+    if pin is None and not options.pinned_to_commit:  # a tag or a branch can be moved to other code
+        sys.stderr.write(
+            plain(
+                f"warning: --ref {ref} is not a full commit SHA: whoever can move it decides what runs with your "
+                f"production secrets; pin a commit (`git rev-parse {ref}` in backfillctl's clone)"
+            )
+            + "\n"
+        )
     if options.placeholder:
         out(
             f"note: the workflows and the pre-commit hook call {workflows_repo}, a placeholder: run init again "

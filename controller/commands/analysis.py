@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from controller.adapters.prometheus import PrometheusClient, client_from_env
 from controller.adapters.store import EventFilter, NoStore, Store
 from controller.core.audit.chain import AuditRecord
 from controller.core.audit.vocabulary import Action, AuditPhase
@@ -25,6 +25,9 @@ from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.rules.analysis import NEW_STATE, AnalysisState, Verdict, evaluate
 from controller.errors import ConfigError
+
+if TYPE_CHECKING:  # the Prometheus client loads with the first analysis a pass evaluates (most passes have none)
+    from controller.adapters.prometheus import PrometheusClient
 
 log = logging.getLogger(__name__)
 SEED_EVENTS = 500  # the newest pause and unpause records read to find a lost state's pause
@@ -50,9 +53,9 @@ class Analyst:
         self,
         store: Store,
         env: Mapping[str, str] | None = None,
-        connect: Callable[[str, Mapping[str, str]], PrometheusClient] = client_from_env,
+        connect: Callable[[str, Mapping[str, str]], PrometheusClient] | None = None,
     ) -> None:
-        self.store, self.env, self.connect = store, os.environ if env is None else env, connect
+        self.store, self.env, self.connect = store, os.environ if env is None else env, connect or _prometheus
         self._clients: dict[str, PrometheusClient] = {}
         self.warned: set[str] = set()
         self.seconds = 0.0  # the last evaluation's wall time (for the pass log and the benchmark)
@@ -127,3 +130,10 @@ def audit_of(guard: str | None, spec: BackfillSpec, verdicts: Mapping[str, Verdi
     if not guard or not guard.startswith("analysis ") or not verdicts:
         return []
     return [verdicts[s].audit() for s in spec.downstream if s in verdicts]
+
+
+def _prometheus(url_env: str, env: Mapping[str, str]) -> PrometheusClient:
+    """The Prometheus client of a URL variable, imported when a pass first evaluates an analysis (see above)."""
+    from controller.adapters.prometheus import client_from_env  # noqa: PLC0415
+
+    return client_from_env(url_env, env)

@@ -16,11 +16,12 @@ from datetime import datetime
 from typing import Any
 
 from controller.adapters.airflow import AirflowClient
+from controller.commands.adoption import record_adoption
 from controller.commands.analysis import audit_of
 from controller.commands.record import Recorder
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
-from controller.core.model.binding import Binding, CreateFacts, Phase
+from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
@@ -56,26 +57,13 @@ class Applier:
 
     def apply(self, item: Item, spec: BackfillSpec, world: World) -> Applied:
         if item.kind is Kind.ADOPT:
-            return self._adopt(item, spec)
+            return self._adopt(item, spec, spec.name in world.intents)
         if item.kind is Kind.CREATE:
             return self._create(item, spec, world)
         return self._steer(item, spec, audit_of(item.guard, spec, world.analysis))
 
-    def _adopt(self, item: Item, spec: BackfillSpec) -> Applied:
-        for backfill_id, message in _adoptions(item, self.recorder.bindings.get(spec.name)):
-            self.recorder.audit(
-                Action.ADOPT,
-                AuditPhase.OBSERVATION,
-                spec,
-                outcome=Outcome.ADOPTED,
-                backfill_id=backfill_id,
-                message=message,
-            )
-        # the dates its runs' queue times show it made or re-ran: what its outcome counts from now on
-        created = None if item.dates is None else CreateFacts(dates=item.dates, whole=item.whole)
-        self.recorder.bind(
-            spec, item.backfill_id, item.phase, item.reason, item.runs, created=created, progress=item.progress
-        )
+    def _adopt(self, item: Item, spec: BackfillSpec, answer_lost: bool) -> Applied:
+        record_adoption(self.recorder, item, spec, answer_lost=answer_lost)
         return Applied(item, Outcome.ADOPTED)
 
     def _steer(self, item: Item, spec: BackfillSpec, analysis: list[dict[str, object]]) -> Applied:
@@ -86,6 +74,9 @@ class Applier:
         call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
         path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
         request: dict[str, object] = {"method": "PUT", "path": path} | ({"analysis": analysis} if analysis else {})
+        approval = self.recorder.approvals.get(spec.name) if item.kind is Kind.UNPAUSE else None
+        if approval is not None:  # the reviewed change behind the spec's file now (the change record names it)
+            request["approval"] = approval.as_json()
         action = STEERS[item.kind]
         self.recorder.audit(
             action, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=item.reason
@@ -208,18 +199,19 @@ class Applier:
             return self._create_failed(item, spec, exc.message, exc.status, exc.detail, maybe_landed=attempt > 1)
         response = {"status": 200, "backfill_id": created.id}
         chunk = None if item.chunk is None else f"{chunk_text(item.chunk)} created"
-        self.recorder.audit(
-            Action.CREATE,
-            AuditPhase.OUTCOME,
-            spec,
-            outcome=Outcome.CREATED,
-            backfill_id=created.id,
-            response=response,
-            message=chunk,
-        )
-        self.recorder.bind(
-            spec, created.id, Phase.RUNNING, "created", progress=_with_chunk(self._progress(spec), created.id)
-        )
+        with self.store.batch("recording a create"):  # its outcome and its binding: both or neither
+            self.recorder.audit(
+                Action.CREATE,
+                AuditPhase.OUTCOME,
+                spec,
+                outcome=Outcome.CREATED,
+                backfill_id=created.id,
+                response=response,
+                message=chunk,
+            )
+            self.recorder.bind(
+                spec, created.id, Phase.RUNNING, "created", progress=_with_chunk(self._progress(spec), created.id)
+            )
         return Applied(item, Outcome.CREATED, created=created, made=made_runs(item))
 
     def _recover(self, item: Item, spec: BackfillSpec, since: datetime, outcome: Outcome) -> Applied | None:
@@ -230,18 +222,20 @@ class Applier:
         if not found:
             return None
         backfill = max(found, key=lambda b: b.id)
-        self.recorder.audit(
-            Action.CREATE,
-            AuditPhase.OUTCOME,
-            spec,
-            outcome=outcome,
-            backfill_id=backfill.id,
-            message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
-        )
-        # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's changes
-        self.recorder.bind(
-            spec, backfill.id, Phase.RUNNING, outcome, progress=_with_chunk(self._progress(spec), backfill.id)
-        )
+        with self.store.batch("recording a recovered create"):  # its outcome and its binding: both or neither
+            self.recorder.audit(
+                Action.CREATE,
+                AuditPhase.OUTCOME,
+                spec,
+                outcome=outcome,
+                backfill_id=backfill.id,
+                message=f"found backfill #{backfill.id} created at {backfill.created_at.isoformat()}; adopted",
+            )
+            # never terminal here: the outcome comes from the backfill's runs, observed right after this pass's
+            # changes
+            self.recorder.bind(
+                spec, backfill.id, Phase.RUNNING, outcome, progress=_with_chunk(self._progress(spec), backfill.id)
+            )
         return Applied(item, outcome)
 
     def _queued_after_conflict(self, item: Item, spec: BackfillSpec, *, maybe_landed: bool) -> Applied:
@@ -290,18 +284,6 @@ class Applier:
     def _progress(self, spec: BackfillSpec) -> Progress | None:
         binding = self.recorder.bindings.get(spec.name)
         return None if binding is None else binding.progress
-
-
-def _adoptions(item: Item, before: Binding | None) -> list[tuple[int | None, str]]:
-    """One audited adoption per backfill: a chunked spec's chunks found after a lost store each get theirs."""
-    owned = before.backfills if before is not None else ()
-    chunks = [c for c in (item.progress.chunks if item.progress else ()) if c.backfill_id not in owned]
-    if len(chunks) <= 1:
-        return [(item.backfill_id, item.reason)]
-    return [
-        (c.backfill_id, f"chunk {k}: {format_utc(c.first)} → {format_utc(c.last)}; {item.reason}")
-        for k, c in enumerate(chunks, 1)
-    ]
 
 
 def _steered(item: Item, outcome: Outcome) -> tuple[Phase, DesiredState | None, str]:

@@ -1,7 +1,7 @@
 """Independent Airflow reads at once: a bounded pool over keys, and two different reads side by side.
 
-The transport bounds the calls in flight (MAX_CONCURRENT), whatever the callers' pools, so nesting these is
-safe; each only overlaps the waiting.
+The transport bounds the calls in flight (`BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY`, and one dry run at a time),
+whatever the callers' pools, so nesting these is safe; each only overlaps the waiting.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-POOL = 8  # DAGs observed at once (the client bounds the calls in flight): a pass of a few DAGs is one wave
+POOL = 8  # threads per fan-out, not calls: the client bounds those, so a pass of a few DAGs is queued at once
 A = TypeVar("A")
 B = TypeVar("B")
 K = TypeVar("K")

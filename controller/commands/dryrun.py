@@ -8,15 +8,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.adapters.airflow import AirflowClient
+from controller.adapters.airflow.runs import RangeRead
 from controller.commands.concurrency import alongside
-from controller.core.model.airflow import BackfillRequest, DagRun, PlannedRun
+from controller.core.model.airflow import BackfillRequest, PlannedRun
 from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, ReprocessBehavior
 from controller.core.plan.world import DagObservation, DryRun, run_label
 from controller.core.rules.chunks import next_size, remaining, take
+from controller.core.rules.code_history import code_in_range
 from controller.core.rules.run_density import runs_a_day_at_most
 from controller.core.rules.schedules import partition_range
+from controller.core.rules.selection import Selection, in_flight, select
 from controller.errors import AirflowError
 
 # the finished runs a reprocess rule leaves alone (in flight ones are skipped by every rule)
@@ -56,14 +59,24 @@ class DryRunner:
             return DryRun(error=exc.detail or exc.message)
         if read is None:
             return DryRun(tuple(p.date for p in planned), in_range, partitions=partition_range(planned), in_flight=None)
-        counted, flying, total = read
+        intervals = in_range + read.counted
         return DryRun(
             tuple(p.date for p in planned),
-            in_range + counted,
+            intervals,
             partitions=partition_range(planned),
-            in_flight=tuple(sorted((run_label(r), r.state) for r in flying)),
-            in_flight_more=total - len(flying),
+            in_flight=tuple(sorted((run_label(r), r.state) for r in read.flying)),
+            in_flight_more=read.in_flight - len(read.flying),
+            code=code_in_range(read.runs, intervals) if read.runs and not partitioned else None,  # none: nothing ran
+            selection=self._selection(spec, planned, read),
         )
+
+    @staticmethod
+    def _selection(spec: BackfillSpec, planned: list[PlannedRun], read: RangeRead) -> Selection | None:
+        """A `select` spec's selection from the dry run's intervals (with `completed`: every one in range) and
+        every run in range (None: no select, or the runs were not read whole)."""
+        if spec.select is None or read.runs is None:
+            return None
+        return select((*(p.date for p in planned), *in_flight(read.runs)), read.runs, spec.select)
 
     def _planned(self, spec: BackfillSpec, *, everything: bool, rate: float | None) -> tuple[list[PlannedRun], int]:
         """The dry run's runs (a partitioned DAG's too: by partition date), and the runs in range it counts:
@@ -95,13 +108,11 @@ class DryRunner:
         dates = take([p.date for p in planned], size, backwards=spec.run_backwards)
         return DryRun(tuple(dates))
 
-    def _range(
-        self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool
-    ) -> tuple[int, list[DagRun], int] | None:
+    def _range(self, spec: BackfillSpec, kept: tuple[str, ...], *, partitioned: bool) -> RangeRead | None:
         """The range read; None when it fails and only the in-flight line needed it (the plan says it is not
         known); a failure that leaves runs in range uncounted is the dry run's error."""
         try:
-            return self.client.range_runs(spec.dag_id, spec.from_date, spec.to_date, kept=kept, partitioned=partitioned)
+            return self.client.range_read(spec.dag_id, spec.from_date, spec.to_date, kept=kept, partitioned=partitioned)
         except AirflowError:
             if kept:
                 raise

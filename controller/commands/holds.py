@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
@@ -22,10 +23,16 @@ from controller.errors import AirflowError
 log = logging.getLogger(__name__)
 
 
-def lift(store: Store, recorder: Recorder, stop: EmergencyStop, by: str, why: str) -> EmergencyStop:
+def lift(
+    store: Store, recorder: Recorder, stop: EmergencyStop, by: str, why: str, *, held: Sequence[BackfillSpec] = ()
+) -> EmergencyStop:
+    """Lift the stop, audited: a spec's stop names its spec, a system's (or everything's) each spec it held."""
     lifted = store.lift_stop(stop.id, by, why)
     message = f"stop #{stop.id} of {stop.kind.value} {stop.target} lifted by {by}: {why}"
-    recorder.audit(Action.STOP, AuditPhase.OBSERVATION, None, outcome=Outcome.LIFTED, message=message)
+    if stop.kind is EmergencyStopKind.DOWNSTREAM:
+        message += f"; it held {', '.join(s.name for s in held) or 'no spec'}"
+    named: dict[str, Any] = {"spec_name": stop.target} if stop.kind is EmergencyStopKind.SPEC else {}
+    recorder.audit(Action.STOP, AuditPhase.OBSERVATION, None, outcome=Outcome.LIFTED, message=message, **named)
     return lifted
 
 
@@ -70,7 +77,7 @@ def lift_due(world: World, specs: Sequence[BackfillSpec], store: Store, recorder
     backfills = {b.spec_name: found for b in world.bindings.values() if (found := _observed(world, b)) is not None}
     lifts = due_lifts(world.holds.stops, specs, backfills, world.now)
     for stop, why in lifts:
-        lift(store, recorder, stop, actor, why)
+        lift(store, recorder, stop, actor, why, held=[s for s in specs if stop.covers(s)])
     gone = {s.id for s, why in lifts if not why.startswith("reviewed resume")}  # those the planner resumes from
     return replace(world, holds=replace(world.holds, stops=tuple(s for s in world.holds.stops if s.id not in gone)))
 
@@ -87,4 +94,6 @@ def record_hand_stops(plan: Plan, world: World, store: Store, recorder: Recorder
         stop = store.add_stop(EmergencyStopKind.SPEC, finding.spec, reason, hand.who, source=StopSource.AIRFLOW)
         who = hand.who if hand.who != NOT_RECORDED else f"(who: {NOT_RECORDED})"
         message = f"stop #{stop.id} of spec {finding.spec} by {who} (airflow): {reason}"
-        recorder.audit(Action.STOP, AuditPhase.OBSERVATION, None, outcome=Outcome.STOPPED, message=message)
+        recorder.audit(
+            Action.STOP, AuditPhase.OBSERVATION, None, outcome=Outcome.STOPPED, message=message, spec_name=finding.spec
+        )

@@ -1,15 +1,18 @@
-"""`--log-format`: install the log handler, with every secret the environment holds redacted from each line."""
+"""`--log-format`: a command's logging, with every secret the environment holds redacted from each line."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 
-from controller.adapters.logsetup import configure
+from controller.adapters.logsetup import session
 
 SECRET_MARKERS = ("TOKEN", "PASSWORD", "WEBHOOK", "SECRET", "STORE_URL")
 
 
-def configure_logging(fmt: str, env: Mapping[str, str]) -> None:
+@contextlib.contextmanager
+def logging_for(fmt: str, env: Mapping[str, str]) -> Iterator[None]:
     """Values of variables whose names look secret (tokens, passwords, webhook URLs) never reach a log line."""
     secrets = [value for name, value in env.items() if any(m in name.upper() for m in SECRET_MARKERS)]
-    configure(fmt, secrets=secrets)
+    with session(fmt, secrets):
+        yield

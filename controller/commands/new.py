@@ -8,19 +8,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from controller.adapters.gitsource import GitSource
 from controller.commands.audit import stored_bindings
 from controller.commands.dryrun import DryRunner
+from controller.commands.environments import production_settings
 from controller.commands.session import make_client
 from controller.commands.settings import Settings
 from controller.commands.validate import create_spec, preview_new, refuse_invalid, validate_paths
-from controller.core.checks.validation import ValidationResult
+from controller.core.checks.result import ValidationResult
 from controller.core.model.spec import ReprocessBehavior
 from controller.core.plan.world import DagObservation
 from controller.core.render.scaffold import DryRunCount, NewSpec
 from controller.core.rules.follow_up import retry_of
 from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs, UsageError
 
-FALLBACK = "or pass --expected-runs N (the reviewed upper bound) to write the spec without a dry run"
+FALLBACK = "fix what Airflow says and run `backfillctl new` again: expected_runs comes from its dry run"
 
 
 def new_spec(new: NewSpec, settings: Settings, now: datetime) -> tuple[Path, ValidationResult, NewSpec]:
@@ -72,12 +74,13 @@ def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:
     _path, _text, preview = preview_new(replace(new, expected_runs=1), settings.specs_dir, now)
     refuse_invalid(preview)
     spec = preview.specs[0]
-    with make_client(settings) as client:
+    with make_client(production_settings(settings)) as client:  # production's Airflow as the policy names it
         try:
             info = client.dag(spec.dag_id, with_tasks=False)
         except AirflowNotFound:
             raise InvalidSpecs(
-                f"not written: DAG {spec.dag_id!r} does not exist in Airflow", hint=f"check --dag-id, {FALLBACK}"
+                f"not written: DAG {spec.dag_id!r} does not exist in Airflow",
+                hint="check --dag-id: the DAG must exist in the Airflow BACKFILLCTL_AIRFLOW_URL names",
             ) from None
         except AirflowError as exc:
             raise ControllerError(f"not written: {exc.message}", hint=exc.hint or FALLBACK) from None
@@ -91,3 +94,21 @@ def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:
             hint="choose --reprocess failed or completed, or another range",
         )
     return DryRunCount(len(dry.dates), dry.in_range, now.date().isoformat())
+
+
+def requester(settings: Settings) -> tuple[str, str]:
+    """Who asks, when --requested-by is not given, and where that came from: BACKFILLCTL_ACTOR, else git's
+    user.name (the command says it: a requester is a reviewed fact, never a silent guess); a usage error when
+    neither is known."""
+    actor, source = settings.environ.get("BACKFILLCTL_ACTOR", "").strip(), "BACKFILLCTL_ACTOR"
+    git = GitSource(settings.specs_dir)
+    for option in ("github.user", "user.name") if not actor else ():  # a login first (hub's and gh's convention)
+        actor, source = git.config(*option.split(".")) or "", f"git config {option}"
+        if actor:
+            break
+    if not actor:
+        raise UsageError(
+            "new needs --requested-by: neither BACKFILLCTL_ACTOR nor git config github.user or user.name says who asks",
+            hint="pass --requested-by LOGIN (who asks for the backfill; reviewers read it)",
+        )
+    return actor, source

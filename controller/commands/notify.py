@@ -1,9 +1,11 @@
 """Delivering the notification outbox, and `backfillctl notify status`.
 
 `deliver` runs once after every reconcile pass with a time budget, so a dead receiver never stalls
-reconciling: a receiver that fails is skipped for the rest of the pass and its row is retried later with
-backoff (capped at five minutes, never given up: the receiver gets its events when it is back, after a restart
-of the reconciler too, since the outbox lives in the store).
+reconciling: each delivery has a deadline of its own (the webhook client's), never past what is left of the
+budget; a receiver that fails is skipped for the rest of the pass and its row is retried later with backoff
+(capped at five minutes, never given up: the receiver gets its events when it is back, after a restart of the
+reconciler too, since the outbox lives in the store). A delivery the budget cut short is left for the next pass
+without counting as an attempt.
 """
 
 from __future__ import annotations
@@ -27,8 +29,6 @@ from controller.core.documents.escaping import plain_lines
 from controller.core.model.policy import Policy
 from controller.core.model.secret import url_problem
 from controller.core.model.spec import BackfillSpec
-from controller.core.render.change_record import change_record
-from controller.core.render.report_markdown import report_markdown
 from controller.core.rules.retrying import Backoff
 
 log = logging.getLogger(__name__)
@@ -65,24 +65,33 @@ def deliver(
     reports = _Reports(store, settings, clock())
     with client or WebhookClient() as http:
         for row in rows:
-            if row.receiver in down or monotonic() - started > budget:
+            left = budget - (monotonic() - started)
+            if row.receiver in down or left <= 0:
                 stats.deferred += 1
                 continue
             try:
                 url = _url(policy, row, env)
                 terminal = row.event in notify.TERMINAL_EVENTS
                 facts = notify.enrich(row.facts, *reports.outcome(row)) if terminal else row.facts
-                http.post(url, notify.payload(row, facts), row.key, receiver=row.receiver)
+                http.post(url, notify.payload(row, facts), row.key, receiver=row.receiver, within=left)
             except WebhookError as exc:
                 down.add(row.receiver)
-                retry_at = clock() + timedelta(seconds=NOTIFY_BACKOFF.delay(row.attempts + 1, random.random()))  # noqa: S311
-                store.notification_failed(row.id, exc.message, stamp(retry_at))
+                if exc.timed_out and left < http.timeout:  # the pass's budget ran out, not the receiver's time
+                    stats.deferred += 1
+                    continue
+                _failed(store, row, exc.message, clock())
                 stats.failed.append(exc.message)
-                log.warning("notification %s (%s) not delivered; will retry: %s", row.key, row.event, exc.message)
                 continue
             store.notification_delivered(row.id, stamp(clock()))
             stats.delivered.append(row.key)
     return stats
+
+
+def _failed(store: Store, row: notify.Delivery, error: str, now: datetime) -> None:
+    """The row waits for its next attempt (backoff); `error` is already free of the URL (the webhook adapter)."""
+    retry_at = now + timedelta(seconds=NOTIFY_BACKOFF.delay(row.attempts + 1, random.random()))  # noqa: S311
+    store.notification_failed(row.id, error, stamp(retry_at))
+    log.warning("notification %s (%s) not delivered; will retry: %s", row.key, row.event, error)
 
 
 def _url(policy: Policy, row: notify.Delivery, env: Mapping[str, str]) -> str:
@@ -105,19 +114,25 @@ class _Reports:
         self.store, self.settings, self.now = store, settings, now
         self._specs: dict[str, BackfillSpec] | None = None
 
-    def outcome(self, row: notify.Delivery) -> tuple[Mapping[str, object] | None, str | None]:
+    def outcome(self, row: notify.Delivery) -> tuple[Mapping[str, object] | None, str | None, str | None]:
+        """The runs, the report (down to its audit trail) and the version coverage line, as the store keeps them."""
         name = row.facts.get("spec")
         binding = self.store.binding(str(name)) if name else None
         if binding is None:
-            return None, None
+            return None, None, None
         if self._specs is None:
             self._specs = {s.name: s for s in validate_paths([], self.settings.specs_dir, self.now).specs}
         spec = self._specs.get(str(name))
         runs = None if binding.runs is None else binding.runs.as_json()
+        covered = None if binding.coverage is None else binding.coverage.text()
         if spec is None:
-            return runs, None
+            return runs, None, covered
+        # drawn only for a terminal notification: a pass with nothing to deliver never loads the report's renderers
+        from controller.core.render.change_record import change_record  # noqa: PLC0415
+        from controller.core.render.report_markdown import report_markdown  # noqa: PLC0415
+
         text = report_markdown(change_record(spec, binding, ()))
-        return runs, text.split("\n## Audit trail")[0].rstrip() + "\n"
+        return runs, text.split("\n## Audit trail")[0].rstrip() + "\n", covered
 
 
 @dataclass(frozen=True, slots=True)

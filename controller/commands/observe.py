@@ -6,8 +6,9 @@ create would start are part of the observation, so the plan is made once from a 
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -15,13 +16,17 @@ from functools import partial
 from controller.adapters.airflow import AirflowClient
 from controller.commands.concurrency import alongside, concurrently
 from controller.commands.dryrun import DryRunner
+from controller.commands.history import HistoryRead, KeptHistory
 from controller.commands.summaries import SummaryReader
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding
+from controller.core.model.drain import DrainHold
 from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.model.stages import Stage, StageRecord
+from controller.core.plan.drains import draining, with_drain
+from controller.core.plan.identity import Identity, creator_of
 from controller.core.plan.load import creates, with_load
 from controller.core.plan.matching import chunks_among, matched, matches_request, pending_request
 from controller.core.plan.queue import dry_runs_needed
@@ -45,6 +50,8 @@ class Observer:
         self.client = client
         self.dry_runs = DryRunner(client)
         self.runs = SummaryReader(client)  # each backfill's own runs by state
+        self.identity: Identity | None = None  # this controller's Airflow login (read once, after the preflight)
+        self.history: KeptHistory | None = None  # the store's backfill history (None: every read lists it whole)
 
     def world(
         self,
@@ -58,6 +65,9 @@ class Observer:
         stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
     ) -> World:
         """`stages`: what the stage gates decide by (a spec awaiting its rehearsal needs no dry run yet)."""
+        if self.identity is None or self.identity.login is None:  # known once the client has its token (preflight)
+            self.identity = identity_of(self.client)
+        identity = self.identity
         observations, listed = self._observations(specs, bindings)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
@@ -73,6 +83,7 @@ class Observer:
                 scheduler=scheduler,
                 airflow=airflow,
                 stages=stages or {},
+                identity=identity,
             )
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
@@ -100,7 +111,9 @@ class Observer:
 
     def load(self, plan: Plan, policy: Policy) -> Plan:
         """The plan with the load of each DAG it creates a backfill on: per DAG its tasks and the
-        assets they emit (two calls), and the pools once per pass; nothing when nothing is created."""
+        assets they emit (two calls), and the pools once per pass; nothing when nothing is created. A create
+        that drains its DAG also says what it holds back (the DAG's details: its schedule and `catchup`)."""
+        plan = with_drain(plan, concurrently(draining(plan), partial(drain_hold, self.client)))
         dag_ids = creates(plan)
         if not dag_ids:
             return plan
@@ -134,8 +147,9 @@ class Observer:
         names = {s.name for s in specs}
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
-        listed = self._listed(live)
-        observed = concurrently(sorted(live), lambda dag_id: self._dag(dag_id, specs, bindings, listed.get(dag_id)))
+        listed = self._listed(live - {s.dag_id for s in specs if s.select is not None})  # select: its latest code
+        with reading(self.history, self.client, live, specs, bindings) as history:
+            observed = concurrently(sorted(live), lambda d: self._dag(d, specs, bindings, listed.get(d), history))
         return self._with_similar(observed), set(listed)
 
     def _rerun_choices(
@@ -190,7 +204,7 @@ class Observer:
         def again(dag_id: str) -> DagObservation:
             prior, created = before.observations.get(dag_id), changed[dag_id]
             if prior is None or prior.error is not None or prior.info is None:
-                return self._dag(dag_id, specs, bindings)
+                return self._dag(dag_id, specs, bindings, history=history)
             if created and all(c is not None for c in created):
                 made = [c for c in created if c is not None]
                 new = tuple(c.backfill for c in made)
@@ -204,9 +218,10 @@ class Observer:
                 return DagObservation(
                     dag_id, prior.info, listed, {**prior.runs, **known, **runs}, owned={**prior.owned, **owned}
                 )
-            return self._dag(dag_id, specs, bindings, prior.info)
+            return self._dag(dag_id, specs, bindings, prior.info, history)
 
-        observations = {**before.observations, **concurrently(sorted(changed), again)}
+        with reading(self.history, self.client, changed, specs, bindings) as history:
+            observations = {**before.observations, **concurrently(sorted(changed), again)}
         return World(
             observations,
             dict(bindings),
@@ -217,6 +232,7 @@ class Observer:
             airflow=before.airflow,
             holds=before.holds,
             stages=before.stages,
+            identity=before.identity,
         )
 
     def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
@@ -236,21 +252,95 @@ class Observer:
         specs: Sequence[BackfillSpec],
         bindings: Mapping[str, Binding],
         info: DagInfo | None = None,
+        history: HistoryRead | None = None,
     ) -> DagObservation:
         try:
-            backfills = tuple(self.client.list_backfills(dag_id, newest=_bound_only(dag_id, specs, bindings)))
+            backfills = backfills_of(self.client, dag_id, _bound_only(dag_id, specs, bindings), history)
             if info is None:
                 try:
                     info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
                 except AirflowNotFound:
                     info = None
-            wanted = _runs_wanted(dag_id, backfills, specs, bindings)
             partitioned = info is not None and info.partitioned
+            backfills = self._creators(dag_id, backfills, specs, bindings, partitioned=partitioned)
+            wanted = _runs_wanted(dag_id, backfills, specs, bindings)
             owners = owners_of(bindings, specs, backfills)
             runs, owned = self.runs.summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
         return DagObservation(dag_id, info, backfills, runs, owned=owned)
+
+    def _creators(
+        self,
+        dag_id: str,
+        backfills: tuple[Backfill, ...],
+        specs: Sequence[BackfillSpec],
+        bindings: Mapping[str, Binding],
+        *,
+        partitioned: bool,
+    ) -> tuple[Backfill, ...]:
+        """The creator of each backfill the store does not bind that blocks the DAG's queue (active) or that a spec
+        could adopt (one page of its newest runs each): another login's is owned elsewhere (`core.plan.identity`).
+        Nothing is read when the identity decides nothing (its login unknown, or Airflow 3.4's display names)."""
+        identity = self.identity
+        if identity is None or identity.login is None or not identity.by_runs:
+            return backfills
+        bound = {i for b in bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
+        unbound = [s for s in specs if s.dag_id == dag_id and not _has_backfill(bindings.get(s.name))]
+        candidates = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)
+        found = []
+        for backfill in backfills:
+            if backfill.id not in bound and (backfill.active or backfill.id in candidates):
+                runs = self.client.newest_runs(dag_id, backfill.from_date, backfill.to_date, partitioned=partitioned)
+                backfill = replace(backfill, creator=creator_of(backfill, runs))  # noqa: PLW2901
+            found.append(backfill)
+        return tuple(found)
+
+
+@contextlib.contextmanager
+def reading(
+    kept: KeptHistory | None,
+    client: AirflowClient,
+    dag_ids: Iterable[str],
+    specs: Sequence[BackfillSpec],
+    bindings: Mapping[str, Binding],
+) -> Iterator[HistoryRead | None]:
+    """The kept history of the DAGs whose whole backfill history the plan needs (a spec may adopt one from any
+    time), read before the pool, and what the pool's reads taught, written after it: by this thread only."""
+    wanted = [d for d in dag_ids if _bound_only(d, specs, bindings) is None]
+    read = kept.read(client, wanted) if kept is not None and wanted else None
+    yield read
+    if kept is not None and read is not None:
+        kept.write(read)
+
+
+def backfills_of(
+    client: AirflowClient, dag_id: str, newest: frozenset[int] | None, history: HistoryRead | None
+) -> tuple[Backfill, ...]:
+    """The DAG's backfills: the newest ones its bound specs need (`newest`), else its whole history, which with a
+    kept history is the kept backfills and those newer than its watermark."""
+    if newest is None and history is not None:
+        return tuple(history.backfills(dag_id))
+    return tuple(client.list_backfills(dag_id, newest=newest))
+
+
+def identity_of(client: AirflowClient) -> Identity:
+    """This controller's Airflow login: its token's `sub` (after the preflight's login with a user name and password
+    too). Where the runs' creator field is a display name (the capability `user_display_name`, Airflow 3.4+), it is
+    never compared (`by_runs` False): the store's bindings and the create parameters decide alone."""
+    claims = client.token_claims()
+    sub = None if claims is None else claims.get("sub")
+    caps = client.known_capabilities
+    by_runs = caps is None or not caps.user_display_name
+    return Identity(sub if isinstance(sub, str) and sub else None, by_runs)
+
+
+def drain_hold(client: AirflowClient, dag_id: str) -> DrainHold:
+    """What a drain of `dag_id` holds back, from its details; a failed read says why it is not known."""
+    try:
+        return DrainHold.of(dag_id, client.dag(dag_id, with_tasks=False))
+    except AirflowError as exc:
+        return DrainHold.of(dag_id, None, f"its details could not be read: {exc.message}")
 
 
 def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | None) -> DagLoad:
@@ -279,10 +369,17 @@ def owners_of(
 ) -> dict[int, str]:
     """Backfill id → the spec that owns it (every backfill a spec owned, chunks included), or that matches it
     and is not bound yet (after a lost store it is adopted in the same pass)."""
-    owners = {b.id: s.name for s, b in matched([s for s in specs if s.name not in bindings], listed)}
+    owners = {b.id: s.name for s, b in matched([s for s in specs if not _has_backfill(bindings.get(s.name))], listed)}
     owners |= {i: name for name, b in bindings.items() for i in b.backfills}
     owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
     return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}
+
+
+def _has_backfill(binding: Binding | None) -> bool:
+    """The store binds the spec to a backfill: a spec recorded before its create (a save lost after it, a crash)
+    is matched like an unbound one, and its backfill's runs are read before it is adopted."""
+    chunks = binding is not None and binding.progress is not None and bool(binding.progress.chunks)
+    return binding is not None and (binding.backfill_id is not None or chunks)
 
 
 def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> frozenset[int] | None:
@@ -311,7 +408,7 @@ def _runs_wanted(
 ) -> list[Backfill]:
     bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
     bound -= _settled_chunks(dag_id, bindings)
-    unbound = [s for s in specs if s.dag_id == dag_id and s.name not in bindings]
+    unbound = [s for s in specs if s.dag_id == dag_id and not _has_backfill(bindings.get(s.name))]
     pending = [r for s in specs if s.dag_id == dag_id and (r := pending_request(s, bindings.get(s.name))) is not None]
     adoptable = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)  # chunks too
     return [

@@ -10,32 +10,42 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import groupby
-from pathlib import Path
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.commands.analysis import Analyst
+from controller.commands.applied import with_applied
 from controller.commands.apply import Applied, Applier
 from controller.commands.consumers import Consumers
+from controller.commands.coverage import measure_ended
+from controller.commands.environments import check_production, open_other
+from controller.commands.gate import EvidenceGiven, PassFacts, gather
+from controller.commands.history import kept_history
 from controller.commands.holds import lift_due, record_hand_stops, with_holds
+from controller.commands.lookahead import Memo, look_ahead
 from controller.commands.observe import Created, Observer
 from controller.commands.record import Recorder
+from controller.commands.run_notes import NoteWriter
+from controller.commands.scopes import claim_scope
 from controller.commands.settings import Settings
-from controller.commands.spec_source import SpecLoader, SpecSource
+from controller.commands.spec_source import SpecLoader, SpecSource, last_good_policy
 from controller.commands.stages import StageRunner
 from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.result import SpecSet
 from controller.core.model.binding import Binding
+from controller.core.model.evidence import GateDecision
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
 from controller.core.model.spec import BackfillSpec
 from controller.core.model.stages import PRODUCTION
-from controller.core.plan.provenance import Evidence, Gate, SpecOrigin, gate_plan
-from controller.core.plan.queue import make_plan
+from controller.core.plan.desired import Desired, plan_desired
+from controller.core.plan.edits import applied_view
+from controller.core.plan.provenance import Gate, SpecOrigin, assess, gate_plan, resumable
 from controller.core.plan.stages import due
 from controller.core.plan.values import INCOMPLETE, Item, Kind, Plan, iter_changes, refusals, stuck
 from controller.core.plan.world import World
@@ -74,6 +84,9 @@ class PassResult:
         ]
 
 
+NOTES_LOGIN = "(run notes)"  # the run-notes login's client, kept with the environments' and closed with them
+
+
 class Reconciler:
     def __init__(
         self,
@@ -95,16 +108,21 @@ class Reconciler:
         self.commit = self.git.head()
         self.airflow_url = redact_url(settings.airflow_url or client.base_url)  # recorded in every binding: no secret
         self.observer = Observer(client)
+        self.observer.history = kept_history(store, self.airflow_url, settings.actor)  # a create lists only new ones
         self.analyst = Analyst(store)  # each downstream system's metric analysis, once a pass
         self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
-        self.evidence: Evidence | None = None  # the merged pull request's reviews (`--pr-reviews`)
+        self.evidence = EvidenceGiven()  # the merged changes' evidence documents (`--evidence`), and the commits
+        # whose evidence could not be fetched (`--evidence-unavailable`)
         self.recorder: Recorder | None = None  # the last pass's (the pass hooks audit stuck findings through it)
         self.connect = connect  # opens another environment's client (None: production only)
         self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
         self.stages = StageRunner(store, self.client_for, self.clock)
+        # the queued specs reconcile will refuse at the head, each spec version dry-run once (None: not looked for)
+        self.ahead: Memo | None = None
 
-    def client_for(self, name: str) -> AirflowClient:
-        """The client of an environment the policy declares (production's is the session's)."""
+    def client_for(self, name: str, dag_id: str) -> AirflowClient:
+        """The client of an environment the policy declares (production's is the session's); another one is opened
+        once, after DAG `dag_id` showed it is not production (`commands.environments.open_other`)."""
         if name == PRODUCTION:
             return self.client
         if name not in self.environments:
@@ -113,8 +131,18 @@ class Reconciler:
                 raise ConfigError(
                     f"no Airflow for environment {name}", hint="declare it under the policy's `environments`"
                 )
-            self.environments[name] = self.connect(self.settings.for_environment(environment))
+            self.environments[name] = open_other(environment, dag_id, self.settings, self.client, self.connect)
         return self.environments[name]
+
+    def notes_client(self) -> AirflowClient:
+        """The client that writes run notes: a login of its own when one is given (`Settings.for_notes`), opened
+        once; else the reconciler's."""
+        notes = self.settings.for_notes()
+        if notes is None or self.connect is None:
+            return self.client
+        if NOTES_LOGIN not in self.environments:
+            self.environments[NOTES_LOGIN] = self.connect(notes)
+        return self.environments[NOTES_LOGIN]
 
     def close(self) -> None:
         for client in self.environments.values():
@@ -133,21 +161,41 @@ class Reconciler:
         """The last load's specs with their documents (the gate locates)."""
         return self.specs.loaded
 
-    def load(
-        self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
-    ) -> tuple[list[BackfillSpec], Policy]:
-        """The specs in queue order and the policy (`SpecLoader.load`)."""
+    def load(self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None) -> SpecSet:
+        """The valid specs in queue order, the invalid files, the policy (`SpecLoader.load`)."""
         return self.specs.load(bindings, source)
+
+    def desired(
+        self, bindings: Mapping[str, Binding], source: SpecSource | None = None
+    ) -> tuple[Desired, dict[str, Binding]]:
+        """What the pass plans from, and the bindings with what each applied spec asked then: an edited spec is
+        planned as it was applied and shown Blocked (`core.plan.edits`)."""
+        found = self.load(bindings, source)
+        bound = with_applied(bindings, found.valid, self.store, self.git, self.settings.specs_dir)
+        commits = {path: origin.commit for path, origin in self.provenance.items() if origin.commit}
+        specs, edits = applied_view(found.valid, bound, commits)
+        errors = found.policy_errors
+        where = errors[0].location.source if errors else (found.policy.path or "specs/policy.yaml")
+        policy = (last_good_policy(self.store) or found.policy) if errors else found.policy  # guards keep pausing
+        check_production(self.settings, policy)
+        desired = Desired(
+            tuple(specs), policy, found.invalid, edits, tuple(e.text() for e in errors), where, found.policy_text
+        )
+        return desired, bound
 
     # --- read only: plan and status ----------------------------------------------------------------------
 
     def plan(self, *, with_dry_runs: bool = True) -> tuple[Plan, list[BackfillSpec], World]:
-        specs, policy = self.load()
+        desired, bindings = self.desired(self.store.bindings())
+        specs, policy = list(desired.specs), desired.policy
         self.policy = policy
-        world = self._observe(specs, policy, self.store.bindings(), with_dry_runs=with_dry_runs)
+        world = self._observe(specs, policy, bindings, with_dry_runs=with_dry_runs)
         world = with_holds(world, self.client, self.store)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
-        plan = planned(specs, policy, world)
+        gate = self._gate(desired, bindings, decide=False)  # what the store keeps: nothing is decided here
+        plan = planned(desired, world)
+        if gate is not None:
+            plan = gate_plan(plan, gate, assess(gate))[0]
         return (self.observer.load(plan, policy) if with_dry_runs else plan), specs, world
 
     def _observe(
@@ -164,6 +212,8 @@ class Reconciler:
     def spec_source(self) -> SpecSource:
         """Reconcile acts on what is committed at HEAD: the files that differ are named, and applied only with
         --allow-dirty. A folder outside any repository has no commit: it is applied as it is, with a warning."""
+        if self.git.moved():  # git-sync's link leads to a new commit's worktree (the old one is removed): open that
+            self.git = self.specs.git = GitSource(self.settings.specs_dir)
         if not self.git.available:
             return SpecSource(None, working_tree=True, repository=False)
         self.commit = self.git.head()  # HEAD may have moved since the last pass (a pull under --watch)
@@ -184,30 +234,33 @@ class Reconciler:
         self.told = source
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
-        bindings = self.store.bindings()
         source = self.spec_source()
-        specs, policy = self.load(bindings, source)
+        desired, bindings = self.desired(self.store.bindings(), source)
+        specs, policy = list(desired.specs), desired.policy
         self.policy = policy
         recorder = Recorder(
             self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
         )
         self.recorder = recorder
         self._tell(source, recorder, dry_run)
+        gate = self._gate(desired, recorder.bindings, decide=True)
+        decisions = assess(gate) if gate is not None else {}
         world = with_holds(self._observe(specs, policy, recorder.bindings, with_dry_runs=True), self.client, self.store)
-        if not dry_run:  # expired stops, stops a reviewed resume names, hand pauses unpaused in Airflow
-            world = lift_due(world, specs, self.store, recorder, self.settings.actor)
+        claim_scope(self.store, world.identity, policy, record=not dry_run)  # one store per team
+        if not dry_run:  # expired stops, stops a resume the gate lets through names, hand pauses unpaused in Airflow
+            lifting = resumable(specs, gate, decisions) if gate is not None else specs
+            world = lift_due(world, lifting, self.store, recorder, self.settings.actor)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=not dry_run))
         consumers = Consumers(self.client)  # the policy rule `asset_consumers: require_downstream` refuses creates
-        plan = consumers.refuse(planned(specs, policy, world), policy)
+        plan = consumers.refuse(planned(desired, world), policy)
         self._check_reviewed(plan, plan_checksum, recorder)
-        plan, recorder.approvals = gate_plan(plan, self._gate(specs, policy, recorder))
+        plan, recorder.approvals = gate_plan(plan, gate, decisions) if gate is not None else (plan, {})
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
         record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
-        with self.store.batch("recording outcomes"):
-            recorder.outcomes(plan, by_name)
+        ended = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
         applied = self._apply(plan, specs, world, recorder)
         with self.store.batch("recording observed phases"):
             recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
@@ -222,16 +275,25 @@ class Reconciler:
                 changed=changed_dags(applied),
             )
             after_world = replace(after_world, analysis=world.analysis)  # evaluated once a pass
-            after = consumers.refuse(planned(specs, policy, after_world), policy)
-            after = gate_plan(after, self._gate(specs, policy, recorder))[0]
+            after = consumers.refuse(planned(desired, after_world), policy)
+            after = gate_plan(after, gate, decisions)[0] if gate is not None else after
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
+        _cover(self.client, recorder, by_name, self.clock(), besides=ended)  # the specs this pass's changes ended
         recorder.findings(after or plan, by_name)
         current = after or plan  # the rehearsals, verifications and publish runs this pass's plan waits on
         self.stages.advance(
             due(specs, policy, current.items, world.stages), specs, world.stages, recorder, verified_ids(current)
         )
+        NoteWriter(self.notes_client(), self.store).annotate(specs, policy, recorder)  # opt-in: `airflow_notes`
         recorder.pass_done(plan, len(applied), self.clock())
+        if gate is not None:  # before the commit is recorded: a change decided now is never decided by omission
+            self.store.save_gate_decisions(_kept(decisions), gate.files)
+        self.store.record_reconciled(self.commit if source.repository else None, desired.policy_text)
+        if self.ahead is not None:  # shown only (a queued item is no decision): the watch's status page
+            after = look_ahead(
+                after or plan, specs, policy=policy, world=world, observer=self.observer, memo=self.ahead
+            )
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]
         return PassResult(plan, done, errors, refused, after, source, analysis=world.analysis)
@@ -246,13 +308,14 @@ class Reconciler:
                 applied += [applier.apply(item, by_name[item.spec], world) for item in items]
         return applied
 
-    def _gate(self, specs: Sequence[BackfillSpec], policy: Policy, recorder: Recorder) -> Gate:
-        """What the approval gate at reconcile needs: the evidence, and the specs the merged commit touched."""
-        changed: frozenset[str] = frozenset()
-        if self.evidence is not None and self.git.available:
-            touched = self.git.changed_by_head(self.settings.specs_dir)
-            changed = frozenset(s.name for s in specs if self.git.relative(Path(s.path)) in touched)
-        return Gate(self.evidence, changed, self.loaded, recorder.bindings, policy, self.commit)
+    def _gate(self, desired: Desired, bindings: dict[str, Binding], *, decide: bool) -> Gate | None:
+        """What the approval gate at reconcile decides with (`commands/gate.py`); None: not in git, nothing to
+        judge. A reviewed merge is required when the policy at HEAD or the last reconciled one says so (a push
+        that drops the key is no way around it)."""
+        last = last_good_policy(self.store)
+        require = bool(desired.policy.require_reviewed_merge) or bool(last and last.require_reviewed_merge)
+        facts = PassFacts(self.loaded, desired.specs, bindings, self.store.stops(), require, self.evidence)
+        return gather(self.git, self.store, self.settings.specs_dir, facts, decide=decide)
 
     @staticmethod
     def _check_reviewed(plan: Plan, checksum: str | None, recorder: Recorder) -> None:
@@ -272,13 +335,17 @@ class Reconciler:
             )
 
 
-def planned(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
+def _kept(decisions: Mapping[str, GateDecision]) -> list[GateDecision]:
+    return [decisions[path] for path in sorted(decisions)]
+
+
+def planned(desired: Desired, world: World) -> Plan:
     """The plan of the World; one made with analysis verdicts carries the checksum of the plan without them (a
     reviewed checksum must not go stale because a gauge moved)."""
-    plan = make_plan(specs, policy, world)
+    plan = plan_desired(desired, world)
     if world.analysis is None:
         return plan
-    return replace(plan, unmetered=make_plan(specs, policy, replace(world, analysis=None)).checksum())
+    return replace(plan, unmetered=plan_desired(desired, replace(world, analysis=None)).checksum())
 
 
 def verified_ids(plan: Plan) -> dict[str, tuple[int, ...]]:
@@ -306,3 +373,32 @@ def plan_errors(plan: Plan) -> list[str]:
     """One line per error: each spec's own, and each unobserved cause once (not once per spec or DAG)."""
     own = [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE and not i.unobserved]
     return own + [message for kind, message in findings(plan) if kind == INCOMPLETE]
+
+
+def _outcomes(
+    store: Store,
+    client: AirflowClient,
+    recorder: Recorder,
+    plan: Plan,
+    by_name: Mapping[str, BackfillSpec],
+    *,
+    now: datetime,
+) -> set[str]:
+    """The outcomes the plan observed, stored before its changes, and the version coverage of each spec that ended,
+    measured before this pass's creates (the next spec on its queue) add runs to its range; their names."""
+    with store.batch("recording outcomes"):
+        recorder.outcomes(plan, by_name)
+    return _cover(client, recorder, by_name, now)
+
+
+def _cover(
+    client: AirflowClient,
+    recorder: Recorder,
+    by_name: Mapping[str, BackfillSpec],
+    now: datetime,
+    besides: Collection[str] = (),
+) -> set[str]:
+    """Keep the version coverage of each spec that ended in this pass (but `besides`), once; their names."""
+    ending = [b for b in recorder.ended() if b.spec_name not in besides]
+    recorder.covered(measure_ended(client, ending, by_name, now))
+    return {b.spec_name for b in ending}

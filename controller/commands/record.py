@@ -13,6 +13,7 @@ from typing import Any
 
 from controller import __version__
 from controller.adapters.store import Store
+from controller.commands.applied import applied_of, applied_yet
 from controller.commands.settings import Settings
 from controller.core.audit.chain import AuditEntry, AuditRecord, controller_event
 from controller.core.audit.notify import outbox_rows
@@ -20,6 +21,7 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.coverage import Coverage
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, DesiredState
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, SpecOrigin
@@ -45,6 +47,7 @@ class Recorder:
         self.bindings: dict[str, Binding] = dict(bindings) if bindings is not None else store.bindings()
         self.written = 0  # records this pass appended: a pass that found or changed nothing writes none
         self.approvals: dict[str, Approval] = {}  # spec → who approved it, as this pass's gate checked
+        self._ended: set[str] = set()  # specs whose phase became terminal this pass (their coverage is measured)
 
     # --- audit --------------------------------------------------------------------------------------------
 
@@ -55,27 +58,30 @@ class Recorder:
         spec: BackfillSpec | None,
         *,
         outcome: Outcome | Phase | None = None,
+        notify: bool = True,
         **fields: Any,
     ) -> AuditRecord:
+        named: dict[str, Any] = {  # a record about a spec whose file is not read (invalid) names it in `fields`
+            "spec_commit": self.provenance.get(spec.path, UNKNOWN_ORIGIN).commit if spec else None,
+            "spec_name": spec.name if spec else None,
+            "spec_path": spec.path if spec else None,
+            "spec_digest": spec.digest if spec else None,
+            "dag_id": spec.dag_id if spec else None,
+        }
         entry = AuditEntry(
             action=action,
             phase=phase,
             actor=self.settings.actor,
             controller_version=__version__,
             git_commit=self.commit,
-            spec_commit=self.provenance.get(spec.path, UNKNOWN_ORIGIN).commit if spec else None,
-            spec_name=spec.name if spec else None,
-            spec_path=spec.path if spec else None,
-            spec_digest=spec.digest if spec else None,
-            dag_id=spec.dag_id if spec else None,
             outcome=outcome,
-            **fields,
+            **(named | fields),
         )
-        return self._append(entry, spec)
+        return self._append(entry, spec, notify=notify)
 
-    def _append(self, entry: AuditEntry, spec: BackfillSpec | None) -> AuditRecord:
-        """The record, and the notifications it triggers, in one transaction (the outbox)."""
-        rows = outbox_rows(entry, self.policy.notify, spec)
+    def _append(self, entry: AuditEntry, spec: BackfillSpec | None, *, notify: bool = True) -> AuditRecord:
+        """The record, and the notifications it triggers (`notify`), in one transaction (the outbox)."""
+        rows = outbox_rows(entry, self.policy.notify, spec) if notify else []
         self.written += 1
         if spec is not None and spec.downstream:  # a stop of one of its systems refuses its create or unpause
             return self.store.append(entry, rows, downstream=spec.downstream)
@@ -183,10 +189,28 @@ class Recorder:
             refused=refused,
             approval_refused=refused and approval_refused,
             approval=approval or (before.approval if before else None),
+            applied=before.applied if before is not None and before.applied is not None else None,
+            noted=before.noted if before is not None else None,  # per backfill: another one starts again
+            coverage=before.coverage if before is not None and phase.terminal else None,  # measured at its end
         )
+        if phase.terminal and (before is None or not before.phase.terminal):
+            self._ended.add(spec.name)
+        if binding.applied is None and applied_yet(binding):  # what it asked, kept from its first apply on
+            binding = replace(binding, applied=applied_of(spec, self.commit))
         self.store.save_binding(binding)
         self.bindings[spec.name] = binding
         return binding
+
+    def ended(self) -> list[Binding]:
+        """The specs that ended in this pass (their phase became terminal), as bound now."""
+        return [self.bindings[name] for name in sorted(self._ended) if self.bindings[name].phase.terminal]
+
+    def covered(self, measured: Mapping[str, Coverage]) -> None:
+        """Keep each ended spec's version coverage in its binding (status, the page and its notification show it)."""
+        for name, found in measured.items():
+            binding = replace(self.bindings[name], coverage=found)
+            self.store.save_binding(binding)
+            self.bindings[name] = binding
 
     def outcomes(self, plan: Plan, specs: Mapping[str, BackfillSpec]) -> None:
         """The outcomes the plan observed, before its changes are applied: a backfill's final runs are stored
@@ -214,7 +238,10 @@ class Recorder:
 
     def phases(self, plan: Plan, specs: Mapping[str, BackfillSpec], skip: set[str]) -> None:
         """Audit and store every phase change the plan observed (specs just acted on are skipped)."""
-        for item in plan.items:
+        for shown in plan.items:
+            if shown.held is not None and not shown.held.phase.terminal:
+                continue  # what holds it (an edit, an invalid policy) is shown, never stored as its phase
+            item = shown.held or shown  # a held spec's backfill may still finish: its outcome is recorded
             spec = specs.get(item.spec)
             if spec is None or item.spec in skip or item.kind.mutating or item.unobserved:
                 continue  # a planned phase, or nothing observed at all: never recorded as what was seen
@@ -236,7 +263,11 @@ class Recorder:
                     backfill_id=item.backfill_id,
                     message=item.reason,
                 )
-            if changed or (item.progress is not None and before is not None and before.progress != item.progress):
+            moved = before is not None and (
+                (item.progress is not None and before.progress != item.progress)
+                or (item.runs is not None and before.runs != item.runs)  # the counts an outage view shows
+            )
+            if changed or moved:
                 self.bind(
                     spec,
                     item.backfill_id,

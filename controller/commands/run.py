@@ -1,22 +1,39 @@
 """The reconcile loop below the CLI: once, `--watch` or `--until-complete`, with a stop signal and a deadline.
 
 The CLI parses options and renders each pass through `on_pass`; this module owns the sequence: open the
-session (store, lease, Airflow), run passes, wait, stop.
+session (store, lease, Airflow), run passes, wait, stop. A pass that loses the store (`StoreUnavailable`: the
+database restarted, the connection was killed) ends at the failed write; `--watch` and `--until-complete` try
+again after 1 s, 2 s, 4 s… (at most the interval), logging each attempt; `--once` exits 1.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from controller.commands import collector
+from controller.commands.gate import EvidenceGiven
 from controller.commands.passhooks import MonitorOptions, PassHooks
 from controller.commands.reconcile import PassResult
 from controller.commands.session import Shutdown, open_reconciler
 from controller.commands.settings import Settings
-from controller.core.plan.provenance import Evidence
+from controller.errors import StoreUnavailable
+
+if TYPE_CHECKING:
+    from controller.commands.forge import EvidenceProvider
+
+log = logging.getLogger(__name__)
+RETRY_FIRST = 1.0  # seconds before the first attempt after a pass lost the store; doubling up to the interval
+STORE_LOST_HINT = (
+    "the pass stopped at that write, and nothing was half-applied: each change's intent is recorded before its "
+    "call, and a change whose outcome is missing is adopted by the next pass, never made twice; run reconcile "
+    "again once the store is reachable (`--watch` retries by itself)"
+)
 
 
 class Repeat(StrEnum):
@@ -37,7 +54,8 @@ class LoopOptions:
     # metrics port, health threshold, notification delivery budget
     monitor: MonitorOptions = field(default_factory=MonitorOptions)
     allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
-    evidence: Evidence | None = None  # the merged pull request's reviews: the approval gate at reconcile
+    # the merged changes' evidence and the commits whose evidence could not be fetched: the gate at reconcile
+    evidence: EvidenceGiven = field(default_factory=EvidenceGiven)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +77,7 @@ def reconcile_loop(
     deadline = None if options.timeout is None else clock() + options.timeout
     checksum = options.plan_checksum
     with (
+        _provided(settings) as provider,  # the watch process's own evidence (GitHub settings): checked first
         collector.Passes() as passes,
         PassHooks(settings, options.monitor, deliver=not options.dry_run) as hooks,
         open_reconciler(
@@ -71,10 +90,21 @@ def reconcile_loop(
     ):
         hooks.attach(reconciler)
         reconciler.evidence = options.evidence
+        if options.monitor.port is not None:  # the status page says what `plan` and `status` say of the queues
+            reconciler.ahead = {}
+        lost = 0  # attempts in a row that lost the store
         while True:
-            with hooks.around(reconciler) as after_pass:  # notifications, metrics, health, status page
-                result = reconciler.run_once(dry_run=options.dry_run, plan_checksum=checksum)
-                after_pass(result)
+            try:
+                if provider is not None:  # before each pass: the evidence of the merges since the last one
+                    reconciler.evidence = provider.given(options.evidence)
+                with hooks.around(reconciler) as after_pass:  # notifications, metrics, health, status page
+                    result = reconciler.run_once(dry_run=options.dry_run, plan_checksum=checksum)
+                    after_pass(result)
+            except StoreUnavailable as exc:
+                lost += 1
+                _wait_for_store(exc, lost, options, stop, None if deadline is None else deadline - clock())
+                continue
+            lost = 0
             on_pass(result)
             checksum = None
             if _finished(result, options, stop):
@@ -87,7 +117,31 @@ def reconcile_loop(
                 return LoopEnd(result)
 
 
+def _wait_for_store(
+    exc: StoreUnavailable, attempt: int, options: LoopOptions, stop: Shutdown, left: float | None
+) -> None:
+    """A pass that lost the store ended at the failed write; `--watch` and `--until-complete` try again after
+    1 s, 2 s, 4 s… (at most the interval). Raises, with what the pass left, when there is no next attempt."""
+    delay = min(RETRY_FIRST * 2 ** (attempt - 1), options.interval)
+    if options.repeat is Repeat.ONCE or options.dry_run or stop.requested or (left is not None and delay > left):
+        raise StoreUnavailable(exc.message, hint=STORE_LOST_HINT) from None
+    log.warning("attempt #%d failed; will retry in %.1fs: %s", attempt, delay, exc.message)
+    stop.wait(delay)
+    if stop.requested:
+        raise StoreUnavailable(exc.message, hint=STORE_LOST_HINT) from None
+
+
 def _finished(result: PassResult, options: LoopOptions, stop: Shutdown) -> bool:
     if options.dry_run or stop.requested or options.repeat is Repeat.ONCE:
         return True
     return options.repeat is Repeat.UNTIL_COMPLETE and result.settled
+
+
+def _provided(settings: Settings) -> contextlib.AbstractContextManager[EvidenceProvider | None]:
+    """`forge.provided`; without any BACKFILLCTL_GITHUB_* variable it is None, and the GitHub client (its JWT
+    signing, its HTTP) is never imported: a pass under cron reads no forge."""
+    if not any(name.startswith("BACKFILLCTL_GITHUB_") and value.strip() for name, value in settings.environ.items()):
+        return contextlib.nullcontext()
+    from controller.commands.forge import provided  # noqa: PLC0415
+
+    return provided(settings)

@@ -12,10 +12,13 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 
 from controller.adapters.airflow import AirflowClient
+from controller.adapters.gitsource import GitSource
 from controller.adapters.store import NoStore, Store
 from controller.adapters.store.lease import Lease
+from controller.commands.environments import production_settings
 from controller.commands.reconcile import Reconciler
 from controller.commands.settings import Settings
+from controller.commands.spec_source import last_good_policy
 from controller.core.audit.chain import controller_event
 from controller.core.audit.vocabulary import Action, Outcome
 from controller.core.documents.escaping import plain
@@ -42,6 +45,7 @@ def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
         username=settings.airflow_username,
         password=settings.airflow_password,
         timeout=settings.airflow_timeout,
+        max_concurrency=settings.airflow_max_concurrency,
         allow_untested=settings.allow_untested_airflow,
     )
     if preflight:
@@ -87,13 +91,16 @@ def open_reconciler(
     With `lease`, a daemon thread renews the lease every HEARTBEAT_EVERY seconds for the whole session
     (every pass, `--once` included); the store refuses intents once it is lost (`LeaseLost`, exit 5).
     """
+    git = GitSource(settings.specs_dir)
+    git.require_full_history()  # before the store, the lease and Airflow: a shallow clone is refused at once
     store = NoStore() if no_store else Store(settings.store_url, read_only=read_only, audit_key=settings.audit_key)
     try:
+        settings = production_settings(settings, last_good_policy(store))  # as the policy names production's
         with contextlib.ExitStack() as stack:
             if lease:
                 stack.enter_context(hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
             with make_client(settings) as client:
-                reconciler = Reconciler(settings, store, client, allow_dirty=allow_dirty, connect=make_client)
+                reconciler = Reconciler(settings, store, client, allow_dirty=allow_dirty, connect=make_client, git=git)
                 stack.callback(reconciler.close)  # the other environments' clients
                 yield reconciler
     finally:

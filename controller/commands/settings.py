@@ -8,18 +8,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from controller.core.model.policy import Policy
 from controller.core.model.secret import Secret, header_problem, redact_url, text_problem, url_problem
-from controller.core.model.stages import PRODUCTION, Environment
+from controller.core.model.stages import PRODUCTION, PRODUCTION_DEFAULTS, Environment
+from controller.core.rules.environments import variable_problems
 from controller.errors import ConfigError
 
 DEFAULT_STORE_URL = "sqlite:///.backfillctl/state.db"
 DEFAULT_AIRFLOW_TIMEOUT = 30.0  # seconds to wait for one Airflow answer (connects give up after 5 s)
-PRODUCTION_NAMES = (
-    "BACKFILLCTL_AIRFLOW_URL",
-    "BACKFILLCTL_AIRFLOW_TOKEN",
-    "BACKFILLCTL_AIRFLOW_USERNAME",
-    "BACKFILLCTL_AIRFLOW_PASSWORD",
-)
+# Airflow requests in flight at once: MWAA's, Composer's and Astro's api-servers refuse or throttle a burst
+DEFAULT_AIRFLOW_MAX_CONCURRENCY = 2
+MAX_CONCURRENCY_VARIABLE = "BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY"
+AIRFLOW_MAX_CONCURRENCY_LIMIT = 64  # more in flight only queues in the api-server's workers
 AUDIT_KEY_MIN_BYTES = 32  # HMAC-SHA256's own output size: a shorter key is weaker than the MAC
 
 
@@ -33,14 +33,18 @@ class Settings:
     airflow_password: Secret | None = None
     actor: str = "unknown"
     airflow_timeout: float = DEFAULT_AIRFLOW_TIMEOUT
+    airflow_max_concurrency: int = DEFAULT_AIRFLOW_MAX_CONCURRENCY  # BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY
     audit_key: Secret | None = None
+    # BACKFILLCTL_AUDIT_KEYS_PREVIOUS, one a line: the keys `audit rotate-key` replaced (verify checks their MACs)
+    audit_keys_previous: tuple[Secret, ...] = ()
     allow_untested_airflow: bool = False  # BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1: a release newer than tested
     # BACKFILLCTL_ALLOW_ADMIN_IDENTITY=1: running as an identity with more rights than needed is known (a local
     # Airflow's admin): the preflight's least-privilege warning is not said
     allow_admin_identity: bool = False
     # the variables the Airflow URL and credentials came from (another environment names its own in the policy)
-    names: tuple[str, str, str, str] = PRODUCTION_NAMES
+    names: tuple[str, str, str, str] = PRODUCTION_DEFAULTS
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)  # for other environments
+    oidc_token: Secret | None = None  # BACKFILLCTL_OIDC_TOKEN: the stop workflow's GitHub Actions identity token
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -58,18 +62,29 @@ class Settings:
             airflow_password=Secret(password) if password else None,
             actor=get("ACTOR") or env.get("GITHUB_ACTOR") or _os_user(),
             airflow_timeout=_timeout(get("AIRFLOW_TIMEOUT")),
+            airflow_max_concurrency=_max_concurrency(env.get(MAX_CONCURRENCY_VARIABLE)),
             audit_key=_audit_key(env.get("BACKFILLCTL_AUDIT_KEY", "")),
+            audit_keys_previous=_previous_audit_keys(env.get("BACKFILLCTL_AUDIT_KEYS_PREVIOUS", "")),
             allow_untested_airflow=get("ALLOW_UNTESTED_AIRFLOW") == "1",
             allow_admin_identity=get("ALLOW_ADMIN_IDENTITY") == "1",
             environ=dict(env),
+            oidc_token=Secret(oidc) if (oidc := get("OIDC_TOKEN")) else None,
         )
 
+    def for_production(self, policy: Policy) -> Settings:
+        """Production's Airflow from the variables the policy names for it (BACKFILLCTL_AIRFLOW_* for those it does
+        not name); these settings when they are the ones already read."""
+        production = policy.environment(PRODUCTION) or Environment(PRODUCTION)
+        return self if production.names == self.names else self.for_environment(production)
+
     def for_environment(self, environment: Environment) -> Settings:
-        """The settings of another environment's Airflow: its URL and credentials from the variables the policy
-        names. Only production falls back to BACKFILLCTL_AIRFLOW_* (another environment never borrows them)."""
-        fallback = PRODUCTION_NAMES if environment.name == PRODUCTION else ("", "", "", "")
-        given = (environment.airflow_url_env, environment.token_env, environment.username_env, environment.password_env)
-        names = tuple(name or default for name, default in zip(given, fallback, strict=True))
+        """The settings of an environment's Airflow: its URL and credentials from the variables the policy names.
+        Only production falls back to BACKFILLCTL_AIRFLOW_*. No environment reads the controller's own secrets or a
+        name outside its prefix, and another never production's variables (these settings' `names`): `validate`
+        refuses such a policy, and this refuses it again where it would be sent."""
+        for problem in variable_problems(environment, self.names):
+            raise ConfigError(problem.message, hint=problem.hint)
+        names = environment.names
         url, token, username, password = (
             self.environ.get(name, "").strip() or None if name else None for name in names
         )
@@ -79,7 +94,24 @@ class Settings:
             airflow_token=Secret(token) if token else None,
             airflow_username=username,
             airflow_password=Secret(password) if password else None,
-            names=(names[0], names[1], names[2], names[3]),
+            names=names,
+        )
+
+    def for_notes(self) -> Settings | None:
+        """The login that writes Airflow run notes when one of its own is given (BACKFILLCTL_AIRFLOW_NOTES_TOKEN, or
+        _USERNAME and _PASSWORD: DAG-run edit on the noted DAGs only), on production's Airflow; None: the
+        reconciler's own login writes them."""
+        token, username, password = (
+            self.environ.get(f"BACKFILLCTL_AIRFLOW_NOTES_{name}", "").strip() or None
+            for name in ("TOKEN", "USERNAME", "PASSWORD")
+        )
+        if token is None and username is None:
+            return None
+        return replace(
+            self,
+            airflow_token=Secret(token) if token else None,
+            airflow_username=None if token else username,
+            airflow_password=Secret(password) if password and not token else None,
         )
 
     def airflow_address(self) -> str:
@@ -89,7 +121,7 @@ class Settings:
         if not self.airflow_url:
             raise ConfigError(
                 f"{self.names[0]} is not set",
-                hint="export BACKFILLCTL_AIRFLOW_URL=http://host:port (and a token or username/password); "
+                hint=f"export {self.names[0]}=http://host:port (and a token or username/password); "
                 'for a local one: eval "$(scripts/airflow-local env)"',
             )
         problem, hint = self._airflow_url_problem(self.airflow_url)
@@ -126,7 +158,7 @@ URL_FIX = (
 )
 
 
-def _audit_key(value: str) -> Secret | None:
+def _audit_key(value: str, name: str = "BACKFILLCTL_AUDIT_KEY") -> Secret | None:
     """The chain's HMAC key, taken byte for byte (never stripped); an empty one means no key."""
     if not value:
         return None
@@ -134,11 +166,18 @@ def _audit_key(value: str) -> Secret | None:
 
     if len(key_bytes(value)) < AUDIT_KEY_MIN_BYTES:
         raise ConfigError(
-            f"BACKFILLCTL_AUDIT_KEY is shorter than {AUDIT_KEY_MIN_BYTES} bytes",
+            f"{name} is shorter than {AUDIT_KEY_MIN_BYTES} bytes",
             hint="use a random secret of at least 32 bytes, e.g. `python -c 'import secrets; "
             "print(secrets.token_hex(32))'`, kept in your secret store",
         )
     return Secret(value)
+
+
+def _previous_audit_keys(value: str) -> tuple[Secret, ...]:
+    """The audit keys rotations replaced, one a line (byte for byte; empty lines skipped), checked like the key."""
+    lines = value.split("\n")
+    keys = (_audit_key(line, f"line {n} of BACKFILLCTL_AUDIT_KEYS_PREVIOUS") for n, line in enumerate(lines, 1))
+    return tuple(key for key in keys if key is not None)
 
 
 def _timeout(value: str | None) -> float:
@@ -154,6 +193,22 @@ def _timeout(value: str | None) -> float:
             hint="e.g. BACKFILLCTL_AIRFLOW_TIMEOUT=120 for a server that answers large creates slowly",
         )
     return seconds
+
+
+def _max_concurrency(value: str | None) -> int:
+    """Requests in flight at once: a whole number from 1 to the limit (an unset or empty variable: the default)."""
+    if value is None or not value.strip():
+        return DEFAULT_AIRFLOW_MAX_CONCURRENCY
+    text = value.strip()
+    count = int(text) if text.isascii() and text.isdigit() else 0
+    if not 1 <= count <= AIRFLOW_MAX_CONCURRENCY_LIMIT:
+        raise ConfigError(
+            f"{MAX_CONCURRENCY_VARIABLE}={value!r} is not a whole number of requests from 1 to "
+            f"{AIRFLOW_MAX_CONCURRENCY_LIMIT}",
+            hint=f"e.g. {MAX_CONCURRENCY_VARIABLE}=2 (the default) for MWAA, Cloud Composer or Astro; unset it for "
+            "the default",
+        )
+    return count
 
 
 def _os_user() -> str:

@@ -5,23 +5,24 @@ queue order (first merged first) with each file's provenance (its last commit an
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
 from controller.adapters.store import IndexedSpec, Store
+from controller.commands.applied import applied_yet
 from controller.commands.finished import History, Unread, new_rows, shown_paths, unread_specs
 from controller.commands.settings import Settings
 from controller.commands.validate import build_validator, validate_paths
 from controller.core.checks.loaded import LoadedSpec
-from controller.core.checks.validation import ValidationResult, check_names_in_tree
+from controller.core.checks.names import check_names_in_tree
+from controller.core.checks.result import SpecSet, ValidationResult
 from controller.core.model.binding import Binding
 from controller.core.model.policy import Policy
-from controller.core.model.spec import BackfillSpec
+from controller.core.model.spec import BackfillSpec, SourceFile
 from controller.core.plan.provenance import SpecOrigin
-from controller.errors import InvalidSpecs
 
 HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
 
@@ -67,13 +68,12 @@ class SpecLoader:
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.history = History()  # the spec index as the passes of this process keep it
 
-    def load(
-        self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None
-    ) -> tuple[list[BackfillSpec], Policy]:
-        """The specs in queue order and the policy, from the working tree or (`source` not `working_tree`) from
-        HEAD; the files of finished specs (`bindings`), unchanged, are only read, not validated again, and those
-        the store's index keeps are not read at all (`commands/finished.py`: a pass's cost must not grow with the
-        finished specs, 10,000 of them must not slow every pass)."""
+    def load(self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None) -> SpecSet:
+        """The valid specs in queue order, each invalid file on its own, and the policy, from the working tree or
+        (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
+        read, not validated again, and those the store's index keeps are not read at all (`commands/finished.py`:
+        a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass). What the
+        policy says of a spec already applied is a warning (it can no longer change what ran)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
         unread = Unread()
         if bindings is not None and source is not None and source.repository:
@@ -85,24 +85,26 @@ class SpecLoader:
                 (p for p, _ in source.differing),
                 history=self.history,
             )
-        result, rows, known = self._read(source, settled, unread)
-        if not result.ok:
-            first = result.errors[0]
-            raise InvalidSpecs(
-                f"{len(result.errors)} invalid spec error(s); first: {first.text()}",
-                hint="run `backfillctl validate` and fix every error; nothing was changed",
-            )
+        applied = dict.fromkeys(name for name, b in (bindings or {}).items() if applied_yet(b))
+        result, rows, known = self._read(source, settled, unread, applied)
+        found = result.split()
+        invalid = {s.path for s in found.invalid}
+        valid = [item for item in result.loaded if item.spec.path not in invalid]
         indexed = self.history.rebuilt(rows)
-        self.loaded = {item.spec.name: item for item in (*result.loaded, *indexed)}
-        ordered, relative, origins = self._ordered([*result.specs, *(i.spec for i in indexed)], known)
+        self.loaded = {item.spec.name: item for item in (*valid, *indexed)}
+        ordered, relative, origins = self._ordered([*found.valid, *(i.spec for i in indexed)], known)
         if bindings is not None and not self.store.read_only and unread.blobs:
-            fresh = new_rows(result.loaded, bindings, unread, relative, origins)
+            fresh = new_rows(valid, bindings, unread, relative, origins)
             if fresh or unread.stale:
                 self.store.index_specs(fresh, present=set(unread.blobs.values()))
-        return ordered, result.policy
+        return replace(found, valid=tuple(ordered))
 
     def _read(
-        self, source: SpecSource | None, settled: frozenset[str], unread: Unread
+        self,
+        source: SpecSource | None,
+        settled: frozenset[str],
+        unread: Unread,
+        applied: Mapping[str, BackfillSpec | None],
     ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
         """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
         file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
@@ -112,18 +114,20 @@ class SpecLoader:
             shown = shown_paths(folder)
             known = {shown(unread.within(path)): row for path, row in unread.known.items()}
             skip = {unread.within(path) for path in unread.entries}
-            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip)
+            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip, applied=applied)
         else:
             shown = shown_paths(self.git.root)
             known = {shown(path): row for path, row in unread.known.items()}
             specs, policy = self.git.committed(folder, skip=unread.entries.keys())
-            result = build_validator().validate(specs, now=self.clock(), policy_file=policy, settled=settled)
+            result = build_validator().validate(
+                specs, now=self.clock(), policy_file=policy, settled=settled, applied=applied
+            )
         rows = {path: row for path, row in known.items() if row.path in unread.entries}
         names: dict[str, list[str]] = {}
         for path, row in rows.items():
             names.setdefault(row.name, []).append(path)
         if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
-            return self._read(source, settled, Unread())
+            return self._read(source, settled, Unread(), applied)
         return result, rows, known
 
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
@@ -164,3 +168,17 @@ class SpecLoader:
         intros = self.git.introductions(self.settings.specs_dir, asked)
         last = self.git.last_commits(self.settings.specs_dir, asked)
         return {path: Origins(intros.get(path), last.get(path)) for path in paths}
+
+
+LAST_POLICY = "policy at the last reconciled commit"  # how a policy read back from the store is named
+
+
+def last_good_policy(store: Store) -> Policy | None:
+    """The newest valid policy a pass read (None: none recorded): what still decides, while the policy at HEAD cannot
+    be read, the guards' pauses and who may lift a stop."""
+    text = store.last_valid_policy()
+    if text is None:
+        return None
+    source = SourceFile(LAST_POLICY, "policy", text.encode())
+    policy, problems = build_validator().load_policy(source)
+    return None if any(p.is_error for p in problems) else policy

@@ -18,7 +18,9 @@ from controller.core.model.spec import BackfillSpec, format_utc, thaw, thaw_conf
 from controller.core.model.stages import Stage, StageRecord, StageState, Verify, run_id
 from controller.errors import AirflowError
 
-ClientFor = Callable[[str], AirflowClient]  # environment name → its client (opened once, on first use)
+# (environment, a DAG both Airflows have) → the environment's client (opened once, on first use: the DAG's
+# version ids show it is not production's Airflow)
+ClientFor = Callable[[str, str], AirflowClient]
 
 
 class StageRuns:
@@ -42,7 +44,7 @@ class StageRuns:
             request={"dag_id": verify.dag_id, "run_id": rid, "environment": where},
         )
         try:
-            run, created = self.clients(where).trigger_run(verify.dag_id, rid, conf)
+            run, created = self.clients(where, spec.dag_id).trigger_run(verify.dag_id, rid, conf)
         except AirflowError as exc:
             if exc.status is None or exc.status >= 500:  # no answer to trust: the same id is tried again
                 raise
@@ -65,7 +67,7 @@ class StageRuns:
         """The verification's result (None: not yet). Never a pass by default: a run not found, not started in
         time, timed out, failed, or a result task without `passed: true` fails."""
         rid = record.run_id or run_id(record.spec, where, record.stage, record.key)  # the id is derived
-        client = self.clients(where)
+        client = self.clients(where, verify.dag_id)
         run = client.get_run(verify.dag_id, rid)
         now, limit = self.clock(), timedelta(minutes=verify.timeout_minutes)
         if run is None:

@@ -75,7 +75,8 @@ class StageRunner:
                 continue
             try:
                 if (where, spec.dag_id) not in versions:  # one DAG read a pass per DAG and environment
-                    versions[(where, spec.dag_id)] = self.clients(where).dag(spec.dag_id, with_tasks=False).dag_version
+                    client = self.clients(where, spec.dag_id)  # opened once: proven not production's Airflow
+                    versions[(where, spec.dag_id)] = client.dag(spec.dag_id, with_tasks=False).dag_version
             except (AirflowError, ConfigError) as exc:  # production waits, and says why each pass
                 log.warning("rehearsal of %s: DAG %s in %s not read: %s", spec.name, spec.dag_id, where, exc.message)
                 continue
@@ -126,7 +127,7 @@ class StageRunner:
             return
         if record.state is not StageState.REHEARSING:
             return
-        client = self.clients(where)
+        client = self.clients(where, spec.dag_id)
         slices = rehearsal.slices
         if record.backfill_ids:
             cut = slices[len(record.backfill_ids) - 1]
@@ -148,7 +149,7 @@ class StageRunner:
             self.runs.settle(spec, record, recorder, (StageState.PASSED, _runs_text(record.runs), None))
 
     def _next_slice(self, spec: BackfillSpec, where: str, record: StageRecord, cut: Slice, recorder: Recorder) -> None:
-        client = self.clients(where)
+        client = self.clients(where, spec.dag_id)
         request = BackfillRequest.from_spec(replace(spec, from_date=cut.from_date, to_date=cut.to_date))
         if not client.planned_runs(request):
             why = (
@@ -212,7 +213,7 @@ class StageRunner:
         }
         recorder.audit(Action.PUBLISH, AuditPhase.INTENT, spec, request={"dag_id": publish.dag_id, "run_id": rid})
         try:
-            run, created = self.clients(PRODUCTION).trigger_run(publish.dag_id, rid, conf)
+            run, created = self.clients(PRODUCTION, publish.dag_id).trigger_run(publish.dag_id, rid, conf)
         except AirflowError as exc:
             if exc.status is None or exc.status >= 500:  # no answer to trust: the same id is tried again
                 raise

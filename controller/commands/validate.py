@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -13,18 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 from controller.adapters import files
 from controller.core.checks.loaded import LoadedSpec
-from controller.core.checks.validation import SpecValidator, ValidationResult, check_names_in_tree, check_spec
+from controller.core.checks.names import check_names_in_tree
+from controller.core.checks.result import ValidationResult
+from controller.core.checks.validation import SpecValidator, check_spec
 from controller.core.documents.diagnostics import Diagnostic, Location
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, SourceFile, parse_date
-from controller.errors import AirflowError, AirflowNotFound, ConfigError, InvalidSpecs, UsageError
+from controller.errors import AirflowError, AirflowNotFound, InvalidSpecs, UsageError
 
 if TYPE_CHECKING:  # the PR, Airflow and scaffold checks import their modules when they run (a faster start)
     from controller.adapters.airflow import AirflowClient
     from controller.adapters.gitsource import GitSource
     from controller.core.checks.dags import Unknown
     from controller.core.model.airflow import DagInfo
-    from controller.core.plan.provenance import Evidence
+    from controller.core.model.capabilities import Capabilities
     from controller.core.render.scaffold import NewSpec
 
 log = logging.getLogger(__name__)
@@ -56,12 +58,15 @@ def validate_paths(
     settled: frozenset[str] = frozenset(),
     changed_since: str | None = None,
     unread: Collection[str] = frozenset(),
+    applied: Mapping[str, BackfillSpec | None] | None = None,
 ) -> ValidationResult:
     """Validate every spec under `paths` (default: the specs folder) with the tree's policy (`settled`: see
     `SpecValidator.validate`; `unread`: files not read, relative to the folder: the caller knows them); with
     `changed_since`, only the spec files changed since that git ref (every spec when the policy changed), their
     names still checked against the whole tree."""
     validator = validator or build_validator()
+    base = _base_specs(specs_dir, validator, checks)
+    applied = {**(applied or {}), **(base or {})}  # a spec merged before: the head's policy judges it as applied
     if changed_since is not None:
         changed = _changed(paths, specs_dir, changed_since)
         if changed == []:  # nothing changed: the policy is still read (and judged) as the tree's
@@ -69,13 +74,13 @@ def validate_paths(
         paths = changed or []
     tree = files.collect(paths or [specs_dir], specs_dir, skip=unread)
     result = validator.validate(
-        tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled
+        tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled, applied=applied
     )
     if paths:  # some files only (pre-commit): their names must still be unique across the whole tree
         result = _with(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
-    return _with(result, _git_checks(result, specs_dir, validator, checks, now))
+    return _with(result, _git_checks(result, specs_dir, validator, checks, now, base))
 
 
 def _changed(paths: Sequence[Path], specs_dir: Path, ref: str) -> list[Path] | None:
@@ -106,6 +111,36 @@ def _changed(paths: Sequence[Path], specs_dir: Path, ref: str) -> list[Path] | N
     return [p for p in found if p.exists()]
 
 
+def check_resumes_in_store(result: ValidationResult, store_url: str) -> ValidationResult:
+    """Each `resume` judged by the store when there is one (`core.checks.resumes`): a named stop that never held the
+    spec is a warning listing those that did; a Halted spec's resume is none. No store (a pull request's check): the
+    resume is judged by the file alone, and a resume naming a stop says the store was not read."""
+    resuming = [item for item in result.loaded if item.spec.resume is not None]
+    if not resuming:
+        return result
+    from controller.adapters.store import Store  # noqa: PLC0415 - SQLAlchemy only for a spec with a resume
+    from controller.core.checks.resumes import HeldBy, judge_resumes  # noqa: PLC0415
+    from controller.core.model.binding import Phase  # noqa: PLC0415
+    from controller.errors import StoreError  # noqa: PLC0415
+
+    try:
+        with Store(store_url, read_only=True) as store:
+            held = {
+                i.spec.name: [
+                    HeldBy(h.stop.id, f"{h.stop.kind.value} {h.stop.target}", h.lifted_at is None)
+                    for h in store.stop_history(i.spec.name, i.spec.downstream)
+                ]
+                for i in resuming
+            }
+            halted = frozenset(name for name, b in store.bindings().items() if b.phase is Phase.HALTED)
+    except StoreError:
+        if not any(i.spec.resumed_stops for i in resuming):
+            return result
+        skipped = "that the stop each resume names held its spec (no store at BACKFILLCTL_STORE_URL)"
+        return replace(result, skipped=(*result.skipped, skipped))
+    return replace(result, diagnostics=judge_resumes(result.loaded, result.diagnostics, held, halted))
+
+
 DagLookup = Callable[[str], "DagInfo"]  # raises AirflowNotFound for an unknown DAG
 
 
@@ -125,7 +160,14 @@ def check_dags_in_airflow(
         return check_dags(result, unreachable, now)
     with client:
         checked = check_dags(result, lambda dag_id: client.dag(dag_id, with_tasks=False), now, client.dag_ids)
-        return check_consumers(checked, client)
+        return check_release(check_consumers(checked, client), client.capabilities)
+
+
+def check_release(result: ValidationResult, caps: Capabilities) -> ValidationResult:
+    """What a spec asks that this Airflow release cannot do (`drain_dag` before 3.4), at the field."""
+    from controller.core.checks.dags import check_against_release  # noqa: PLC0415
+
+    return _with(result, [d for item in result.loaded for d in check_against_release(item, caps)])
 
 
 def check_consumers(result: ValidationResult, client: AirflowClient) -> ValidationResult:
@@ -207,28 +249,56 @@ def _with(result: ValidationResult, extra: list[Diagnostic]) -> ValidationResult
     return replace(result, diagnostics=tuple(merged))
 
 
-def _git_checks(
-    result: ValidationResult, specs_dir: Path, validator: SpecValidator, checks: GitChecks, now: datetime
+def _base_specs(specs_dir: Path, validator: SpecValidator, checks: GitChecks | None) -> dict[str, BackfillSpec] | None:
+    """With `--base`, the specs as the base holds them (None without)."""
+    if checks is None or checks.base is None:
+        return None
+    from controller.adapters.gitsource import GitSource  # noqa: PLC0415 - GitPython only for --base
+
+    return _specs_at(GitSource(specs_dir), checks.base, specs_dir, validator)
+
+
+def _git_checks(  # noqa: PLR0917 - the tree's result and what the pull request is checked against
+    result: ValidationResult,
+    specs_dir: Path,
+    validator: SpecValidator,
+    checks: GitChecks,
+    now: datetime,
+    base: dict[str, BackfillSpec] | None,
 ) -> list[Diagnostic]:
-    from controller.core.checks.changes import Change, classify, immutability  # noqa: PLC0415
+    from controller.core.checks.approval import check_authors  # noqa: PLC0415
+    from controller.core.checks.changes import Change, classify, immutability, mutable_changes  # noqa: PLC0415
 
     head = {item.spec.name: item for item in result.loaded}
     found: list[Diagnostic] = []
     reviewable = list(head.values())
-    if checks.base is not None:
+    authors: dict[str, tuple[str, ...]] = {}  # spec path → its authors in the pull request (with --base)
+    if checks.base is not None and base is not None:
         from controller.adapters.gitsource import GitSource  # noqa: PLC0415 - GitPython only for --base
 
         git = GitSource(specs_dir)
-        base = _specs_at(git, checks.base, specs_dir, validator)
         found += immutability(base, head, checks.base)
         changes = classify(base, head)
         reviewable = [head[c.name] for c in changes if c.change in (Change.ADDED, Change.CHANGED, Change.STATE_ONLY)]
-        # a pull request is judged by the policy it merges into, never by a policy it changes itself
+        # a pull request is judged by the policy it merges into, never by a policy it changes itself; a spec merged
+        # before is judged on what it changes (a newer policy cannot change what ran)
         result = replace(result, policy=_policy_at(git, checks.base, specs_dir, validator))
-        found += [d for item in reviewable for d in check_spec(item, result.policy, now)]
-        found += _authors(git, checks.base, specs_dir, reviewable, result)
+        found += [
+            d
+            for item in reviewable
+            for d in check_spec(
+                item,
+                result.policy,
+                now,
+                applied=item.spec.name in base,
+                changed=mutable_changes(base[item.spec.name], item.spec) if item.spec.name in base else (),
+            )
+        ]
+        authors = _authors(git, checks.base, specs_dir, reviewable)
+        if checks.reviews is None:  # with the reviews, the approvals' check says it of each approval
+            found += [d for i in reviewable for d in check_authors(i, authors.get(i.spec.path, ()), result.policy)]
     if checks.reviews is not None:
-        found += _approvals(checks, reviewable, result)
+        found += _approvals(checks, reviewable, result, authors)
     return found
 
 
@@ -242,30 +312,40 @@ def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidato
     return {item.spec.name: item.spec for item in loaded if item is not None}
 
 
-def _authors(
-    git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec], result: ValidationResult
-) -> list[Diagnostic]:
-    from controller.core.checks.approval import check_authors  # noqa: PLC0415
-
+def _authors(git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec]) -> dict[str, tuple[str, ...]]:
+    """Spec path → the e-mails of the authors of the pull request's commits (ref..HEAD) that touched it."""
     authors = git.authors_since(ref, specs_dir)
-    return [
-        d
-        for item in items
-        for d in check_authors(item, sorted(authors.get(git.relative(Path(item.spec.path)), set())), result.policy)
-    ]
+    return {item.spec.path: tuple(sorted(authors.get(git.relative(Path(item.spec.path)), set()))) for item in items}
 
 
-def _approvals(checks: GitChecks, items: list[LoadedSpec], result: ValidationResult) -> list[Diagnostic]:
-    from controller.core.checks.approval import check_approvals, latest_decisions, parse_reviews  # noqa: PLC0415
+def _approvals(
+    checks: GitChecks, items: list[LoadedSpec], result: ValidationResult, authors: Mapping[str, Sequence[str]]
+) -> list[Diagnostic]:
+    """The approval gate, the one rule set reconcile applies too (`core/checks/approval.py`)."""
+    from controller.core.checks.approval import (  # noqa: PLC0415
+        authored,
+        check_approvals,
+        latest_decisions,
+        parse_reviews,
+    )
 
     assert checks.reviews is not None
     data, unreadable = read_reviews(checks.reviews)
     if unreadable:
         return unreadable
     reviews, problems = parse_reviews(data, files.display(checks.reviews))
-    decisions = latest_decisions(reviews)
+    decisions, policy = latest_decisions(reviews), result.policy
     return problems + [
-        d for item in items for d in check_approvals(item, decisions, checks.pr_author, checks.head_sha, result.policy)
+        d
+        for item in items
+        for d in check_approvals(
+            item,
+            decisions,
+            checks.pr_author,
+            checks.head_sha,
+            policy,
+            authors=authored(authors.get(item.spec.path, ()), policy),
+        )
     ]
 
 
@@ -277,29 +357,16 @@ def read_reviews(path: Path) -> tuple[list[Any], list[Diagnostic]]:
         text = raw.decode("utf-8") if len(raw) <= REVIEWS_MAX_BYTES else None
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        return [], [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", _REVIEWS_HINT)]
+        return [], [Diagnostic(Location(source, 1, 1), f"cannot read the reviews file: {why}", REVIEWS_HINT)]
     if text is None:
         message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
-        return [], [Diagnostic(Location(source, 1, 1), message, _REVIEWS_HINT)]
+        return [], [Diagnostic(Location(source, 1, 1), message, REVIEWS_HINT)]
     return _reviews_json(text, source)
-
-
-def read_evidence(path: Path, pr_number: int, pr_author: str) -> Evidence:
-    """`reconcile --pr-reviews`: the merged pull request's reviews; an unreadable file is refused (exit 1)."""
-    from controller.core.checks.approval import latest_decisions, parse_reviews  # noqa: PLC0415
-    from controller.core.plan.provenance import Evidence  # noqa: PLC0415
-
-    data, problems = read_reviews(path)
-    reviews, bad = parse_reviews(data, files.display(path)) if not problems else ([], [])
-    problems += bad
-    if problems:
-        raise ConfigError(f"--pr-reviews: {problems[0].text()}", hint=problems[0].hint or _REVIEWS_HINT)
-    return Evidence(pr_number, pr_author, latest_decisions(reviews))
 
 
 # a page of 100 reviews is ~300 KB (GitHub's user objects), one with 100 maximal (64 KiB) bodies ~7 MB
 REVIEWS_MAX_BYTES = 16 * 1024 * 1024
-_REVIEWS_HINT = (
+REVIEWS_HINT = (
     "save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
     "(a JSON array, one array per page, or an array of pages)"
 )
@@ -316,15 +383,15 @@ def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
             value, end = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
             where = Location(source, exc.lineno, exc.colno)
-            return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", _REVIEWS_HINT)]
+            return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", REVIEWS_HINT)]
         except (ValueError, RecursionError) as exc:  # a number of over 4,300 digits; arrays nested past the stack
             why = "nests arrays or objects too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
             where = Location(source, text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1)
-            return [], [Diagnostic(where, f"the reviews file {why} to read as JSON", _REVIEWS_HINT)]
+            return [], [Diagnostic(where, f"the reviews file {why} to read as JSON", REVIEWS_HINT)]
         pages.append((value, at))
         at = _skip_blank(text, end)
     if not pages:
-        return [], [Diagnostic(Location(source, 1, 1), "the reviews file is empty", _REVIEWS_HINT)]
+        return [], [Diagnostic(Location(source, 1, 1), "the reviews file is empty", REVIEWS_HINT)]
     if (
         len(pages) == 1
         and isinstance(pages[0][0], list)
@@ -338,7 +405,7 @@ def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
             line = text.count("\n", 0, start) + 1
             column = start - (text.rfind("\n", 0, start) + 1) + 1
             message = f"the reviews file must hold JSON arrays of reviews, found a JSON {_json_kind(value)} here"
-            return [], [Diagnostic(Location(source, line, column), message, _REVIEWS_HINT)]
+            return [], [Diagnostic(Location(source, line, column), message, REVIEWS_HINT)]
         found += value
     return found, []
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -253,6 +254,20 @@ def test_dag_details(client: AirflowClient) -> None:
         client.dag("nope_not_a_dag")
 
 
+def test_a_dags_version_ids_are_the_databases_own_and_the_same_under_another_name(
+    client: AirflowClient, make_client: MakeClient
+) -> None:
+    """What tells two Airflows apart whatever their names (`commands.environments`): UUIDs, read alike twice."""
+    ids = client.dag_version_ids("demo_daily")
+    assert len(ids) >= 1
+    assert all(str(uuid.UUID(i)) == i for i in ids)
+    again = make_client(username="admin", password=Secret("admin"))
+    assert again.dag_version_ids("demo_daily") == ids
+    assert client.dag_version_ids("demo_daily").isdisjoint(client.dag_version_ids("demo_hourly"))
+    with pytest.raises(AirflowNotFound):
+        client.dag_version_ids("nope_not_a_dag")
+
+
 def test_seven_day_backfill_runs_to_completion_with_failures(client: AirflowClient) -> None:
     cancel_active(client, "demo_flaky")
     request = BackfillRequest(
@@ -429,14 +444,14 @@ def test_cancel_fails_queued_runs_without_a_start_and_completes_at_once(client: 
 
 def test_the_dag_listing_tells_what_the_details_tell(client: AirflowClient) -> None:
     """One listing page replaces a details call per DAG (a pass's reads must not grow with the DAGs): for a
-    periodic DAG it must say the same, but `params` and the latest DAG version (details only); a DAG that is not
-    periodic or not known is left to the details."""
+    periodic DAG it must say the same, but `params`, `catchup` and the latest DAG version (details only); a DAG that
+    is not periodic or not known is left to the details."""
     names = ["demo_daily", "demo_hourly", "demo_depends_on_past", "demo_manual", "nope_not_a_dag"]
     listed = client.dag_infos(names)
     assert sorted(listed) == ["demo_daily", "demo_depends_on_past", "demo_hourly"]
     for name, info in listed.items():
         details = client.dag(name, with_tasks=False)
-        assert info == replace(details, params={}, dag_version=None)
+        assert info == replace(details, params={}, latest_version=None, catchup=None)
 
 
 # --- runs triggered by id (verification, publish: issue 28) ------------------------------------------------

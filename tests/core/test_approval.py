@@ -7,14 +7,21 @@ from typing import Any
 import pytest
 
 from controller.core.checks.approval import (
+    ChangeReview,
     Review,
+    authored,
     check_approvals,
     check_authors,
+    check_policy_review,
+    forge_reviews,
     latest_decisions,
+    listed_twice,
     login_of,
     parse_reviews,
+    valid_approvals,
 )
-from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.documents.diagnostics import Diagnostic, Location, Severity
+from controller.core.model.evidence import ForgeReview, ReviewState
 from controller.core.model.policy import Policy, Rule
 from tests.core.specs import loaded, text
 
@@ -278,5 +285,135 @@ def test_a_downstream_owner_without_write_access_does_not_approve() -> None:
     )
     assert [d.message for d in found] == [
         "s: the warehouse budget's owners (wh-oncall) have not approved the pull request; 'wh-oncall' approved, but "
+        "the review is ignored: their permission on the repository is 'read' (write, maintain or admin needed)"
+    ]
+
+
+# --- one rule set for PR time and reconcile: null reviewers, authors, owners, letter case ------------------------
+
+
+def test_a_review_without_a_reviewer_is_skipped_with_a_warning_and_review_ids_are_read() -> None:
+    ghost = {"user": None, "state": "APPROVED", "commit_id": HEAD, "submitted_at": "t"}
+    reviews, problems = parse_reviews(
+        [ghost, {**raw("dave", "APPROVED", "t"), "id": 7}, {**raw("erin", "APPROVED", "t"), "id": True}, ghost],
+        "r.json",
+    )
+    assert [(r.login, r.review_id, r.order) for r in reviews] == [("dave", 7, 1), ("erin", None, 2)]
+    assert problems == [
+        Diagnostic(
+            Location("r.json", 1, 1, (index,)),
+            "a review without a reviewer (GitHub names none for a deleted account) is skipped",
+            None,
+            Severity.WARNING,
+        )
+        for index in (0, 3)
+    ]
+    assert parse_reviews([{**raw("x", "APPROVED", "t"), "id": "7"}], "r.json")[0][0].review_id is None
+    assert parse_reviews([{"user": None}], "r.json")[1][0].message == "a review without user.login or state"
+
+
+def test_an_evidence_documents_reviews_keep_their_order_association_and_ids() -> None:
+    reviews = (
+        ForgeReview(1, "dave", ReviewState.CHANGES_REQUESTED, HEAD, "write", "2026-01-01T00:00:00Z", "OWNER"),
+        ForgeReview(None, "Dave", ReviewState.APPROVED, HEAD, None, "2026-01-01T00:00:00Z"),
+    )
+    assert forge_reviews(reviews) == [
+        Review("dave", "CHANGES_REQUESTED", HEAD, "2026-01-01T00:00:00Z", 0, "OWNER", "write", 1),
+        Review("Dave", "APPROVED", HEAD, "2026-01-01T00:00:00Z", 1, "", None, None),
+    ]
+    assert latest_decisions(forge_reviews(reviews))["dave"].login == "Dave"  # one person, the later review
+
+
+def test_an_approval_of_no_known_commit_names_none() -> None:
+    found = decisions(raw("dave", "APPROVED", "2026-11-29T10:00:00Z", commit=""))
+    assert messages(text(), found)[0] == (
+        f"specs/s.yaml:11:13: $.approvers[0]: s: 'dave' approved commit (none), not the pull request's head {HEAD[:12]}"
+    )
+
+
+def test_every_owner_who_authored_a_commit_leaves_nobody_to_approve() -> None:
+    from controller.core.model.guards import Budget  # noqa: PLC0415
+
+    policy = Policy(downstream=(Budget("warehouse", 8, ("wh-oncall", "WH-Lead")), Budget("api", 2)))
+    item = loaded(text(approvers="dave") + "downstream: [api, warehouse, lake]\n")
+    both = ["wh-oncall@users.noreply.github.com", "wh-lead@users.noreply.github.com"]
+    assert check_authors(item, both, policy) == [
+        Diagnostic(
+            Location("specs/s.yaml", 12, 19, ("downstream", 1)),
+            "every owner of the warehouse budget (wh-oncall, WH-Lead) authored a commit that added or changed this "
+            "spec: none of them can approve it",
+            "separation of duties: another owner of warehouse must approve, or someone else makes the commits",
+        )
+    ]
+    assert check_authors(item, both[:1], policy) == []  # another owner can still approve
+    assert check_authors(item, both, Policy()) == []  # no owners: nobody to ask
+
+
+def test_an_owner_who_authored_a_commit_does_not_approve_and_is_named() -> None:
+    from controller.core.model.guards import Budget  # noqa: PLC0415
+
+    policy = Policy(downstream=(Budget("warehouse", 8, ("olga", "pete")),))
+    item = loaded(text(approvers="dave") + "downstream: [warehouse]\n")
+    found = decisions(raw("dave", "APPROVED", "t"), raw("olga", "APPROVED", "t"), raw("pete", "APPROVED", "t", OLD))
+    authors = authored(["olga@users.noreply.github.com"], policy)
+    assert authors == {"olga": "olga@users.noreply.github.com"}
+    assert [d.message for d in check_approvals(item, found, "bob", HEAD, policy, authors=authors)] == [
+        "s: the warehouse budget's owners (olga, pete) have not approved the pull request; 'olga' authored a commit "
+        "that added or changed this spec (olga@users.noreply.github.com) and cannot approve it"
+    ]
+    change = ChangeReview(found, "bob", HEAD, authors)
+    assert [r.login for r in valid_approvals(item, change, policy)] == ["dave"]
+    assert [r.login for r in change.approvals()] == ["dave"]
+    assert change.problem("pete") == (
+        f"'pete' approved commit {OLD[:12]}, not the pull request's head {HEAD[:12]}",
+        "the spec changed after the approval; ask pete to approve again",
+    )
+
+
+def test_an_approver_listed_twice_in_another_case_counts_once() -> None:
+    policy = Policy(rules=(Rule(("orders*",), min_approvers=2),))
+    item = loaded(text(approvers="dave, Dave"))
+    found = decisions(raw("DAVE", "APPROVED", "t"))
+    assert [d.message for d in check_approvals(item, found, "bob", HEAD, policy)] == [
+        "s: 1 of the 2 approvals this spec needs are present"
+    ]
+    assert listed_twice(item) == [
+        Diagnostic(
+            Location("specs/s.yaml", 11, 19, ("approvers", 1)),
+            "'Dave' is listed twice ('dave'): GitHub logins ignore letter case",
+            "list each approver once",
+        )
+    ]
+    assert listed_twice(loaded(text(approvers="dave, erin"))) == []
+
+
+def test_a_policy_says_whether_a_reviewed_merge_is_required() -> None:
+    from controller.core.documents.yamlsafe import load_document  # noqa: PLC0415
+
+    doc, _ = load_document("specs/policy.yaml", b"version: 1\n")
+    assert doc is not None
+    assert check_policy_review(Policy(), doc) == [
+        Diagnostic(
+            Location("specs/policy.yaml", 1, 1),
+            "require_reviewed_merge is not set: reconcile starts a change pushed without a reviewed pull request "
+            "(only the evidence it is given is checked)",
+            "set `require_reviewed_merge: true` (or false, to keep today's behaviour and silence this warning)",
+            Severity.WARNING,
+        )
+    ]
+    assert check_policy_review(Policy(require_reviewed_merge=False), doc) == []
+    assert check_policy_review(Policy(require_reviewed_merge=True), doc) == []
+
+
+def test_every_owner_whose_approval_does_not_count_is_named() -> None:
+    from controller.core.model.guards import Budget  # noqa: PLC0415
+
+    policy = Policy(downstream=(Budget("warehouse", 8, ("olga", "pete")),))
+    item = loaded(text(approvers="dave") + "downstream: [warehouse]\n")
+    found = decisions(raw("dave", "APPROVED", "t"), {**raw("pete", "APPROVED", "t"), "permission": "read"})
+    authors = authored(["olga@users.noreply.github.com"], policy)
+    assert [d.message for d in check_approvals(item, found, "bob", HEAD, policy, authors=authors)] == [
+        "s: the warehouse budget's owners (olga, pete) have not approved the pull request; 'olga' authored a commit "
+        "that added or changed this spec (olga@users.noreply.github.com) and cannot approve it; 'pete' approved, but "
         "the review is ignored: their permission on the repository is 'read' (write, maintain or admin needed)"
     ]

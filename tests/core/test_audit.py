@@ -27,8 +27,8 @@ from controller.core.audit.chain import (
     key_bytes,
     record_mac,
     seal,
-    verify_chain,
 )
+from controller.core.audit.keying import verify_chain
 from controller.core.render.audit import verify_text
 
 FIRST_HASH = "c2ead8c01ce3e663287a4bbb7f927b068b9ede040ee2a0bc341454185c029c5e"
@@ -217,15 +217,43 @@ def keyed_chain(n: int, key: bytes | None = KEY, start: int = 1) -> list[AuditRe
     return records
 
 
+KEY_ID = "65f8974b192f14cd"  # HMAC-SHA256(KEY, "backfillctl audit key id"), its first 16 hex digits
+
+
 def test_a_keyed_chain_verifies_with_its_key_and_says_from_where() -> None:
+    assert hmac.new(KEY, b"backfillctl audit key id", hashlib.sha256).hexdigest()[:16] == KEY_ID
     records = keyed_chain(3)
     result = verify_chain((r.link() for r in records), key=KEY)
-    assert result == VerifyResult(3, 3, records[2].hash, None, keyed_from=1, key_checked=True)
-    late = keyed_chain(4, start=3)
-    assert verify_chain((r.link() for r in late), key=KEY) == VerifyResult(4, 4, late[3].hash, None, 3, True)
-    plain = keyed_chain(2, key=None)
-    assert verify_chain((r.link() for r in plain), key=KEY) == VerifyResult(2, 2, plain[1].hash, None, None, True)
+    assert result == VerifyResult(3, 3, records[2].hash, None, keyed_from=1, key_checked=True, key_id=KEY_ID)
     assert verify_chain(r.link() for r in records) == VerifyResult(3, 3, records[2].hash, None, 1, False)
+
+
+def test_keying_that_starts_after_seq_1_without_an_adoption_fails_with_or_without_the_key() -> None:
+    late = keyed_chain(4, start=3)
+    unadopted = ChainProblem(
+        3,
+        "UNADOPTED",
+        "seq 3 is the first record with a MAC and no `audit adopt-key` record: seq 1 to 2 were written without a "
+        "key, and a chain becomes keyed only by `backfillctl audit adopt-key` (a chain stripped of its MACs, edited, "
+        "and then keyed looks like this)",
+    )
+    expected = VerifyResult(2, 2, late[1].hash, unadopted, 3, True)
+    assert verify_chain((r.link() for r in late), key=KEY) == expected
+    assert verify_chain(r.link() for r in late) == replace(expected, key_checked=False)
+
+
+def test_a_chain_without_any_mac_fails_with_a_key_at_seq_1() -> None:
+    plain = keyed_chain(2, key=None)
+    stripped = ChainProblem(
+        1,
+        "UNKEYED",
+        "seq 1 carries no MAC, nor does any record, but BACKFILLCTL_AUDIT_KEY is set: a chain written with the key "
+        "carries MACs from seq 1 or from an `audit adopt-key` record (a chain stripped of its MACs looks like this); "
+        "if this chain was never keyed, check it and run `backfillctl audit adopt-key`",
+    )
+    assert verify_chain((r.link() for r in plain), key=KEY) == VerifyResult(0, 0, GENESIS, stripped, None, True)
+    assert verify_chain(r.link() for r in plain) == VerifyResult(2, 2, plain[1].hash, None, None, False)
+    assert verify_chain((), key=KEY) == VerifyResult(0, 0, GENESIS, None, None, True)  # empty: nothing owed yet
 
 
 def test_an_appended_record_with_a_recomputed_hash_fails_only_with_the_key() -> None:
@@ -233,7 +261,7 @@ def test_an_appended_record_with_a_recomputed_hash_fails_only_with_the_key() -> 
     forged = seal(4, "2026-01-01T00:00:09Z", replace(SECOND, message="forged"), records[2].hash)
     unkeyed = verify_chain((r.link() for r in [*records, forged]), expect_head=forged.hash, key=KEY)
     message = "seq 4 carries no MAC, but the chain is keyed from seq 1: added without the key"
-    assert unkeyed == VerifyResult(3, 3, records[2].hash, ChainProblem(4, "UNKEYED", message), 1, True)
+    assert unkeyed == VerifyResult(3, 3, records[2].hash, ChainProblem(4, "UNKEYED", message), 1, True, key_id=KEY_ID)
     assert not verify_chain(r.link() for r in [*records, forged]).ok  # a missing MAC needs no key to be seen
     fake = replace(forged, mac="0" * 64)
     forged_mac = verify_chain((r.link() for r in [*records, fake]), expect_head=fake.hash, key=KEY)

@@ -102,3 +102,23 @@ def test_ran_on_as_text_when_nothing_was_recorded_and_when_several_were() -> Non
         "created on Airflow 3.2.0, 3.3.2, run_on_latest_version not sent, true; runs ran on DAG version 2: 3 runs; "
         "no DAG version (never started): 1 run"
     )
+
+
+def test_a_running_specs_record_counts_the_runs_read_now_so_far() -> None:
+    """The counts and the calendar come from the same observation while runs are live; an outcome stays."""
+    from controller.core.render.change_record import so_far  # noqa: PLC0415
+    from controller.core.render.report_markdown import report_markdown  # noqa: PLC0415
+
+    states = ["success", "failed", "running", "queued", "queued"]
+    runs = [DagRun(f"r{k}", JAN1 + k * DAY, state, JAN1 + k * DAY, None) for k, state in enumerate(states)]
+    stored = Binding("s", "d", 7, Phase.RUNNING, created=CreateFacts(5, 5), runs=RunSummary({"queued": 5}))
+    record = so_far(change_record(spec(), stored, []), runs)
+    i = record.intervals
+    assert (i.complete, i.failed, i.unfinished, i.failed_dates, i.in_range) == (1, 1, 3, (JAN1 + DAY,), 5)
+    assert (
+        "- **Intervals so far**: 1 complete, 1 failed (2025-01-02), 3 queued or running, 0 skipped of 5 in range"
+        in report_markdown(record)
+    )
+    assert record.as_json()["intervals"]["unfinished"] == 3
+    done = change_record(spec(), Binding("s", "d", 7, Phase.SUCCEEDED, runs=RunSummary({"success": 5})), [])
+    assert so_far(done, runs) is done  # its outcome came from its runs, and stays

@@ -10,7 +10,8 @@ from tests.core.specs import loaded, text
 
 HINT = (
     "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
-    "`execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may change)"
+    "`acknowledged`, `execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may "
+    "change)"
 )
 MAR_HINT = (
     "create a new spec; Airflow cannot change an applied backfill's max_active_runs "

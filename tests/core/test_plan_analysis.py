@@ -14,6 +14,7 @@ from controller.core.model.analysis import Analysis, Inconclusive, Sample
 from controller.core.model.binding import Phase
 from controller.core.model.guards import Budget
 from controller.core.model.policy import Policy
+from controller.core.plan.desired import Desired
 from controller.core.plan.queue import make_plan
 from controller.core.plan.values import Item, Kind, Plan
 from controller.core.render.analysis import analysis_lines
@@ -150,10 +151,10 @@ def test_throttle_runs_the_next_chunk_at_throttle_max_active_runs() -> None:
 def test_the_checksum_is_the_plan_without_analysis() -> None:
     s, base = spec(**LISTING), world_at(NOW, dry_runs={"s": dates(7)})
     without = make_plan([s], POLICY, base)
-    with_high = planned([s], POLICY, replace(base, analysis={"warehouse": verdict(0.95)}))
+    with_high = planned(Desired((s,), POLICY), replace(base, analysis={"warehouse": verdict(0.95)}))
     assert with_high.items[0].kind.value == "wait"
     assert with_high.checksum() == without.checksum()
-    assert planned([s], POLICY, base) == without  # no analysis: the plan is the one it always was
+    assert planned(Desired((s,), POLICY), base) == without  # no analysis: the plan is the one it always was
 
 
 def test_plan_and_status_lines() -> None:
@@ -190,4 +191,7 @@ def test_a_verdict_that_holds_or_paused_the_spec_is_said_once_in_its_note() -> N
     assert row.note == f"waiting: warehouse load 0.95 > 0.85 ({Q})"
     paused = make_plan([s], POLICY, world_at(NOW, backfill(7), bindings=bound(), analysis=high))
     (row,) = status_rows(paused, {}, high)
-    assert row.note == f"paused by analysis warehouse: waiting: warehouse load 0.95 > 0.85 ({Q})"
+    assert (row.phase, row.note) == (
+        "Running",  # the pause is the next pass's: status shows what the backfill is doing now
+        f"pause at the next pass: paused by analysis warehouse: waiting: warehouse load 0.95 > 0.85 ({Q})",
+    )

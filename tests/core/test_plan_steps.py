@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.core.model.airflow import RunSummary
+from controller.core.model.airflow import DagVersion, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.chunks import Progress
@@ -130,7 +130,9 @@ def test_the_specs_of_an_unobserved_dag_are_blocked_and_flagged() -> None:
 def test_a_create_says_which_airflow_and_dag_version_its_runs_use() -> None:
     s = spec()
     caps = Capabilities("3.3.2", run_on_latest_version=True)
-    versioned = World({"d": DagObservation("d", replace(OK, dag_version="3"))}, dry_runs={"s": dates(3)}, now=NOW)
+    versioned = World(
+        {"d": DagObservation("d", replace(OK, latest_version=DagVersion(3)))}, dry_runs={"s": dates(3)}, now=NOW
+    )
     item = make_plan([s], Policy(), replace(versioned, airflow=caps)).items[0]
     assert item.code == "Airflow 3.3.2, DAG version 3: every run: the latest DAG version (run_on_latest_version: true)"
     unversioned = make_plan([s], Policy(), replace(world(dry={"s": dates(3)}), airflow=caps)).items[0]

@@ -7,10 +7,23 @@ from datetime import timedelta
 
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.chunks import Progress
+from controller.core.model.guards import Budget
+from controller.core.model.logins import one_of, same_login
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource, due_lifts, resumed_from, stop_of
+from controller.core.plan.stops import (
+    EVERYTHING,
+    EmergencyStop,
+    EmergencyStopKind,
+    StopSource,
+    affected,
+    due_lifts,
+    lifters,
+    resumed_from,
+    stop_of,
+    stoppers,
+)
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten
@@ -134,3 +147,55 @@ def test_the_oldest_stop_holds_and_resume_names_only_a_stop_of_the_spec() -> Non
     elsewhere = replace(STOP, id=7, target="lake")
     assert resumed_from(s, (newer, elsewhere)) is None  # #7 does not hold s; #5 is not named
     assert resumed_from(s, (newer, replace(STOP, id=7))) == replace(STOP, id=7)
+
+
+# --- who may stop and who may lift (on-call, owners, owner-less, everything) ---------------------------------
+
+BUDGETED = Policy(
+    downstream=(Budget("warehouse", 8, ("WH-Owner",)), Budget("lake", 4, ())),
+    oncall=("pager-bob",),
+)
+ORDERS = spec(name="orders", downstream=("warehouse",))
+LOGS = spec(name="logs", downstream=("lake",))
+PLAIN = spec(name="plain")
+
+
+def stop_of_kind(kind: EmergencyStopKind, target: str, actor: str = "carol") -> EmergencyStop:
+    return EmergencyStop(9, kind, target, "why", actor, StopSource.CLI, T0)
+
+
+def test_a_stop_of_everything_covers_every_spec() -> None:
+    everything = stop_of_kind(EmergencyStopKind.ALL, EVERYTHING)
+    assert [everything.covers(s) for s in (ORDERS, LOGS, PLAIN)] == [True, True, True]
+    assert [s.name for s in affected([ORDERS, LOGS, PLAIN], EmergencyStopKind.ALL, EVERYTHING)] == [
+        "orders",
+        "logs",
+        "plain",
+    ]
+
+
+def test_who_may_lift_owners_first_the_placer_of_an_ownerless_stop_and_never_an_oncall_login() -> None:
+    specs = [ORDERS, LOGS, PLAIN]
+    cases = [
+        (stop_of_kind(EmergencyStopKind.DOWNSTREAM, "warehouse"), ("WH-Owner",)),
+        (stop_of_kind(EmergencyStopKind.SPEC, "orders"), ("WH-Owner",)),
+        (stop_of_kind(EmergencyStopKind.DOWNSTREAM, "lake"), ("carol",)),  # no owners: who placed it
+        (stop_of_kind(EmergencyStopKind.SPEC, "plain"), ("carol",)),
+        (stop_of_kind(EmergencyStopKind.SPEC, "plain", actor="Pager-Bob"), ()),  # on-call never lifts
+        (stop_of_kind(EmergencyStopKind.ALL, EVERYTHING), ("WH-Owner",)),
+        (replace(stop_of_kind(EmergencyStopKind.SPEC, "plain"), actor="not recorded"), ()),
+    ]
+    assert [lifters(BUDGETED, specs, stop) for stop, _ in cases] == [expected for _, expected in cases]
+
+
+def test_who_may_stop_through_the_workflow_the_owners_and_oncall_or_anyone_without_owners() -> None:
+    specs = [ORDERS, LOGS, PLAIN]
+    assert stoppers(BUDGETED, specs, EmergencyStopKind.DOWNSTREAM, "warehouse") == ("WH-Owner", "pager-bob")
+    assert stoppers(BUDGETED, specs, EmergencyStopKind.ALL, EVERYTHING) == ("WH-Owner", "pager-bob")
+    assert stoppers(BUDGETED, specs, EmergencyStopKind.DOWNSTREAM, "lake") == ()
+    assert stoppers(BUDGETED, specs, EmergencyStopKind.SPEC, "plain") == ()
+
+
+def test_logins_compare_case_insensitively() -> None:
+    assert (one_of("wh-owner", ("WH-Owner",)), one_of("wh-owner2", ("WH-Owner",))) == (True, False)
+    assert (same_login("ALICE", "alice"), same_login("alice", "alicia")) == (True, False)

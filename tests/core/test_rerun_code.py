@@ -69,7 +69,7 @@ def test_the_dag_details_carry_rerun_with_latest_version_from_3_3() -> None:
 
 def rerun_plan(dag_default: bool | None, version: str = "3.3.2", **extra: Any) -> tuple[BackfillSpec, Plan]:
     s = spec("fix", reprocess_behavior=ReprocessBehavior.FAILED, **extra)
-    info = replace(OK, dag_version="4 (bundle abc1234)", rerun_with_latest_version=dag_default)
+    info = replace(OK, latest_version=DagVersion(4, "abc1234"), rerun_with_latest_version=dag_default)
     return s, make_plan([s], Policy(), replace(world(dry={"fix": dates(7)}, info=info), airflow=caps(version)))
 
 

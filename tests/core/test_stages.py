@@ -35,7 +35,7 @@ POLICY = """\
 version: 1
 environments:
   staging: {airflow_url_env: BACKFILLCTL_STAGING_AIRFLOW_URL, token_env: BACKFILLCTL_STAGING_AIRFLOW_TOKEN}
-  qa: {airflow_url_env: QA_URL, username_env: QA_USER, password_env: QA_PASSWORD}
+  qa: {airflow_url_env: BACKFILLCTL_QA_URL, username_env: BACKFILLCTL_QA_USER, password_env: BACKFILLCTL_QA_PASSWORD}
   production: {rehearse_in: staging}
 verification:
   allowed_dags: [orders_verify, orders_publish]
@@ -44,6 +44,9 @@ rules:
     require_rehearsal: true
     require_rollback_note: true
 """
+
+
+STAGING_ENV = "{airflow_url_env: BACKFILLCTL_STAGING_URL, token_env: BACKFILLCTL_STAGING_T}"
 
 
 def policy_of(body: str) -> tuple[Policy, list[Diagnostic]]:
@@ -101,7 +104,7 @@ def test_a_policy_parses_environments_verification_and_the_rules() -> None:
     assert problems == []
     assert policy.environments == (
         Environment("staging", "BACKFILLCTL_STAGING_AIRFLOW_URL", "BACKFILLCTL_STAGING_AIRFLOW_TOKEN"),
-        Environment("qa", "QA_URL", None, "QA_USER", "QA_PASSWORD"),
+        Environment("qa", "BACKFILLCTL_QA_URL", None, "BACKFILLCTL_QA_USER", "BACKFILLCTL_QA_PASSWORD"),
         Environment("production", rehearse_in="staging"),
     )
     assert policy.rehearsal_environment == policy.environments[0]
@@ -207,11 +210,11 @@ REHEARSE_HINT = (
     [
         ("version: 1\n", "the policy declares no environments"),
         (
-            "version: 1\nenvironments: {staging: {airflow_url_env: S, token_env: T}}\n",
+            f"version: 1\nenvironments: {{staging: {STAGING_ENV}}}\n",
             "the policy's environments declare no production",
         ),
         (
-            "version: 1\nenvironments: {staging: {airflow_url_env: S, token_env: T}, production: {}}\n",
+            f"version: 1\nenvironments: {{staging: {STAGING_ENV}, production: {{}}}}\n",
             "the policy's environments.production sets no rehearse_in",
         ),
         (
@@ -318,7 +321,9 @@ def policy_problems(body: str) -> list[tuple[str, str, str, str]]:
 
 
 def test_another_environment_names_its_url_and_credentials() -> None:
-    assert policy_problems("version: 1\nenvironments:\n  staging: {}\n  qa: {airflow_url_env: QA_URL}\n") == [
+    assert policy_problems(
+        "version: 1\nenvironments:\n  staging: {}\n  qa: {airflow_url_env: BACKFILLCTL_QA_URL}\n"
+    ) == [
         (
             "3:12 $.environments.staging",
             "environment 'staging' names no airflow_url_env",
@@ -345,10 +350,13 @@ _CREDENTIALS_HINT = (
 
 
 def test_a_login_names_both_halves() -> None:
-    body = "version: 1\nenvironments:\n  qa: {airflow_url_env: Q, username_env: U}\n  production: {password_env: P}\n"
+    body = (
+        "version: 1\nenvironments:\n  qa: {airflow_url_env: BACKFILLCTL_QA_URL, username_env: BACKFILLCTL_QA_U}\n"
+        "  production: {password_env: BACKFILLCTL_PRODUCTION_P}\n"
+    )
     assert policy_problems(body) == [
         (
-            "3:42 $.environments.qa.username_env",
+            "3:59 $.environments.qa.username_env",
             "environment 'qa' names username_env without password_env",
             "a login needs both username_env and password_env (or token_env for a token)",
             "error",
@@ -382,10 +390,11 @@ def test_rehearse_in_names_a_declared_environment_other_than_production() -> Non
 
 
 def test_rehearse_in_on_another_environment_has_no_effect() -> None:
-    body = "version: 1\nenvironments:\n  qa: {airflow_url_env: Q, token_env: T, rehearse_in: staging}\n"
+    body = "version: 1\nenvironments:\n  qa:\n    {airflow_url_env: BACKFILLCTL_QA_U, "
+    body += "token_env: BACKFILLCTL_QA_T, rehearse_in: x}\n"
     assert policy_problems(body) == [
         (
-            "3:55 $.environments.qa.rehearse_in",
+            "4:83 $.environments.qa.rehearse_in",
             "rehearse_in on 'qa' has no effect: only production rehearses",
             "remove it, and set `rehearse_in` on production",
             "warning",
@@ -393,31 +402,112 @@ def test_rehearse_in_on_another_environment_has_no_effect() -> None:
     ]
 
 
-def test_an_environment_that_would_reach_another_ones_airflow_is_refused() -> None:
-    body = (
-        "version: 1\nenvironments:\n  staging: {airflow_url_env: BACKFILLCTL_AIRFLOW_URL, token_env: T}\n"
-        "  qa: {airflow_url_env: QA_URL, token_env: T}\n  qa-2: {airflow_url_env: QA_URL, token_env: T}\n"
-    )
-    assert policy_problems(body) == [
+OWN_STAGING = "name a variable of its own, e.g. BACKFILLCTL_STAGING_AIRFLOW_URL"
+STAGING_LOGIN = "username_env: BACKFILLCTL_STAGING_U, password_env: BACKFILLCTL_STAGING_P"
+
+
+@pytest.mark.parametrize(
+    ("staging", "where", "message", "hint"),
+    [
         (
+            "{airflow_url_env: BACKFILLCTL_AIRFLOW_URL, token_env: BACKFILLCTL_STAGING_T}",
             "3:30 $.environments.staging.airflow_url_env",
             "environment 'staging' reads its Airflow URL from BACKFILLCTL_AIRFLOW_URL, as production does: its "
             "backfills would run in production's Airflow",
-            "name a variable of its own, e.g. BACKFILLCTL_STAGING_AIRFLOW_URL",
-            "error",
+            OWN_STAGING,
         ),
         (
-            "5:27 $.environments.qa-2.airflow_url_env",
-            "environment 'qa-2' reads its Airflow URL from QA_URL, as qa does: its backfills would run in qa's Airflow",
-            "name a variable of its own, e.g. BACKFILLCTL_QA_2_AIRFLOW_URL",
-            "error",
+            "{airflow_url_env: BACKFILLCTL_STAGING_URL, token_env: BACKFILLCTL_AIRFLOW_TOKEN}",
+            "3:66 $.environments.staging.token_env",
+            "environment 'staging' reads its token from BACKFILLCTL_AIRFLOW_TOKEN, as production does: production's "
+            "token would be sent to staging's Airflow",
+            "name a variable of its own, e.g. BACKFILLCTL_STAGING_AIRFLOW_TOKEN",
+        ),
+        (
+            "{airflow_url_env: BACKFILLCTL_STAGING_URL, username_env: BACKFILLCTL_STAGING_U, "
+            "password_env: BACKFILLCTL_AUDIT_KEY}",
+            "3:106 $.environments.staging.password_env",
+            "environment 'staging' reads its password from BACKFILLCTL_AUDIT_KEY, the audit chain's key: it would be "
+            "sent to staging's Airflow",
+            "name a variable of its own, e.g. BACKFILLCTL_STAGING_AIRFLOW_PASSWORD",
+        ),
+        (
+            f"{{airflow_url_env: BACKFILLCTL_STORE_URL, {STAGING_LOGIN}}}",
+            "3:30 $.environments.staging.airflow_url_env",
+            "environment 'staging' reads its Airflow URL from BACKFILLCTL_STORE_URL, the store's address and "
+            "password: it would be sent to staging's Airflow",
+            OWN_STAGING,
+        ),
+        (
+            f"{{airflow_url_env: BACKFILLCTL_AIRFLOW_TIMEOUT, {STAGING_LOGIN}}}",
+            "3:30 $.environments.staging.airflow_url_env",
+            "environment 'staging' reads its Airflow URL from BACKFILLCTL_AIRFLOW_TIMEOUT: BACKFILLCTL_AIRFLOW_* are "
+            "production's",
+            OWN_STAGING,
+        ),
+        (
+            f"{{airflow_url_env: QA_URL, {STAGING_LOGIN}}}",
+            "3:30 $.environments.staging.airflow_url_env",
+            "environment 'staging' reads its Airflow URL from QA_URL, which is not one of its own "
+            "(BACKFILLCTL_STAGING_*)",
+            "name a variable under BACKFILLCTL_STAGING_, e.g. BACKFILLCTL_STAGING_AIRFLOW_URL: an environment's "
+            "variables are its own, so no other secret can be sent to its Airflow",
+        ),
+        (
+            "{airflow_url_env: BACKFILLCTL_STAGING_URL, username_env: BACKFILLCTL_STAGING_LOGIN, "
+            "password_env: BACKFILLCTL_STAGING_LOGIN}",
+            "3:110 $.environments.staging.password_env",
+            "environment 'staging' names BACKFILLCTL_STAGING_LOGIN for both its user name and its password",
+            "a variable holds one thing: name one per key",
+        ),
+    ],
+)
+def test_another_environment_reads_only_variables_of_its_own(staging: str, where: str, message: str, hint: str) -> None:
+    assert policy_problems(f"version: 1\nenvironments:\n  staging: {staging}\n") == [(where, message, hint, "error")]
+
+
+def test_production_reads_its_own_and_no_other_environment_reads_them_or_anothers() -> None:
+    body = (
+        "version: 1\nenvironments:\n"
+        "  production: {airflow_url_env: BACKFILLCTL_PRODUCTION_URL, token_env: BACKFILLCTL_AIRFLOW_TOKEN}\n"
+        "  qa-east: {airflow_url_env: BACKFILLCTL_QA_EAST_URL, token_env: BACKFILLCTL_QA_EAST_TOKEN}\n"
+        "  qa: {airflow_url_env: BACKFILLCTL_PRODUCTION_URL, token_env: BACKFILLCTL_QA_EAST_TOKEN}\n"
+    )
+    assert [(where, message) for where, message, _, _ in policy_problems(body)] == [
+        (
+            "5:25 $.environments.qa.airflow_url_env",
+            "environment 'qa' reads its Airflow URL from BACKFILLCTL_PRODUCTION_URL, as production does: its "
+            "backfills would run in production's Airflow",
+        ),
+        (
+            "5:64 $.environments.qa.token_env",
+            "environment 'qa' reads its token from BACKFILLCTL_QA_EAST_TOKEN, as qa-east does: qa-east's token would "
+            "be sent to qa's Airflow",
         ),
     ]
-    moved = "version: 1\nenvironments:\n  production: {airflow_url_env: PROD_URL}\n"
-    moved += "  qa: {airflow_url_env: PROD_URL, token_env: T}\n"
-    assert [message for _, message, _, _ in policy_problems(moved)] == [
-        "environment 'qa' reads its Airflow URL from PROD_URL, as production does: its backfills would run in "
-        "production's Airflow"
+    later = (  # production declared after the environment that borrows its variable
+        "version: 1\nenvironments:\n  qa: {airflow_url_env: BACKFILLCTL_PRODUCTION_URL, token_env: BACKFILLCTL_QA_T}\n"
+        "  production: {airflow_url_env: BACKFILLCTL_PRODUCTION_URL}\n"
+    )
+    assert [message for _, message, _, _ in policy_problems(later)] == [
+        "environment 'qa' reads its Airflow URL from BACKFILLCTL_PRODUCTION_URL, as production does: its backfills "
+        "would run in production's Airflow"
+    ]
+    outside = "version: 1\nenvironments:\n  production: {token_env: PROD_TOKEN, password_env: BACKFILLCTL_AUDIT_KEY}\n"
+    assert [(where, message, hint) for where, message, hint, _ in policy_problems(outside)][1:] == [
+        (
+            "3:27 $.environments.production.token_env",
+            "environment 'production' reads its token from PROD_TOKEN, which is not one of its own "
+            "(BACKFILLCTL_PRODUCTION_* or BACKFILLCTL_AIRFLOW_TOKEN)",
+            "name a variable under BACKFILLCTL_PRODUCTION_, e.g. BACKFILLCTL_PRODUCTION_AIRFLOW_TOKEN: an "
+            "environment's variables are its own, so no other secret can be sent to its Airflow",
+        ),
+        (
+            "3:53 $.environments.production.password_env",
+            "environment 'production' reads its password from BACKFILLCTL_AUDIT_KEY, the audit chain's key: it would "
+            "be sent to production's Airflow",
+            "name a variable of its own, e.g. BACKFILLCTL_PRODUCTION_AIRFLOW_PASSWORD",
+        ),
     ]
 
 
@@ -477,12 +567,12 @@ def test_the_hints_name_the_policy_file_it_was_read_from() -> None:
 
 
 def test_the_messages_list_every_name() -> None:
-    staging = "version: 1\nenvironments:\n  staging: {airflow_url_env: S, token_env: T}\n"
+    staging = f"version: 1\nenvironments:\n  staging: {STAGING_ENV}\n"
     declared = staging + "  production: {rehearse_in: stagin}\n"
     assert [message for _, message, _, _ in policy_problems(declared)] == [
         "environments.production.rehearse_in 'stagin' is not a declared environment (declared: staging, production)"
     ]
-    dashed = policy_problems("version: 1\nenvironments:\n  qa-east: {token_env: T}\n")
+    dashed = policy_problems("version: 1\nenvironments:\n  qa-east: {token_env: BACKFILLCTL_QA_EAST_TOKEN}\n")
     assert [hint for _, _, hint, _ in dashed] == [
         "name the environment variable holding its Airflow's base URL, e.g. `airflow_url_env: "
         "BACKFILLCTL_QA_EAST_AIRFLOW_URL` (only production defaults to BACKFILLCTL_AIRFLOW_URL)"

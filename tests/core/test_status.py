@@ -212,6 +212,9 @@ def test_status_row_from_the_plan_item_and_progress() -> None:
         "chunk": None,
         "backfills": [],
         "refused": False,
+        "stale": False,
+        "observed_at": None,
+        "link": None,
     }
     third = StatusRow("s", "d", "Running", 4, 1, 0, 0, 2, 3, None, "")
     assert third.as_json()["progress"] == 33.3
@@ -239,11 +242,27 @@ def test_stored_rows_for_offline_status() -> None:
     }
     rows = stored_rows([spec("a"), spec("b")], recorded)
     assert rows == [
-        StatusRow("a", "d", "Succeeded", 3, 6, 1, 0, 0, 7, None, "(stored 2026-11-01T10:00:00Z) 7 run(s) succeeded"),
-        StatusRow("b", "d", "Pending", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet"),
+        StatusRow(
+            "a",
+            "d",
+            "Succeeded",
+            3,
+            6,
+            1,
+            0,
+            0,
+            7,
+            None,
+            "(stored 2026-11-01T10:00:00Z) 7 run(s) succeeded",
+            stale=True,
+            observed_at="2026-11-01T10:00:00Z",
+        ),
+        StatusRow("b", "d", "Pending", None, 0, 0, 0, 0, 0, None, "(stored -) not reconciled yet", stale=True),
     ]
     partial = stored_rows([spec("c")], {"c": stored("c", Phase.QUEUED, reason="queued behind a")})
-    assert partial == [StatusRow("c", "d", "Queued", None, 0, 0, 0, 0, 0, None, "(stored None) queued behind a")]
+    assert partial == [
+        StatusRow("c", "d", "Queued", None, 0, 0, 0, 0, 0, None, "(stored None) queued behind a", stale=True)
+    ]
     counted = stored_rows([spec("e")], {"e": stored("e", runs=counts(running=2, queued=1))})
     assert (counted[0].running, counted[0].queued, counted[0].total) == (2, 1, 3)
 
@@ -514,3 +533,15 @@ def test_stored_rows_are_refused_only_while_blocked() -> None:
     refused = stored("a", Phase.BLOCKED, refused=True, reason="over expected_runs")
     rows = stored_rows([spec("a"), spec("b")], {"a": refused, "b": stored("b", Phase.RUNNING, 3, refused=True)})
     assert [(r.spec, r.phase, r.refused) for r in rows] == [("a", "Blocked", True), ("b", "Running", False)]
+
+
+def test_a_lift_recorded_and_not_acted_on_yet_shows_the_backfill_paused_until_the_next_pass() -> None:
+    """After `stop lift` and before the next pass, Airflow's backfill is still paused: status says so."""
+    from controller.core.plan.values import LIFTED, Item, Kind, Plan  # noqa: PLC0415
+
+    unpause = Item("s", "d", Kind.UNPAUSE, Phase.RUNNING, LIFTED, 4)
+    (row,) = status_rows(Plan((unpause,)), {})
+    assert (row.phase, row.note) == ("Paused", "lift recorded; unpause at the next pass")
+    resume = replace(unpause, reason="resumed: stop #2: fixed (lifts stop #2)")  # a reviewed resume: its own words
+    (row,) = status_rows(Plan((resume,)), {})
+    assert (row.phase, row.note) == ("Paused", "unpause at the next pass: resumed: stop #2: fixed (lifts stop #2)")

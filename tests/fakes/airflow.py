@@ -28,8 +28,9 @@ import itertools
 import json
 import re
 import secrets
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
@@ -57,11 +58,16 @@ class Dag:
     params: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)
     fail_odd: bool = False
     is_paused: bool = False
+    latest_version: dict[str, Any] | None = None  # the details' latest_dag_version (None: not said)
     outcome: Outcome | None = None  # a triggered run's end (None: success, nothing returned)
     rerun_with_latest_version: bool | None = None  # in the details only (3.3.0+), as in Airflow
     # a partition timetable (FACTS §11): its details and dry runs as 3.3.2 answers them; its runs are not modelled
     partitioned: bool = False
     summary: str | None = None  # a custom timetable's `timetable_summary` (None: the schedule's cron)
+    catchup: bool = False  # in the details only, as in Airflow (Airflow 3's default: false)
+    # its latest version number, named in the details and on each run it finishes as 3.3.2 does (None: left out,
+    # as the fake always answered: a test of version coverage sets it)
+    version: int | None = None
 
     def ticks(self, start: datetime, end: datetime) -> list[datetime]:
         if self.schedule == "hourly":
@@ -145,7 +151,8 @@ class Reply(Exception):
 class FakeAirflow:
     def __init__(self, now: Callable[[], datetime] | None = None, dags: list[Dag] | None = None) -> None:
         self.now = now or (lambda: datetime.now(UTC))
-        self.dags = {d.dag_id: d for d in (dags or DEMO_DAGS)}
+        # each fake its own copies of the demo DAGs: a drain pauses its DAG, which must not leak into the next test
+        self.dags = {d.dag_id: d for d in (dags or [replace(d) for d in DEMO_DAGS])}
         self.backfills: dict[int, dict[str, Any]] = {}
         self.runs: dict[tuple[str, datetime], dict[str, Any]] = {}
         self.triggered: dict[tuple[str, str], dict[str, Any]] = {}  # (dag_id, run_id) → a run POSTed by id
@@ -161,6 +168,9 @@ class FakeAirflow:
         self.pools: dict[str, int] = {"default_pool": 128}
         self.version = "3.3.2"  # what /api/v2/version answers (the fake speaks 3.3.2's API whatever it says)
         self.health_status: str | None = None  # what /monitor/health says of the scheduler (default: running or not)
+        # which metadata database this is: each DAG's version id derives from it (two fakes never share one, a fake
+        # reached under two URLs answers the same ids, as a real Airflow does)
+        self.database = uuid.uuid4()
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -304,6 +314,7 @@ class FakeAirflow:
                 "max_active_runs",
                 "run_on_latest_version",
             }
+            - ({"drain_dag"} if self.version.startswith("3.4") else set())  # PR #72407, 3.4 only
         )
         if extra:
             raise Reply(
@@ -376,6 +387,7 @@ class FakeAirflow:
                 "end_date": None,
                 "run_type": "backfill",
                 "conf": conf,
+                "note": (run or {}).get("note"),  # a reprocessed run keeps its note (3.3.2)
                 "_backfill": backfill["id"],
             }
         return backfill
@@ -406,12 +418,31 @@ class FakeAirflow:
                 k: {"value": v, "schema": s, "description": None, "source": None} for k, (v, s) in dag.params.items()
             }
             rerun = {"rerun_with_latest_version": dag.rerun_with_latest_version}
-            return 200, {**self._dag_entry(dag), "params": params, **rerun}
+            if dag.latest_version is not None:  # as a test set it
+                latest = {"latest_dag_version": dag.latest_version}
+            else:
+                latest = {"latest_dag_version": self._dag_version(dag)} if dag.version is not None else {}
+            return 200, {**self._dag_entry(dag), "params": params, **rerun, **latest, "catchup": dag.catchup}
         if what == "tasks":
             return 200, {"tasks": [{"task_id": "work", "depends_on_past": dag.depends_on_past}], "total_entries": 1}
         if what == "dagRuns":
             return 200, self._dag_runs(dag_id, query)
+        if what == "dagVersions":
+            return 200, {"dag_versions": [self._dag_version(dag)], "total_entries": 1}
         raise Reply(404, "Not Found")
+
+    def _dag_version(self, dag: Dag) -> dict[str, Any]:
+        """The DAG's one version, as 3.3.2 lists it (its id a UUID this fake's database made)."""
+        return {
+            "id": str(uuid.uuid5(self.database, dag.dag_id)),
+            "version_number": dag.version or 1,
+            "dag_id": dag.dag_id,
+            "bundle_name": "dags-folder",
+            "bundle_version": None,
+            "created_at": "2025-01-01T00:00:00Z",
+            "dag_display_name": dag.dag_id,
+            "bundle_url": None,
+        }
 
     @staticmethod
     def _dag_entry(dag: Dag) -> dict[str, Any]:
@@ -482,7 +513,13 @@ class FakeAirflow:
             ]:
                 self._finish(run)
             if not any(r["state"] in ("queued", "running") for r in self._runs_of(backfill)):
-                backfill["completed_at"] = iso(self.now())
+                self._complete(backfill)
+
+    def _complete(self, backfill: dict[str, Any]) -> None:
+        """Nothing of the backfill is left: complete, and a drain (3.4) pauses its DAG."""
+        backfill["completed_at"] = iso(self.now())
+        if backfill.get("_drain"):
+            self.dags[backfill["dag_id"]].is_paused = True
 
     # --- runs triggered by id -------------------------------------------------------------------------
 
@@ -494,6 +531,12 @@ class FakeAirflow:
             run = self._find_run(dag_id, rest[0])
             if run is None:
                 raise Reply(404, f"The DagRun with dag_id: `{dag_id}` and run_id: `{rest[0]}` was not found")
+            return 200, _public_run(run)
+        if method == "PATCH" and len(rest) == 1:  # what run notes send: `update_mask=note`, a body of the note
+            run = self._find_run(dag_id, rest[0])
+            if run is None:
+                raise Reply(404, f"The DagRun with dag_id: `{dag_id}` and run_id: `{rest[0]}` was not found")
+            run["note"] = body.get("note")
             return 200, _public_run(run)
         if method == "GET" and len(rest) == 5 and (rest[1], rest[3]) == ("taskInstances", "xcomEntries"):
             key = (dag_id, rest[0], rest[2], rest[4])
@@ -619,7 +662,7 @@ class FakeAirflow:
             if backfill["completed_at"] is None and not any(
                 r["state"] in ("queued", "running") for r in self._runs_of(backfill)
             ):
-                backfill["completed_at"] = iso(self.now())
+                self._complete(backfill)
                 done.append(backfill["id"])
         return done
 
@@ -647,6 +690,7 @@ class FakeAirflow:
             "dag_display_name": dag.dag_id,
             "_order": order,
             "_frozen": {},
+            "_drain": bool(body.get("drain_dag")),
         }
         self.backfills[backfill["id"]] = backfill
         return backfill
@@ -661,6 +705,8 @@ class FakeAirflow:
         dag, now = self.dags[run["dag_id"]], self.now()
         odd = parse(run["logical_date"]).day % 2 == 1
         run.update(state="failed" if dag.fail_odd and odd else "success", start_date=iso(now), end_date=iso(now))
+        if dag.version is not None:  # the code its task instances ran on
+            run["dag_versions"] = [self._dag_version(dag)]
 
 
 def _param_error(dag: Dag, conf: dict[str, Any]) -> tuple[str, ValidationError] | None:

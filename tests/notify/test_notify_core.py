@@ -102,7 +102,8 @@ def test_slack_payload_has_a_fallback_text_blocks_and_the_key() -> None:
     assert body["text"] == "Backfill succeeded: orders-fix on orders_daily [CHG-1]"
     assert [b["type"] for b in body["blocks"]] == ["header", "section", "section", "context"]
     assert "idempotency key `k1.team-orders`" in json.dumps(body)
-    assert body["blocks"][1]["fields"][-1] == {"type": "mrkdwn", "text": "*Runs*\n7 success"}
+    assert body["blocks"][1]["fields"][-1] == {"type": "mrkdwn", "text": "*Runs*\n7 success", "verbatim": True}
+    assert (body["unfurl_links"], body["unfurl_media"]) == (False, False)
 
 
 def test_slack_details_list_daily_failures_by_date_and_hourly_ones_by_time() -> None:

@@ -59,7 +59,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
     seen: list[httpx.Request] = []
     failed = deliver(
         bench.store,
-        bench.reconciler().load()[1],
+        bench.reconciler().load().policy,
         {"HOOK_OPS": URL},
         bench.settings(),
         client=receiver([503], seen),
@@ -75,7 +75,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
 
     later = deliver(
         bench.store,
-        bench.reconciler().load()[1],
+        bench.reconciler().load().policy,
         {"HOOK_OPS": URL},
         bench.settings(),
         client=receiver([], seen),
@@ -92,7 +92,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
     )
     nothing = deliver(
         bench.store,
-        bench.reconciler().load()[1],
+        bench.reconciler().load().policy,
         {"HOOK_OPS": URL},
         bench.settings(),
         client=receiver([], seen),
@@ -105,7 +105,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
 def test_a_missing_environment_variable_is_a_failed_delivery_that_names_it(bench: Bench) -> None:
     bench.spec("s2")
     bench.run()
-    stats = deliver(bench.store, bench.reconciler().load()[1], {}, bench.settings(), clock=lambda: NOW)
+    stats = deliver(bench.store, bench.reconciler().load().policy, {}, bench.settings(), clock=lambda: NOW)
     assert stats.failed == ["receiver ops: the environment variable HOOK_OPS is not set"]
 
 

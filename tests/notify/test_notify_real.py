@@ -251,8 +251,9 @@ def test_metrics_health_status_page_and_the_html_report_in_a_browser(bench: Benc
         )
         moved = scrape(base)
         assert metric(start, "backfillctl_runs", spec="mon-slow", state="success") == 0
-        assert metric(moved, "backfillctl_runs", spec="mon-flaky", state="failed") == 3
-        assert metric(moved, "backfillctl_runs", spec="mon-flaky", state="success") == 3
+        assert [k for k in moved if '"spec": "mon-flaky"' in k] == []  # finished: no per-spec series any more
+        assert metric(moved, "backfillctl_finished_runs", state="failed") == 3
+        assert metric(moved, "backfillctl_finished_runs", state="success") == 3
         assert metric(moved, "backfillctl_audit_head_seq") > metric(start, "backfillctl_audit_head_seq")
         assert metric(moved, "backfillctl_pass_duration_seconds_count") > metric(
             start, "backfillctl_pass_duration_seconds_count"

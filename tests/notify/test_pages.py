@@ -172,7 +172,7 @@ def test_server_serves_parseable_metrics_health_and_the_page() -> None:
             assert client.get("/healthz").text == "unhealthy: the store's lease was lost\n"
             assert client.get("/").text == "<p>hello</p>"
             assert client.get("/nope").status_code == 404
-            assert client.post("/").status_code == 501
+            assert client.post("/").status_code == 405
     finally:
         server.close()
 

@@ -62,3 +62,19 @@ def test_causes_in_order_dag_paused_scheduler_then_slots() -> None:
     assert (
         found.cause == "not known: the scheduler's health could not be read (GET /api/v2/monitor/health -> 503: down)"
     )
+
+
+def test_a_cancelled_backfills_queued_runs_are_stuck_at_once_with_airflow_72337() -> None:
+    """apache/airflow#72337 (open in 3.3.2 and 3.4.0b2): runs of a cancelled backfill queued after the cancel never
+    start; saying so at once beats waiting for the threshold."""
+    cancelled = Item("c", "orders_daily", Kind.NOOP, Phase.CANCELLED, "cancelled", 11, runs=RunSummary({"queued": 2}))
+    done = Item("d", "orders_daily", Kind.NOOP, Phase.CANCELLED, "cancelled", 12, runs=RunSummary({"failed": 2}))
+    assert candidates(Plan((cancelled, done), ())) == [cancelled]
+    found = find_stuck(cancelled, 2, ago(1), plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
+    assert found is not None
+    assert found.message(30) == (
+        "2 run(s) queued (oldest since 2025-06-01T11:59:00Z) will never start: the backfill was cancelled, and "
+        "Airflow never starts a cancelled backfill's queued runs (https://github.com/apache/airflow/issues/72337; "
+        "unpausing it answers 409): set those runs to failed in Airflow (or success, if their data is right), and "
+        "backfill the dates again with a new spec; waiting will not help"
+    )

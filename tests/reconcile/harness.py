@@ -39,8 +39,9 @@ reason: A test backfill for reconcile.
 requested_by: alice
 approvers: [bob]
 """
-# reconcile's first line on a bench's folder: it is no git repository, so nothing is committed to apply instead
-NOT_GIT = "not in a git repository: the spec files are applied as they are on disk, unreviewed\n"
+# reconcile's first line on a bench's folder, a warning (its time taken away by `tests.logcheck.untimed`): it is no
+# git repository, so nothing is committed to apply instead
+NOT_GIT = "warning: not in a git repository: the spec files are applied as they are on disk, unreviewed\n"
 
 
 class Bench:
@@ -57,6 +58,7 @@ class Bench:
         self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
         self.environ: dict[str, str] = {}  # the variables other environments' Airflows are named by (the policy)
         self.other_fakes: dict[str, FakeAirflow] = {}  # URL → another environment's fake Airflow
+        self.max_concurrency = Settings().airflow_max_concurrency  # requests in flight, as the CLI's clients
 
     def close(self) -> None:
         for client in self.clients:
@@ -87,7 +89,12 @@ class Bench:
         # the CLI's preflight reads the version before a pass; the fake is 3.3.2 (a real server is asked)
         caps = newest() if self.fake else None
         client = AirflowClient(
-            self.url, username="admin", password=Secret("admin"), transport=transport, capabilities=caps
+            self.url,
+            username="admin",
+            password=Secret("admin"),
+            transport=transport,
+            capabilities=caps,
+            max_concurrency=self.max_concurrency,
         )
         client.transport.http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
@@ -134,7 +141,9 @@ class Bench:
             password=settings.airflow_password,
             transport=other.transport() if other else None,
             capabilities=newest() if other else None,
+            max_concurrency=settings.airflow_max_concurrency,
         )
+        client.transport.http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
         return client
 
@@ -203,7 +212,7 @@ def in_process(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
     """`controller.cli.main` on this bench: its environment, and clients on its fake Airflow (no retry waits)."""
     transport = bench.fake.transport() if bench.fake else None
 
-    def client(_settings: object, *, preflight: bool = True) -> AirflowClient:
+    def client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
         backoff = Backoff(base=0.0, cap=0.0, jitter=0.0, attempts=2)
         made = AirflowClient(
             bench.url,
@@ -212,6 +221,7 @@ def in_process(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
             transport=transport,
             backoff=backoff,
             sleep=lambda _s: None,
+            max_concurrency=settings.airflow_max_concurrency,
         )
         if preflight:
             made.preflight()

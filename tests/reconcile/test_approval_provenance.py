@@ -9,11 +9,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from controller.adapters.gitsource import GitSource
 from controller.adapters.store.audit_log import EventFilter
 from controller.cli import main
-from controller.commands.validate import read_evidence
+from controller.commands.evidence import from_reviews
+from controller.commands.gate import EvidenceGiven
 from controller.core.model.binding import Approval, ApprovedReview, Phase
 from controller.core.plan.values import Kind
+from tests.logcheck import message_of
 from tests.reconcile.harness import Bench
 
 
@@ -48,10 +51,11 @@ def merged(bench: Bench, *specs: str) -> str:
     return git(bench.root, "rev-parse", "HEAD")
 
 
-def evidence(tmp_path: Path, reviews: list[dict[str, Any]], author: str = "alice") -> Any:
+def evidence(tmp_path: Path, reviews: list[dict[str, Any]], author: str = "alice", number: int = 41) -> Any:
+    """The deprecated `--pr-reviews --pr-number --pr-author` of HEAD's merge."""
     path = tmp_path / "reviews.json"
     path.write_text(__import__("json").dumps([reviews]))  # gh api --paginate --slurp: an array of pages
-    return read_evidence(path, 41, author)
+    return EvidenceGiven((from_reviews(path, number, author, GitSource(path.parent / "specs")),))
 
 
 def test_a_spec_without_its_approvals_is_refused_and_nothing_is_created(bench: Bench, tmp_path: Path) -> None:
@@ -81,7 +85,7 @@ def test_a_spec_without_its_approvals_is_refused_and_nothing_is_created(bench: B
     git(bench.root, "add", "-A")
     git(bench.root, "commit", "-qm", "Merge pull request #42")  # the next merge does not lift the refusal
     after_next = bench.reconciler()
-    after_next.evidence = evidence(tmp_path, [review("bob", "APPROVED", 9100, "2026-11-02T10:00:00Z")])
+    after_next.evidence = evidence(tmp_path, [review("bob", "APPROVED", 9100, "2026-11-02T10:00:00Z")], number=42)
     third = after_next.run_once()
     assert third.refused == result.refused
     assert sorted(b["dag_id"] for b in bench.fake.backfills.values()) == ["demo_hourly", "demo_tz"]
@@ -106,7 +110,9 @@ def test_the_create_records_who_approved_and_the_report_names_it(
         ("new", "created"),
         ("old", "created"),
     ]
-    approval = Approval(41, commit, (ApprovedReview("bob", 9001, "c0ffee", "2026-11-01T10:00:00Z"),))
+    base = git(bench.root, "rev-parse", "HEAD~1")
+    bob = ApprovedReview("bob", 9001, "c0ffee", "2026-11-01T10:00:00Z")
+    approval = Approval(41, commit, (bob,), "", base, None, "")
     intents = {e.entry.spec_name: e.entry for e in bench.store.events(EventFilter()) if e.entry.phase == "intent"}
     assert intents["new"].request is not None
     assert intents["new"].request["approval"] == approval.as_json()
@@ -139,7 +145,9 @@ def test_reconcile_takes_the_evidence_whole(tmp_path: Path, capsys: Any) -> None
     (tmp_path / "reviews.json").write_text("{}")
     code = main(["reconcile", "--pr-reviews", str(tmp_path / "reviews.json"), "--pr-number", "4", "--pr-author", "a"])
     assert code == 1
-    assert capsys.readouterr().err == (
+    first, *rest = capsys.readouterr().err.splitlines(keepends=True)
+    assert message_of(first.rstrip("\n")).startswith("--pr-reviews, --pr-number and --pr-author are deprecated")
+    assert "".join(rest) == (
         f"error: --pr-reviews: {tmp_path}/reviews.json:1:1: the reviews file must hold JSON arrays of reviews, "
         "found a JSON object here\n"
         "  hint: save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` (a JSON array, "

@@ -17,9 +17,13 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
+from packaging.version import Version
 
+from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.core.model.capabilities import RUN_FILTERS, Capabilities, rerun_code
+from controller.commands.summaries import SummaryReader
+from controller.core.model.capabilities import RUN_FILTERS, Capabilities, capabilities_of, rerun_code
+from controller.core.model.secret import Secret
 from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench, mutating, real_bench
 
@@ -115,10 +119,32 @@ def test_the_same_scenario_on_every_line(
         assert [b.id for b in client.list_backfills("demo_flaky") if b.from_date.year == 2022] == [b.id for b in ours]
     assert bench.store.verify().ok
 
+    slot_reads = sorted({r.url.path for r in bench.sent if r.url.path.endswith("/dag_runs")})
+    expected_reads = [f"/api/v2/backfills/{b.id}/dag_runs" for b in ours] if airflow_caps.backfill_slots else []
+    assert slot_reads == expected_reads  # on 3.4 the counts above came from each backfill's slots
+    assert_slots_count_as_the_old_path(airflow_url, airflow_caps, ours)
+
     assert ignored_parameters(bench.sent, airflow_url, airflow_caps) == []
     sent_filters = {n for r in bench.sent for n in parse_qs(r.url.query.decode())}
     assert {"run_type", "logical_date_gte", "logical_date_lte", "order_by"} <= sent_filters
     assert_each_filter_filters(bench)
+
+
+def assert_slots_count_as_the_old_path(airflow_url: str, caps: Capabilities, ours: list[Any]) -> None:
+    """On the same history, the counts from 3.4's slots equal those reconstructed from runs and dates (the path
+    of the older lines, forced here with 3.3.2's capabilities), and only the slots reader reads slots."""
+    found = {}
+    for forced in (caps, capabilities_of(Version("3.3.2"))):
+        client = AirflowClient(airflow_url, username="admin", password=Secret("admin"), capabilities=forced)
+        sent: list[httpx.Request] = []
+        client.transport.http.event_hooks["request"].append(sent.append)
+        with client:
+            runs, _owned = SummaryReader(client).summaries("demo_flaky", ours, ours, {}, {}, partitioned=False)
+        found[forced.backfill_slots] = {b: dict(s.counts) for b, s in runs.items()}
+        slots = [r.url.path for r in sent if r.url.path.endswith("/dag_runs")]
+        assert len(slots) == (len(ours) if forced.backfill_slots else 0)
+    assert found[caps.backfill_slots] == found[False]
+    assert list(found[False].values()) == [{"failed": 2, "success": 2}, {"failed": 1, "success": 1}]
 
 
 def assert_each_filter_filters(bench: Bench) -> None:

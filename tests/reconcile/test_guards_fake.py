@@ -64,7 +64,7 @@ def test_an_unhealthy_scheduler_pauses_and_its_recovery_resumes(bench: Bench) ->
         ),
         (
             httpx.Response(200, json={"scheduler": {"status": "healthy", "latest_scheduler_heartbeat": "yesterday"}}),
-            "bad heartbeat: Invalid isoformat string: 'yesterday'",
+            "bad heartbeat: 'yesterday' is not a date-time with an offset",
         ),
     ],
 )

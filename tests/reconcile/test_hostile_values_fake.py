@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from controller.errors import InvalidSpecs
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, fake, mutating
 from tests.store.conftest import postgres_admin, store_url
@@ -100,13 +99,19 @@ def test_what_json_cannot_carry_is_refused_before_any_call_or_audit_record(
     hostile: Bench, field: str, value: str, found: str
 ) -> None:
     """These once crashed every pass: UnicodeEncodeError in the chain hash, "Out of range float values are not
-    JSON compliant" from httpx, PostgreSQL refusing a NUL in the audit text; the audit log stayed empty."""
+    JSON compliant" from httpx, PostgreSQL refusing a NUL in the audit text. The file is Blocked alone, with its
+    located error (escaped: the audit record of the finding carries no raw value); the other spec is created."""
     hostile.spec("good")
     path = hostile.spec("bad")
     lines = [ln for ln in path.read_text().splitlines() if not ln.startswith(f"{field}:")]
     path.write_text("\n".join([*lines, f"{field}: {value}", ""]))
-    with pytest.raises(InvalidSpecs) as caught:
-        hostile.run()
-    assert caught.value.message.startswith(f"1 invalid spec error(s); first: {path}:{found}")
-    assert mutating(fake(hostile).requests) == []
-    assert hostile.events() == []
+    result = hostile.run()
+    (bad,) = [i for i in result.plan.items if i.spec == "bad"]
+    assert (bad.kind.value, bad.phase.value, bad.error) == ("blocked", "Blocked", True)
+    assert bad.reason.startswith(f"invalid spec: {path}:{found}")
+    assert [(i.spec, o) for i, o in result.applied] == [("good", "created")]
+    assert mutating(fake(hostile).requests) == [("POST", "/api/v2/backfills")]  # good's create only
+    assert hostile.trail("bad") == [("finding", "observation", "invalid-spec")]  # no intent, no call
+    (finding,) = hostile.events("bad")
+    assert finding.entry.message == f"{path}: {bad.reason}"
+    assert hostile.store.verify().ok

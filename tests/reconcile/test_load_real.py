@@ -56,7 +56,10 @@ def test_plan_names_the_triggered_dags_pools_and_metadata_rows(bench: Bench) -> 
 def test_require_downstream_refuses_at_validate_plan_and_reconcile_until_the_spec_names_the_consumers(
     bench: Bench,
 ) -> None:
-    bench.policy('version: 1\nrules:\n  - dags: ["demo_orders_*"]\n    asset_consumers: require_downstream\n')
+    bench.policy(
+        'version: 1\nrequire_reviewed_merge: false\nscope: {dags: ["*"]}\n'
+        'rules:\n  - dags: ["demo_orders_*"]\n    asset_consumers: require_downstream\n'
+    )
     bench.spec("orders-export", dag=DAG, start="2023-05-01", end="2023-05-03")
     unnamed = (
         "each run of demo_orders_export triggers demo_finance_rollup, demo_orders_report through the assets it emits "

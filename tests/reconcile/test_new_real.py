@@ -22,6 +22,7 @@ def test_new_takes_expected_runs_from_airflows_dry_run(tmp_path: Path, airflow_u
         assert (made.returncode, made.stderr) == (0, "")
         assert made.stdout == (
             "wrote specs/hourly-day.yaml\n"
+            "requested_by: ci-bot (from BACKFILLCTL_ACTOR; --requested-by says otherwise)\n"
             "expected_runs: 25, from Airflow's dry run\n"
             "next: `backfillctl plan`, then open a pull request with the file\n"
         )
@@ -40,8 +41,7 @@ def test_new_takes_expected_runs_from_airflows_dry_run(tmp_path: Path, airflow_u
         assert (missing.returncode, missing.stdout) == (1, "")
         assert missing.stderr.splitlines() == [
             "error: not written: DAG 'demo_hourli' does not exist in Airflow",
-            "  hint: check --dag-id, or pass --expected-runs N (the reviewed upper bound) to write the spec without a "
-            "dry run",
+            "  hint: check --dag-id: the DAG must exist in the Airflow BACKFILLCTL_AIRFLOW_URL names",
         ]
         assert not (bench.specs / "typo.yaml").exists()
     finally:

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from controller.adapters.store import Store
+from controller.adapters.store.audit_log import EventFilter
 from controller.commands.reconcile import PassResult
 from controller.core.documents.escaping import md_text
 from controller.core.plan.values import Item
@@ -135,15 +136,18 @@ def test_a_spec_readopted_after_a_lost_store_does_not_claim_what_a_later_spec_re
     adopting = bench.run()
     assert sorted((i.spec, o) for i, o in adopting.applied) == [("a-first", "adopted"), ("b-failed", "adopted")]
     after = items(adopting)
-    assert outcome(after["a-first"]) == (
-        "CompletedWithFailures",
-        f"adopt backfill #{before['a-first'].backfill_id} (matches the spec, not bound); "
+    # the phase's reason is the outcome, as a pass that saw it finish records it; the adoption is its own record
+    a_said = (
         "2 run(s) succeeded; outcome unknown for 2 date(s) re-run before backfillctl recorded them: "
-        f"{hour(h(0))} re-run by spec b-failed (#{b_id}), now failed and 1 more",
-        {"success": 2},
+        f"{hour(h(0))} re-run by spec b-failed (#{b_id}), now failed and 1 more"
     )
-    b_adopted = f"adopt backfill #{b_id} (matches the spec, not bound); {failed(h(0), h(3))}"
-    assert outcome(after["b-failed"]) == ("CompletedWithFailures", b_adopted, {"failed": 2})
+    assert outcome(after["a-first"]) == ("CompletedWithFailures", a_said, {"success": 2})
+    assert outcome(after["b-failed"]) == ("CompletedWithFailures", failed(h(0), h(3)), {"failed": 2})
+    adoptions = [e.entry.message for e in bench.store.events(EventFilter(action="adopt"))]
+    assert sorted(adoptions) == sorted(
+        f"adopt backfill #{i} (matches the spec, not bound); {why}"
+        for i, why in ((before["a-first"].backfill_id, a_said), (b_id, failed(h(0), h(3))))
+    )
     a = bench.store.binding("a-first")
     assert a is not None
     assert a.created is not None

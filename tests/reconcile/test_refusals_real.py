@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.logcheck import untimed
 from tests.reconcile.harness import NOT_GIT, Bench
 
 pytestmark = pytest.mark.airflow
@@ -38,7 +39,7 @@ def test_plan_exits_5_when_reconcile_would_refuse_a_create(bench: Bench) -> None
     assert (detailed.returncode, detailed.stderr) == (5, f"refused: a-too-big: {REFUSAL}\n")
     assert "\n+ create    creates    demo_tz      2022-11-01 → 2022-11-02" in detailed.stdout  # DAGs aligned
     dry = bench.cli("reconcile", "--dry-run")
-    assert (dry.returncode, dry.stderr) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
+    assert (dry.returncode, untimed(dry.stderr)) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
 
 
 def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Bench) -> None:
@@ -72,7 +73,7 @@ def test_the_pr_comment_fails_for_the_pull_requests_own_refusal_only(bench: Benc
 def test_status_shows_what_reconcile_last_refused(bench: Bench) -> None:
     too_big(bench)
     refused = bench.cli("reconcile", "--once")
-    assert (refused.returncode, refused.stderr) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
+    assert (refused.returncode, untimed(refused.stderr)) == (5, f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n")
 
     status = bench.cli("status", "a-too-big")
     assert status.returncode == 0, status.stderr
@@ -86,7 +87,7 @@ def test_until_complete_settles_when_the_queue_waits_on_a_refusal(bench: Bench) 
     bench.spec("b-next", dag="demo_params", start="2022-10-01", end="2022-10-02")
     settled = bench.cli("reconcile", "--until-complete", "--interval", "1", "--timeout", "20")
     assert settled.returncode == 5
-    assert settled.stderr == (
+    assert untimed(settled.stderr) == (
         f"{NOT_GIT}refused: a-too-big: {REFUSAL}\n"
         f"stuck: b-next is queued behind a-too-big, which is Blocked: {REFUSAL}\n"
     )

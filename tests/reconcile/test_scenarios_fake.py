@@ -23,7 +23,7 @@ from controller.commands.reconcile import Reconciler
 from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.core.audit.notify import Notification
 from controller.core.model.spec import format_utc
-from controller.errors import InvalidSpecs, StalePlan, StoreError
+from controller.errors import StalePlan, StoreError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
 from tests.reconcile.harness import Bench, count_calls, fake, in_process, mutating
@@ -405,7 +405,7 @@ def test_a_stop_with_expires_lifts_itself_in_the_first_pass_after_its_expiry(
     ]
     (lift,) = [e.entry for e in bench.events() if e.entry.action == "stop" and e.entry.outcome == "lifted"]
     assert lift.message == (
-        f"stop #1 of downstream warehouse lifted by ci-bot: expired at {format_utc(stop.expires_at)}"
+        f"stop #1 of downstream warehouse lifted by ci-bot: expired at {format_utc(stop.expires_at)}; it held loaded"
     )
     assert bench.store.stops() == ()
     assert bench.store.verify().ok
@@ -521,10 +521,14 @@ def test_offline_status_shows_what_the_store_recorded(
     monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL", raising=False)
     monkeypatch.setenv("BACKFILLCTL_STORE_URL", bench.store_url)
     monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", str(bench.specs))
-    assert main(["status", "--format", "json"]) == 0
+    assert main(["status", "--format", "json"]) == 1  # stale rows: a script must say it may take them
+    capsys.readouterr()
+    assert main(["status", "--format", "json", "--allow-stale"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "offline: BACKFILLCTL_AIRFLOW_URL is not set; showing what the store last recorded\n"
-    rows = {r["spec"]: r for r in json.loads(captured.out)["specs"]}
+    document = json.loads(captured.out)
+    assert document["stale"] is True
+    rows = {r["spec"]: r for r in document["specs"]}
     assert (rows["offline"]["phase"], rows["offline"]["runs"]["failed"], rows["offline"]["runs"]["total"]) == (
         "CompletedWithFailures",
         4,
@@ -754,12 +758,16 @@ def test_an_unchanged_finished_spec_is_read_not_validated_again(bench: Bench) ->
     result = bench.run()
     assert [(i.spec, o) for i, o in result.applied] == [("new", "created")]
     (bench.specs / "old.yaml").write_text((bench.specs / "old.yaml").read_text() + "# edited\n")
-    with pytest.raises(InvalidSpecs) as caught:  # an edited file is validated again
-        bench.run()
-    assert caught.value.message.startswith("1 invalid spec error(s); first: ")
-    assert caught.value.message.endswith(
-        "old.yaml:7:18: $.max_active_runs: max_active_runs 3 is over the limit of 1 set by policy"
+    bench.spec("newer", dag="demo_hourly", mar=3)
+    result = bench.run()  # an edited file is validated again: the newer policy judges only what it can change
+    assert bench.phases(result)["old"] == "Succeeded"
+    (newer,) = [i for i in result.plan.items if i.spec == "newer"]
+    assert (newer.kind.value, newer.phase.value) == ("blocked", "Blocked")
+    assert newer.reason == (
+        f"invalid spec: {bench.specs / 'newer.yaml'}:7:18: $.max_active_runs: max_active_runs 3 is over the limit "
+        "of 1 set by policy; fix the file (`backfillctl validate` lists every error)"
     )
+    assert result.errors == [f"newer: {newer.reason}"]
 
 
 def test_a_lost_stores_pass_over_a_dags_history_compares_each_spec_with_the_backfills_of_its_dates(

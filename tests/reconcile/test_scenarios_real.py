@@ -342,11 +342,11 @@ def test_stop_pauses_at_once_holds_and_only_a_lift_expiry_or_resume_lifts_it(ben
         assert [(i.kind.value, o) for i, o in again.applied] == [("pause", "done")]
         assert again.plan.items[0].reason.startswith("stop #1: stopped by ci-bot (cli): CPU at 95% (until ")
         assert bench.run().applied == []
-        refused = bench.cli("stop", "--lift", "warehouse")
+        refused = bench.cli("stop", "lift", "warehouse")
         assert refused.returncode == 5
-        assert "only an owner may (warehouse-oncall); the actor is ci-bot" in refused.stderr
+        assert refused.stderr.splitlines()[0] == "error: lift stop #1: only warehouse-oncall may; the actor is ci-bot"
         lifted = subprocess.run(
-            [sys.executable, "-m", "controller", "stop", "--lift", "warehouse", "--reason", "load is down"],
+            [sys.executable, "-m", "controller", "stop", "lift", "warehouse", "--reason", "load is down"],
             cwd=bench.root,
             env=bench.cli_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_ACTOR="warehouse-oncall"),
             capture_output=True,

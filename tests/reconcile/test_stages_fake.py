@@ -16,18 +16,24 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.commands.reconcile import PassResult, Reconciler
+from controller.commands.settings import Settings
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
+from controller.core.model.policy import parse_policy
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageState, run_id
+from controller.errors import ConfigError
 from tests.fakes.airflow import FakeAirflow
-from tests.reconcile.harness import Bench, fake
+from tests.reconcile.harness import Bench, count_calls, fake, mutating
 
 STAGING = "http://staging-airflow"
 POLICY = """\
 version: 1
 environments:
-  staging: {airflow_url_env: STAGING_URL, username_env: STAGING_USER, password_env: STAGING_PASSWORD}
+  staging:
+    airflow_url_env: BACKFILLCTL_STAGING_AIRFLOW_URL
+    username_env: BACKFILLCTL_STAGING_AIRFLOW_USERNAME
+    password_env: BACKFILLCTL_STAGING_AIRFLOW_PASSWORD
   production: {rehearse_in: staging}
 verification:
   allowed_dags: [demo_orders_verify, demo_orders_publish]
@@ -46,7 +52,11 @@ def staging() -> FakeAirflow:
 def bench(tmp_path: Path, staging: FakeAirflow) -> Iterator[Bench]:
     b = Bench(tmp_path, fake=FakeAirflow())
     b.other_fakes[STAGING] = staging
-    b.environ = {"STAGING_URL": STAGING, "STAGING_USER": "admin", "STAGING_PASSWORD": "admin"}
+    b.environ = {
+        "BACKFILLCTL_STAGING_AIRFLOW_URL": STAGING,
+        "BACKFILLCTL_STAGING_AIRFLOW_USERNAME": "admin",
+        "BACKFILLCTL_STAGING_AIRFLOW_PASSWORD": "admin",
+    }
     b.policy(POLICY)
     yield b
     b.close()
@@ -239,8 +249,97 @@ def test_an_unreachable_staging_holds_production_and_says_why(bench: Bench, capl
     assert [(i.phase.value, i.reason) for i in result.current.items] == [
         ("AwaitingRehearsal", "waiting for its rehearsal in staging")
     ]
-    assert "rehearsal of orders: DAG demo_daily in staging not read: STAGING_URL is not set" in caplog.text
+    assert (
+        "rehearsal of orders: DAG demo_daily in staging not read: BACKFILLCTL_STAGING_AIRFLOW_URL is not set"
+        in caplog.text
+    )
     assert fake(bench).backfills == {}
+
+
+def _refused(bench: Bench, staging: FakeAirflow, caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Two passes of a staged spec whose staging is production: what they logged of it; nothing is created in
+    either Airflow, and production keeps waiting for its rehearsal."""
+    staged(bench)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            result = bench.run()
+    assert [(i.phase.value, i.reason) for i in result.current.items] == [
+        ("AwaitingRehearsal", "waiting for its rehearsal in staging")
+    ]
+    assert (fake(bench).backfills, staging.backfills) == ({}, {})
+    assert mutating(fake(bench).requests) == mutating(staging.requests) == []
+    assert bench.store.stages_of("orders") == ()
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("rehearsal of orders")]
+
+
+@pytest.mark.parametrize(
+    "url", ["http://fake-airflow/", "HTTP://Fake-Airflow", "http://fake-airflow:80", "http://FAKE-AIRFLOW:80//"]
+)
+def test_a_staging_at_productions_url_is_refused_before_anything_is_sent_to_it(
+    bench: Bench, staging: FakeAirflow, caplog: pytest.LogCaptureFixture, url: str
+) -> None:
+    bench.environ["BACKFILLCTL_STAGING_AIRFLOW_URL"] = url
+    bench.other_fakes[url.rstrip("/")] = fake(bench)  # the URL reaches production's api-server
+    opened: list[str] = []
+    connect = bench.connect
+
+    def recording(settings: Settings) -> AirflowClient:
+        opened.append(settings.airflow_address())
+        return connect(settings)
+
+    bench.connect = recording  # type: ignore[method-assign]
+    assert _refused(bench, staging, caplog) == 2 * [
+        "rehearsal of orders: DAG demo_daily in staging not read: environment 'staging' is production: its Airflow "
+        "URL is production's (http://fake-airflow); nothing is created in either"
+    ]
+    assert opened == []  # never connected: production never saw staging's login
+
+
+def test_a_staging_that_is_production_under_another_name_is_refused_by_its_dag_versions(
+    bench: Bench, staging: FakeAirflow, caplog: pytest.LogCaptureFixture
+) -> None:
+    bench.other_fakes[STAGING] = fake(bench)  # another name (a DNS alias, an address) for production's api-server
+    (shared,) = {v["id"] for v in fake(bench)._dags("demo_daily", "dagVersions", {})[1]["dag_versions"]}
+    assert _refused(bench, staging, caplog) == 2 * [
+        "rehearsal of orders: DAG demo_daily in staging not read: environment 'staging' is production under another "
+        f"name: DAG demo_daily has the same version ids in both (e.g. {shared}), and each metadata database makes "
+        "its own; nothing is created in either"
+    ]
+    assert count_calls(fake(bench).requests)["GET /api/v2/dags/demo_daily/dagVersions"] == 4  # both sides, twice
+
+
+def test_a_distinct_staging_is_proven_once_per_command(bench: Bench, staging: FakeAirflow) -> None:
+    staged(bench)
+    reconciler = bench.reconciler()
+    for _ in range(3):
+        reconciler.run_once()
+    assert len(staging.backfills) == 2  # both slices
+    assert count_calls(staging.requests)["GET /api/v2/dags/demo_daily/dagVersions"] == 1
+
+
+def test_staging_naming_productions_token_is_refused_at_run_time_too(
+    bench: Bench, staging: FakeAirflow, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A policy written before the rule (or read back from the store) still cannot send production's token."""
+    reconciler = bench.reconciler()
+    reconciler.policy = parse_policy(
+        {
+            "environments": {
+                "staging": {
+                    "airflow_url_env": "BACKFILLCTL_STAGING_AIRFLOW_URL",
+                    "token_env": "BACKFILLCTL_AIRFLOW_TOKEN",
+                }
+            }
+        },
+        "specs/policy.yaml",
+    )
+    with pytest.raises(ConfigError) as refused:
+        reconciler.client_for("staging", "demo_daily")
+    assert refused.value.message == (
+        "environment 'staging' reads its token from BACKFILLCTL_AIRFLOW_TOKEN, as production does: production's "
+        "token would be sent to staging's Airflow"
+    )
+    assert staging.requests == []
 
 
 def test_a_publish_run_airflow_refuses_is_recorded_failed_and_not_retried(bench: Bench) -> None:

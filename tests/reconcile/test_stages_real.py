@@ -38,7 +38,10 @@ CHECKED = "timeout_minutes: 10, result_task: result"
 POLICY = f"""\
 version: 1
 environments:
-  staging: {{airflow_url_env: STAGING_URL, username_env: STAGING_USER, password_env: STAGING_PASSWORD}}
+  staging:
+    airflow_url_env: BACKFILLCTL_STAGING_AIRFLOW_URL
+    username_env: BACKFILLCTL_STAGING_AIRFLOW_USERNAME
+    password_env: BACKFILLCTL_STAGING_AIRFLOW_PASSWORD
   production: {{rehearse_in: staging}}
 verification:
   allowed_dags: [{VERIFY}, {PUBLISH}]
@@ -48,7 +51,11 @@ verification:
 @pytest.fixture
 def bench(tmp_path: Path, airflow_url: str, staging_airflow_url: str) -> Iterator[Bench]:
     b = Bench(tmp_path, url=airflow_url)
-    b.environ = {"STAGING_URL": staging_airflow_url, "STAGING_USER": "admin", "STAGING_PASSWORD": "admin"}
+    b.environ = {
+        "BACKFILLCTL_STAGING_AIRFLOW_URL": staging_airflow_url,
+        "BACKFILLCTL_STAGING_AIRFLOW_USERNAME": "admin",
+        "BACKFILLCTL_STAGING_AIRFLOW_PASSWORD": "admin",
+    }
     yield b
     for url in (airflow_url, staging_airflow_url):
         with client_of(url) as client:

@@ -76,6 +76,8 @@ def test_verify_and_publish_dags_are_checked_in_airflow_with_a_suggestion_like_d
     bench = Bench(tmp_path)
     bench.policy("""\
         version: 1
+        require_reviewed_merge: false
+        scope: {dags: ['*']}
         verification: {allowed_dags: [orders_verfy, orders_publish]}
         """)
     bench.spec("staged", dag="orders_daily", verify="{dag_id: orders_verfy}", publish="{dag_id: orders_publish}")
@@ -111,6 +113,8 @@ def test_an_unreachable_verify_dag_is_a_warning(tmp_path: Path) -> None:
     bench = Bench(tmp_path)
     bench.policy("""\
         version: 1
+        require_reviewed_merge: false
+        scope: {dags: ['*']}
         verification: {allowed_dags: [orders_verify]}
         """)
     bench.spec("staged", dag="orders_daily", verify="{dag_id: orders_verify}")

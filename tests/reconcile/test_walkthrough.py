@@ -13,6 +13,7 @@ import subprocess
 import sys
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -42,23 +43,31 @@ approvers: [bob]
 """
 
 
+HELD_WARNING = (
+    "::warning title=backfillctl evidence::cannot read the pull request behind {merge} (HTTP 404: Not Found); its "
+    "changes are held\n"
+)
+HELD = "! approval-gate: held: the evidence of commit {short} could not be fetched; decided again next pass\n"
 PR, RECONCILE = "reusable-backfill-pr.yml", "reusable-backfill-reconcile.yml"  # what every caller runs
+# GitHub's answers to the evidence script, by API path (a path it has no answer for fails as GitHub would)
 FAKE_GH = """import json, os, sys
-args = sys.argv[1:]
-path = next(a for a in args if a.startswith("repos/"))
-if path.endswith("/pulls"):
-    print(os.environ["GH_PULLS"])
-elif path.endswith("/reviews"):
-    print(os.environ["GH_REVIEWS"])
-else:
-    print(json.loads(os.environ["GH_PERMISSIONS"])[path.split("/")[-2]])
+args = [a for a in sys.argv[1:] if a not in ("api", "--paginate", "--slurp")]
+if args == ["auth", "setup-git"]:
+    sys.exit(0)
+answers = json.loads(os.environ["GH_ANSWERS"])
+if args[0] not in answers:
+    sys.stderr.write("HTTP 404: Not Found")
+    sys.exit(1)
+answer = answers[args[0]]
+print(answer if isinstance(answer, str) else json.dumps(answer))
 """
 
 
 def workflow_steps(name: str) -> dict[str, str]:
+    """The run steps by id of the workflow's first job (the one holding the secrets: reconcile, stop, the check)."""
     workflow = yaml.safe_load((REPO / ".github" / "workflows" / name).read_text())
-    (job,) = workflow["jobs"].values()
-    return {step["id"]: step["run"] for step in job["steps"] if "id" in step}
+    job = next(iter(workflow["jobs"].values()))
+    return {step["id"]: step["run"] for step in job["steps"] if "id" in step and "run" in step}
 
 
 class Walk:
@@ -198,37 +207,49 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     (bin_dir / "gh").chmod(0o755)
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "trusted").symlink_to(REPO)
-    pulls = [{"number": 1, "merged_at": "2026-11-29T11:00:00Z", "merge_commit_sha": merge, "user": {"login": "alice"}}]
+    walk.git("push", "-q", "origin", "add-walk-demo:refs/pull/1/head")  # GitHub keeps each pull request's head
+    repo = "repos/acme/team-backfills"
+    pull = {
+        "number": 1,
+        "html_url": "https://github.com/acme/team-backfills/pull/1",
+        "user": {"login": "alice"},
+        "head": {"sha": head},
+        "merge_commit_sha": merge,
+        "merged_at": "2026-11-29T11:00:00Z",
+        "commits": 1,
+    }
+    reviews = json.loads((tmp_path / "reviews.json").read_text())
+    answers: dict[str, Any] = {
+        f"{repo}/commits/{merge}/pulls": [pull],
+        f"{repo}/pulls/1": pull,
+        f"{repo}/pulls/1/reviews": [[{k: v for k, v in r.items() if k != "permission"} for r in reviews]],
+        f"{repo}/collaborators/bob/permission": "write",
+        f"{repo}/collaborators/carol/permission": "read",
+    }
     gh = {
         "PATH": f"{bin_dir}:{walk.env['PATH']}",
         "GITHUB_REPOSITORY": "acme/team-backfills",
         "GITHUB_SHA": merge,
         "GITHUB_WORKSPACE": str(tmp_path / "workspace"),
-        "GITHUB_OUTPUT": str(tmp_path / "pr-outputs"),
-        "GH_PULLS": json.dumps(pulls),
-        "GH_PERMISSIONS": json.dumps({"bob": "write", "carol": "read"}),
     }
-    reviews = json.loads((tmp_path / "reviews.json").read_text())
-    found = walk.step(RECONCILE, "pr", cwd=tmp_path, **gh, GH_REVIEWS=json.dumps([reviews[:1]]))  # no approval
-    assert found.returncode == 0, found.stderr
-    outputs = dict(line.split("=", 1) for line in (tmp_path / "pr-outputs").read_text().splitlines())
-    assert outputs == {"number": "1", "author": "alice"}
-    refused = walk.step(RECONCILE, "reconcile", PR_NUMBER=outputs["number"], PR_AUTHOR=outputs["author"])
-    assert refused.returncode == 5, refused.stderr
-    assert refused.stderr == (
-        "refused: walk-demo: approval gate at reconcile: the approvals of #1 are not there: walk-demo: 'bob' has "
-        "not approved the pull request; walk-demo: 0 of the 1 approvals this spec needs are present\n"
-    )
-    assert "Plan: 0 to create, 0 to pause, 0 to cancel, 0 queued, 1 blocked." in refused.stdout
+    outage = {k: v for k, v in answers.items() if not k.endswith("/pulls")}  # GitHub does not answer for the merge
+    found = walk.step(RECONCILE, "evidence", **gh, GH_ANSWERS=json.dumps(outage))
+    assert (found.returncode, found.stdout) == (0, HELD_WARNING.format(merge=merge)), found.stderr
+    assert (tmp_path / "evidence" / "args").read_text() == f"--evidence-unavailable\n{merge}\n"
+    held = walk.step(RECONCILE, "reconcile")
+    assert held.returncode == 0, held.stderr
+    assert HELD.format(short=merge[:12]) in held.stdout, held.stdout
+    assert "Plan: 0 to create, 0 to pause, 0 to cancel, 1 queued, 0 blocked." in held.stdout
     store = Store(walk.env["BACKFILLCTL_STORE_URL"])
     try:
-        assert [e.entry.action for e in store.events(EventFilter(spec="walk-demo"))] == ["observe"]  # nothing created
+        assert [e.entry.action for e in store.events(EventFilter(spec="walk-demo"))] == ["finding"]  # nothing created
     finally:
         store.close()
 
-    found = walk.step(RECONCILE, "pr", cwd=tmp_path, **gh, GH_REVIEWS=json.dumps([reviews]))  # bob approved
-    assert found.returncode == 0, found.stderr
-    reconciled = walk.step(RECONCILE, "reconcile", PR_NUMBER=outputs["number"], PR_AUTHOR=outputs["author"])
+    found = walk.step(RECONCILE, "evidence", **gh, GH_ANSWERS=json.dumps(answers))  # GitHub answers again
+    assert (found.returncode, found.stdout) == (0, ""), found.stderr
+    assert (tmp_path / "evidence" / "args").read_text() == f"--evidence\n{tmp_path}/evidence/pr-1.json\n"
+    reconciled = walk.step(RECONCILE, "reconcile")
     assert reconciled.returncode == 0, reconciled.stderr
     lines = reconciled.stdout.splitlines()
     checksum = lines[3].removeprefix("Checksum: ")
@@ -276,9 +297,33 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
         "3",
         "run(s)",
         "succeeded",
+        "·",  # and its version coverage, measured when it ended
+        "version",
+        "coverage:",
+        "3",
+        "of",
+        "3",
+        "intervals",
+        "on",
+        "DAG",
+        "version",
+        row[-1],
     ]
-    assert walk.step(RECONCILE, "export").returncode == 0
-    exported = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert row[-1].isdigit()
+    verified = walk.step(RECONCILE, "audit")
+    assert verified.returncode == 0, verified.stderr
+    verdict = verified.stdout.splitlines()[0]
+    assert f"### backfillctl audit verify\n```\n{verdict}\n" in (tmp_path / "summary.md").read_text()
+    exported_text = subprocess.run(
+        [sys.executable, "-m", "controller", "audit", "export"],
+        cwd=walk.work,
+        env=walk.env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    exported = [json.loads(line) for line in exported_text.splitlines()]
+    assert verdict.startswith(f"OK: {len(exported)} events, chain intact; head seq {len(exported)} hash ")
 
     report = subprocess.run(
         [sys.executable, "-m", "controller", "report", "walk-demo"],
@@ -309,13 +354,13 @@ def test_pull_request_to_change_record(tmp_path: Path, airflow_url: str) -> None
     assert [e["seq"] for e in exported] == list(range(1, len(exported) + 1))
     trail = [(e["action"], e["phase"], e["outcome"], e["backfill_id"], e["message"]) for e in exported]
     assert [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] == "walk-demo"] == [
-        ("observe", "observation", "Blocked", None, refused.stderr.removeprefix("refused: walk-demo: ").strip()),
+        ("finding", "observation", "approval-gate", None, HELD.format(short=merge[:12]).split(": ", 1)[1].strip()),
         ("create", "intent", None, None, intent.entry.message),
         ("create", "outcome", "created", backfill_id, None),
         ("observe", "observation", "Succeeded", backfill_id, "3 run(s) succeeded"),
     ]
     passes = [t for t, e in zip(trail, exported, strict=True) if e["spec_name"] is None]
-    assert passes[0][:3] == ("reconcile", "observation", "no-changes")  # the refused pass found a refusal
+    assert passes[0][:3] == ("reconcile", "observation", "no-changes")  # the held pass changed nothing
     assert passes[1] == ("reconcile", "observation", "applied", None, f"1 change(s); plan {checksum}")
     # --until-complete's idle passes write nothing; the one that saw the backfill succeed writes one record
     assert passes[2:] == [("reconcile", "observation", "no-changes", None, passes[2][4])]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/state.db"
         return
-    admin = request.getfixturevalue("postgres_admin")
+    with throwaway_database(request.getfixturevalue("postgres_admin")) as url:
+        yield url
+
+
+@contextmanager
+def throwaway_database(admin: str) -> Iterator[str]:
+    """The URL of a new, empty PostgreSQL database, dropped afterwards (its connections too)."""
     name = f"backfillctl_test_{uuid.uuid4().hex[:10]}"
     base = admin.rsplit("/", 1)[0]
     with psycopg.connect(admin, autocommit=True) as conn:

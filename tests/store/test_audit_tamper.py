@@ -22,7 +22,8 @@ from controller.adapters.store.tables import audit_events
 from controller.cli import main
 from controller.commands import audit as audit_cmd
 from controller.commands.settings import Settings
-from controller.core.audit.chain import GENESIS, AuditEntry, AuditRecord, record_mac, seal
+from controller.core.audit.chain import GENESIS, AuditEntry, AuditRecord, ChainProblem, record_mac, seal
+from controller.core.audit.keying import key_id
 from controller.core.model.secret import Secret
 from controller.errors import StoreError
 
@@ -32,6 +33,16 @@ NOT_KEYED = (
     "write access to the store cannot be detected"
 )
 SKIPPED = "skipped (run `backfillctl audit verify`)"
+KEY_ID = key_id(KEY.encode())
+UNKEYED_WITH_KEY = (
+    "seq 1 carries no MAC, nor does any record, but BACKFILLCTL_AUDIT_KEY is set: a chain written with the key "
+    "carries MACs from seq 1 or from an `audit adopt-key` record (a chain stripped of its MACs looks like this); if "
+    "this chain was never keyed, check it and run `backfillctl audit adopt-key`"
+)
+NOT_KEYED_TAIL = (
+    "store {url}: the audit chain is not keyed (seq {seq}, its newest record, carries no MAC) and "
+    "BACKFILLCTL_AUDIT_KEY is set: a writer with the key continues only a keyed chain, so nothing was written"
+)
 
 
 def entry(i: int) -> AuditEntry:
@@ -256,7 +267,7 @@ def test_appends_continue_a_keyed_chain_only_with_its_key(make: Callable[..., St
     assert (keyed.verify().ok, keyed.verify().count, keyed.verify().keyed_from) == (True, 4, 1)
 
 
-def test_records_from_before_the_key_and_the_migration_keep_verifying(
+def test_records_from_before_the_key_and_the_migration_are_adopted_and_keep_verifying(
     make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     old = make(store_url, migrate=False)
@@ -270,20 +281,37 @@ def test_records_from_before_the_key_and_the_migration_keep_verifying(
             conn.execute(insert(audit_events).values(**row))
         prev = record.hash
     store = make(store_url, audit_key=Secret(KEY))  # migrates to the head
-    assert store.revision() == SCHEMA_HEAD == "0008"
-    assert store.verify().ok
-    third = store.append(entry(3))
+    assert store.revision() == SCHEMA_HEAD == "0010"
+    assert store.verify().problem == ChainProblem(1, "UNKEYED", UNKEYED_WITH_KEY)
+    with pytest.raises(StoreError) as refused:  # a keyed writer does not key an unkeyed chain by itself
+        store.append(entry(3))
+    assert refused.value.message == NOT_KEYED_TAIL.format(url=shown(store_url), seq=2)
     use(monkeypatch, store_url, KEY)
-    assert main(["audit", "verify"]) == 0
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "carol")
+    assert main(["audit", "adopt-key"]) == 0
     assert capsys.readouterr().out == (
-        f"OK: 3 events, chain intact; head seq 3 hash {third.hash}\n"
+        f"adopted the audit key {KEY_ID} at seq 3: seq 1 to 2, written without a key, are pinned by its MAC\n"
+        "  from now on every writer (reconcile, stop, store unlock) needs BACKFILLCTL_AUDIT_KEY, and `backfillctl "
+        "audit verify` with it checks every record from this one on\n"
+    )
+    fourth = store.append(entry(4))
+    assert main(["audit", "verify"]) == 0
+    adopted = next(r for r in store.events() if isinstance(r, AuditRecord) and r.seq == 3)
+    assert (adopted.entry.action, adopted.entry.outcome, adopted.entry.actor) == ("audit-key", "adopted", "carol")
+    assert capsys.readouterr().out == (
+        f"OK: 4 events, chain intact; head seq 4 hash {fourth.hash}\n"
         "  keyed from seq 3: every record from it on carries a MAC made with BACKFILLCTL_AUDIT_KEY; seq 1 to 2 "
         "predate the key and are pinned by the MAC of seq 3\n"
+        f"  key {KEY_ID} adopted at seq 3 by carol at {adopted.time}\n"
     )
-    with old.engine.begin() as conn:
+    with old.engine.begin() as conn:  # a downgrade drops the MACs: the adoption record without its MAC says so
         _alembic(conn, "downgrade", "0005")
         _alembic(conn, "upgrade", "head")
-    assert store.verify().ok
+    assert store.verify().problem == ChainProblem(
+        3,
+        "UNKEYED",
+        "seq 3 adopted the audit key but carries no MAC: its MAC was removed (a keyed chain stripped of its MACs)",
+    )
 
 
 @pytest.mark.parametrize("key", ["short-CANARY-secret", "é" * 15 + "C"])  # 19 and 31 bytes
@@ -294,7 +322,7 @@ def test_a_short_key_is_refused_naming_the_variable_not_the_value(
     capsys: pytest.CaptureFixture[str],
     key: str,
 ) -> None:
-    three(make, store_url)
+    three(make, store_url, "é" * 16)
     use(monkeypatch, store_url, key)
     assert main(["audit", "verify"]) == 1
     captured = capsys.readouterr()

@@ -62,3 +62,16 @@ def test_an_expired_stop_no_longer_refuses(store_url: str) -> None:
             EmergencyStopKind.SPEC, "orders-fix", "r", "a", source=StopSource.CLI, expires_at=T - timedelta(seconds=1)
         )
         store.append(intent("create"))
+
+
+def test_a_stop_of_everything_refuses_every_create_and_unpause_and_no_pause(store_url: str) -> None:
+    with Store(store_url, clock=lambda: T) as store:
+        stop = store.add_stop(EmergencyStopKind.ALL, "everything", "incident 42", "oncall", source=StopSource.CLI)
+        before = store.audit_head_seq()
+        for action, spec, systems in (("create", "a", ()), ("unpause", "b", ("lake",))):
+            with pytest.raises(Stopped, match=f"{action} of {spec} refused: stop #{stop.id}: stopped by oncall"):
+                store.append(intent(action, spec), downstream=systems)
+        store.append(intent("pause", "a"))
+        assert store.audit_head_seq() == before + 1
+        store.lift_stop(stop.id, "owner", "incident over")
+        store.append(intent("create", "a"))

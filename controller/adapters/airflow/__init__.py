@@ -8,7 +8,9 @@
 - `server`: the release and its capabilities (read from `/api/v2/version` once), the preflight, health,
   and each call's run filters checked against the capabilities;
 - `backfills`, `dags`, `runs`, `assets`, `pools`: the endpoints, grouped by what they read or change;
-- `triggers`: the runs the controller starts itself (verification, publish), by a run id of its own.
+- `triggers`: the runs the controller starts itself (verification, publish), by a run id of its own;
+- `notes`: the DAG-run notes of managed runs (the policy's `airflow_notes`);
+- `slots`: a backfill's slots, where the release lists them (3.4).
 
 The API facts it relies on are pinned by tests/airflow/test_contract.py, on each supported line (3.1, 3.2,
 3.3).
@@ -16,25 +18,24 @@ The API facts it relies on are pinned by tests/airflow/test_contract.py, on each
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
-
-import httpx
+from typing import Any, Unpack
 
 from controller.adapters.airflow.assets import Assets
-from controller.adapters.airflow.backfills import Backfills
+from controller.adapters.airflow.backfills import Backfills, NewestFirst
 from controller.adapters.airflow.dags import Dags
+from controller.adapters.airflow.notes import NotedRun, Notes
 from controller.adapters.airflow.pools import Pools
-from controller.adapters.airflow.runs import Runs
+from controller.adapters.airflow.runs import RangeRead, Runs
 from controller.adapters.airflow.server import Server
-from controller.adapters.airflow.transport import Observer, Sleep, Transport
+from controller.adapters.airflow.slots import Slots
+from controller.adapters.airflow.transport import Connection, Observer, Transport
 from controller.adapters.airflow.triggers import Triggers
 from controller.core.model.airflow import (
     Backfill,
     BackfillRequest,
+    BackfillSlot,
     DagInfo,
     DagRun,
     PlannedRun,
@@ -44,8 +45,6 @@ from controller.core.model.airflow import (
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.load import AssetTrigger
-from controller.core.model.secret import Secret
-from controller.core.rules.retrying import Backoff
 
 __all__ = ["AirflowClient"]
 
@@ -57,32 +56,17 @@ class AirflowClient:
         self,
         base_url: str,
         *,
-        token: Secret | None = None,
-        username: str | None = None,
-        password: Secret | None = None,
-        transport: httpx.BaseTransport | None = None,
-        timeout: float = 30.0,
-        backoff: Backoff | None = None,
-        sleep: Sleep = time.sleep,
-        rng: Callable[[], float] = random.random,
         allow_untested: bool = False,
         capabilities: Capabilities | None = None,
+        **connection: Unpack[Connection],
     ) -> None:
-        self.transport = Transport(
-            base_url,
-            token=token,
-            username=username,
-            password=password,
-            transport=transport,
-            timeout=timeout,
-            backoff=backoff,
-            sleep=sleep,
-            rng=rng,
-        )
+        # one request at a time unless told: a command passes BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY's value
+        self.transport = Transport(base_url, **(Connection(max_concurrency=1) | connection))
         self.server = Server(self.transport, allow_untested=allow_untested, capabilities=capabilities)
         self._backfills, self._dags, self._runs = Backfills(self.server), Dags(self.server), Runs(self.server)
         self._assets, self._pools = Assets(self.server), Pools(self.server)
-        self._triggers = Triggers(self.server)
+        self._triggers, self._notes = Triggers(self.server), Notes(self.server)
+        self._slots = Slots(self.server)
 
     def __repr__(self) -> str:
         return f"AirflowClient({self.shown_url!r}, token=[secure])"
@@ -151,6 +135,9 @@ class AirflowClient:
     def list_backfills(self, dag_id: str, *, newest: frozenset[int] | None = None) -> list[Backfill]:
         return self._backfills.of_dag(dag_id, newest=newest)
 
+    def backfills_newer_than(self, dag_id: str, watermark: int) -> NewestFirst:
+        return self._backfills.newer_than(dag_id, watermark)
+
     def get_backfill(self, backfill_id: int) -> Backfill:
         return self._backfills.get(backfill_id)
 
@@ -185,6 +172,10 @@ class AirflowClient:
     def cancel(self, backfill_id: int) -> Backfill:
         return self._backfills.cancel(backfill_id)
 
+    def backfill_slots(self, backfill_id: int, *, pages: int | None = None) -> list[BackfillSlot] | None:
+        """Every slot of the backfill (Airflow 3.4: `backfill_slots`); None when over `pages` pages."""
+        return self._slots.of_backfill(backfill_id, pages=pages)
+
     # --- DAGs -----------------------------------------------------------------------------------------
 
     @property
@@ -195,11 +186,22 @@ class AirflowClient:
     def dag(self, dag_id: str, *, with_tasks: bool = True) -> DagInfo:
         return self._dags.get(dag_id, with_tasks=with_tasks)
 
+    def dag_version_ids(self, dag_id: str) -> frozenset[str]:
+        return self._dags.version_ids(dag_id)
+
     def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         return self._dags.infos(dag_ids)
 
     def dag_ids(self) -> set[str]:
         return self._dags.ids()
+
+    # --- DAG-run notes (the policy's `airflow_notes`) ---------------------------------------------------
+
+    def noted_runs(self, dag_id: str, from_date: datetime, to_date: datetime, limit: int) -> list[NotedRun]:
+        return self._notes.backfill_runs(dag_id, from_date, to_date, limit)
+
+    def set_run_note(self, dag_id: str, run_id: str, note: str) -> None:
+        self._notes.set_note(dag_id, run_id, note)
 
     # --- DAG runs -------------------------------------------------------------------------------------
 
@@ -207,6 +209,9 @@ class AirflowClient:
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[DagRun]:
         return self._runs.dag_runs(dag_id, from_date, to_date, partitioned=partitioned)
+
+    def newest_runs(self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool) -> list[DagRun]:
+        return self._runs.newest_runs(dag_id, from_date, to_date, partitioned=partitioned)
 
     def dag_runs_if_within(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool, pages: int
@@ -234,6 +239,11 @@ class AirflowClient:
         self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
     ) -> tuple[int, list[DagRun], int]:
         return self._runs.range_runs(dag_id, from_date, to_date, kept=kept, partitioned=partitioned)
+
+    def range_read(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
+    ) -> RangeRead:
+        return self._runs.range_read(dag_id, from_date, to_date, kept=kept, partitioned=partitioned)
 
     def runs_with_types(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False

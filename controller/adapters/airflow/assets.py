@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from controller.adapters.airflow.decode import field
 from controller.adapters.airflow.server import Server
 from controller.core.model.load import AssetTrigger, assets_of
 
@@ -25,16 +26,26 @@ class Assets:
     def produced_by(self, dag_id: str) -> tuple[tuple[AssetTrigger, ...] | None, str | None]:
         """The DAG's produced assets with their consumers; None and why when the answer cannot tell."""
         rows: list[tuple[str, list[str], list[str]]] = []
-        for item in self._server.paginate("/api/v2/assets", "assets", {"dag_ids": dag_id, "order_by": "uri"}):
-            field = next((f for f in CONSUMER_FIELDS if f in item), None)
-            if field is None or "producing_tasks" not in item:
+        params = {"dag_ids": dag_id, "order_by": "uri"}
+        for row in self._server.entries("/api/v2/assets", "assets", params, _row):
+            if row is None:
                 version = self._server.capabilities.version
                 return None, f"asset consumers: not known on Airflow {version} (its assets name no scheduled DAGs)"
-            rows.append((str(item["uri"]), _dag_ids(item["producing_tasks"]), _dag_ids(item[field])))
+            rows.append(row)
             if len(rows) >= MAX_PAGES * 100:
                 return assets_of(dag_id, rows), f"assets: only the first {len(rows)} assets of {dag_id} were read"
         return assets_of(dag_id, rows), None
 
 
-def _dag_ids(refs: Any) -> list[str]:
-    return [str(r["dag_id"]) for r in refs or () if isinstance(r, Mapping) and "dag_id" in r]
+def _row(item: Mapping[str, Any]) -> tuple[str, list[str], list[str]] | None:
+    """An asset's URI, producing and consuming DAG ids; None when the release names no consumers."""
+    consumers = next((f for f in CONSUMER_FIELDS if f in item), None)
+    if consumers is None or "producing_tasks" not in item:
+        return None
+    uri = field(item, "uri", str, "a string")
+    return uri, _dag_ids(item, "producing_tasks"), _dag_ids(item, consumers)
+
+
+def _dag_ids(item: Mapping[str, Any], key: str) -> list[str]:
+    refs = field(item, key, list, "an array", required=False) or []
+    return [str(r["dag_id"]) for r in refs if isinstance(r, Mapping) and "dag_id" in r]

@@ -1,13 +1,23 @@
-"""The DAG endpoints: one DAG's details (and its tasks, for `depends_on_past`), several DAGs from the listing,
-and every DAG id (a missing DAG's likely fixes)."""
+"""The DAG endpoints: one DAG's details (and its tasks, for `depends_on_past`), its version ids (which Airflow it
+is), several DAGs from the listing, and every DAG id (a missing DAG's likely fixes)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from functools import partial
+from typing import Any
 
-from controller.adapters.airflow.decode import dag_info_from_json
-from controller.adapters.airflow.server import PAGE, Server
+from controller.adapters.airflow.decode import (
+    dag_info_from_json,
+    decoded,
+    each,
+    field,
+    objects,
+    version_ids_from_json,
+)
+from controller.adapters.airflow.server import MAX_PAGES, PAGE, Server
 from controller.core.model.airflow import DagInfo
+from controller.core.model.capabilities import Capabilities
 
 
 class Dags:
@@ -18,10 +28,21 @@ class Dags:
 
     def get(self, dag_id: str, *, with_tasks: bool = True) -> DagInfo:
         """DAG details; `with_tasks` adds a call to learn `depends_on_past` (None when not asked)."""
-        details = self._server.json("GET", f"/api/v2/dags/{dag_id}/details")
-        tasks = self._server.json("GET", f"/api/v2/dags/{dag_id}/tasks") if with_tasks else None
-        depends_on_past = None if tasks is None else any(t.get("depends_on_past") for t in tasks.get("tasks", []))
-        return dag_info_from_json(dag_id, details, self._server.capabilities, depends_on_past)
+        path, caps = f"/api/v2/dags/{dag_id}/details", self._server.capabilities
+        details = self._server.json("GET", path)
+        depends_on_past = self._depends_on_past(dag_id) if with_tasks else None
+        return decoded(lambda data: dag_info_from_json(dag_id, data, caps, depends_on_past), details, "GET", path)
+
+    def _depends_on_past(self, dag_id: str) -> bool:
+        path = f"/api/v2/dags/{dag_id}/tasks"
+        tasks = decoded(partial(objects, key="tasks"), self._server.json("GET", path), "GET", path)
+        return any(t.get("depends_on_past") for t in tasks)
+
+    def version_ids(self, dag_id: str) -> frozenset[str]:
+        """The ids of the DAG's first versions, oldest first: each metadata database makes its own, so they tell two
+        Airflows apart whatever their names (the first page: one Airflow answers it alike twice)."""
+        params = {"limit": PAGE, "order_by": "id"}
+        return version_ids_from_json(self._server.json("GET", f"/api/v2/dags/{dag_id}/dagVersions", params=params))
 
     def infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         """Several DAGs' infos from the DAG listing (one call per 100 DAGs instead of one per DAG).
@@ -30,19 +51,17 @@ class Dags:
         (stale, on a page not read) is left out, for `get()` to look up; so is a DAG that is not periodic,
         whose refusal names the reason only the details tell (asset-triggered or not)."""
         wanted, found = set(dag_ids), dict[str, DagInfo]()
-        offset, caps = 0, self._server.capabilities
-        while wanted - found.keys():
-            data = self._server.json(
-                "GET", "/api/v2/dags", params={"limit": PAGE, "offset": offset, "order_by": "dag_id"}
-            )
-            items = data["dags"]
-            self.seen_dag_ids.update(str(item["dag_id"]) for item in items)
-            for item in items:
-                info = dag_info_from_json(item["dag_id"], item, caps) if item["dag_id"] in wanted else None
-                if info is not None and info.schedule is not None and info.schedule.periodic:
-                    found[item["dag_id"]] = info
+        offset, path = 0, "/api/v2/dags"
+        read = partial(_listed_info, caps=self._server.capabilities, wanted=wanted)
+        # a listing that holds still ends within as many pages as DAGs are wanted (see above): one whose total
+        # keeps growing stops there too
+        for _ in range(min(len(wanted), MAX_PAGES)):
+            items, total = self._server.page(path, "dags", {"limit": PAGE, "offset": offset, "order_by": "dag_id"})
+            listed = decoded(partial(each, read, key="dags", start=offset), items, "GET", path)
+            self.seen_dag_ids.update(dag_id for dag_id, _ in listed)
+            found |= {dag_id: info for dag_id, info in listed if info is not None and _periodic(info)}
             offset += len(items)
-            pages_left = -(-(int(data["total_entries"]) - offset) // PAGE)
+            pages_left = -(-(total - offset) // PAGE)
             if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
                 break
         return found
@@ -51,8 +70,20 @@ class Dags:
         """Every DAG id, from the listing (read once per client)."""
         if not self._all_listed:
             params = {"order_by": "dag_id"}
-            self.seen_dag_ids.update(
-                str(item["dag_id"]) for item in self._server.paginate("/api/v2/dags", "dags", params)
-            )
+            self.seen_dag_ids.update(self._server.entries("/api/v2/dags", "dags", params, _dag_id))
             self._all_listed = True
         return self.seen_dag_ids
+
+
+def _periodic(info: DagInfo) -> bool:
+    return info.schedule is not None and info.schedule.periodic
+
+
+def _dag_id(item: Mapping[str, Any]) -> str:
+    return str(field(item, "dag_id", str, "a string"))
+
+
+def _listed_info(item: Mapping[str, Any], caps: Capabilities, wanted: set[str]) -> tuple[str, DagInfo | None]:
+    """A listed DAG's id, and its info when it is wanted."""
+    dag_id = _dag_id(item)
+    return dag_id, dag_info_from_json(dag_id, item, caps) if dag_id in wanted else None

@@ -3,6 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from controller.adapters.airflow.decode import decoded, field, objects
 from controller.adapters.airflow.server import Server
 
 
@@ -12,9 +17,14 @@ class Pools:
 
     def slots(self) -> dict[str, int]:
         """Pool name → its slots (-1: unlimited, as Airflow says it)."""
-        return {str(p["name"]): int(p["slots"]) for p in self._server.paginate("/api/v2/pools", "pools", {})}
+        return dict(self._server.entries("/api/v2/pools", "pools", {}, _pool))
 
     def task_pools(self, dag_id: str) -> list[str | None]:
         """The pool of each of the DAG's tasks (None: the task names none, so it runs in default_pool)."""
-        tasks = self._server.json("GET", f"/api/v2/dags/{dag_id}/tasks").get("tasks", [])
+        path = f"/api/v2/dags/{dag_id}/tasks"
+        tasks = decoded(partial(objects, key="tasks"), self._server.json("GET", path), "GET", path)
         return [None if t.get("pool") is None else str(t["pool"]) for t in tasks]
+
+
+def _pool(item: Mapping[str, Any]) -> tuple[str, int]:
+    return str(field(item, "name", str, "a string")), int(field(item, "slots", int, "an integer"))

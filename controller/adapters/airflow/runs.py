@@ -3,19 +3,31 @@ or counts by state from `total_entries`, the failures, and the latest finished r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from controller.adapters.airflow.decode import dag_run_from_json
+from controller.adapters.airflow.decode import dag_run_from_json, decoded, each
 from controller.adapters.airflow.server import PAGE, Server
 from controller.core.model.airflow import DagRun, RunSummary, summarise, summary_from_counts
 from controller.core.model.spec import format_utc
 
+CODE_RUNS = 1000  # a create's range read whole up to this many runs (10 pages): the plan's code in range
 IN_FLIGHT = ("queued", "running")  # a run in these states makes Airflow skip its date in a new backfill
 # runs that started and ended: Airflow's start/end date filters let nulls through and it ignores a bound of 0
 # (it tests the bound's truth), so a microsecond it is
 FINISHED_AFTER_START = {"duration_gte": "0.000001"}
+
+
+@dataclass(frozen=True, slots=True)
+class RangeRead:
+    counted: int  # runs in the kept states
+    flying: list[DagRun]  # queued or running runs (a page of them)
+    in_flight: int  # how many runs are queued or running
+    runs: tuple[DagRun, ...] | None = None  # every run of the range (None: more than `CODE_RUNS`, not read)
 
 
 def _range_params(
@@ -26,6 +38,10 @@ def _range_params(
     field, order = ("partition_date", "id") if partitioned else ("logical_date", "logical_date")
     params = {f"{field}_gte": format_utc(from_date), f"{field}_lte": format_utc(to_date), "order_by": order}
     return {"run_type": "backfill", **params} if backfill_only else params
+
+
+def _with_type(item: Mapping[str, Any]) -> tuple[DagRun, str]:
+    return dag_run_from_json(item), str(item.get("run_type"))
 
 
 def _known(value: int) -> Future[int]:
@@ -43,8 +59,7 @@ class Runs:
     ) -> list[DagRun]:
         """Backfill runs in the range (see `_range_params`)."""
         params = _range_params(from_date, to_date, partitioned=partitioned)
-        items = self._server.paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
-        return [dag_run_from_json(item) for item in items]
+        return list(self._server.entries(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params, dag_run_from_json))
 
     def dag_runs_if_within(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool, pages: int
@@ -54,8 +69,9 @@ class Runs:
         first, total = self._runs_page(path, {**params, "offset": 0})
         if -(-total // PAGE) > pages:
             return None
-        rest = self._server.paginate(path, "dag_runs", params, offset=len(first)) if total > PAGE else ()
-        return first + [dag_run_from_json(item) for item in rest]
+        if total <= PAGE:
+            return first
+        return first + list(self._server.entries(path, "dag_runs", params, dag_run_from_json, offset=len(first)))
 
     def run_summary(
         self,
@@ -119,8 +135,8 @@ class Runs:
             return first, failures, None
         if not self._server.capabilities.duration_filter:  # no filter for "started": every failed run is read and
             # counted here, one call per hundred failures instead of one (before Airflow 3.2.0)
-            rest = self._server.paginate(path, "dag_runs", {**params, "state": "failed"}, offset=len(first))
-            every = first + [dag_run_from_json(item) for item in rest]
+            failed = {**params, "state": "failed"}
+            every = first + list(self._server.entries(path, "dag_runs", failed, dag_run_from_json, offset=len(first)))
             started_runs = [r for r in every if r.start_date is not None]
             return started_runs[:PAGE], len(every), len(every) - len(started_runs)
         shown, started = self._runs_page(path, {**params, "state": "failed", **FINISHED_AFTER_START})
@@ -137,36 +153,53 @@ class Runs:
         queued, total = self._runs_page(path, {**params, "state": "queued", "order_by": "id"})
         return total, min((r.queued_at for r in queued if r.queued_at is not None), default=None)
 
+    def newest_runs(self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool) -> list[DagRun]:
+        """One page of the backfill runs in the range, newest first (a backfill's creator is read from the runs its
+        create made: the newest ones unless a later backfill made more)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns"
+        params = {**_range_params(from_date, to_date, partitioned=partitioned), "order_by": "-id"}
+        return self._runs_page(path, params)[0]
+
     def _runs_page(self, path: str, params: dict[str, Any]) -> tuple[list[DagRun], int]:
         """One page of DAG runs, and how many the query matches in all."""
-        data = self._server.json("GET", path, params={**params, "limit": PAGE})
-        return [dag_run_from_json(item) for item in data["dag_runs"]], int(data["total_entries"])
+        items, total = self._server.page(path, "dag_runs", {**params, "limit": PAGE})
+        runs = decoded(partial(each, dag_run_from_json, key="dag_runs"), items, "GET", path)
+        return runs, total
 
     def _count(self, path: str, params: dict[str, Any]) -> int:
-        return int(self._server.json("GET", path, params={**params, "limit": 1})["total_entries"])
+        return self._server.page(path, "dag_runs", {**params, "limit": 1})[1]
 
     def range_runs(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
     ) -> tuple[int, list[DagRun], int]:
+        """`range_read` without the runs."""
+        read = self.range_read(dag_id, from_date, to_date, kept=kept, partitioned=partitioned)
+        return read.counted, read.flying, read.in_flight
+
+    def range_read(
+        self, dag_id: str, from_date: datetime, to_date: datetime, *, kept: tuple[str, ...], partitioned: bool = False
+    ) -> RangeRead:
         """Runs of any type in the range, for a spec still to be created: how many are in the `kept` states (the
         finished runs its reprocess rule leaves alone), the queued or running ones Airflow will skip (the first
-        page of them) and how many those are. One call up to a page of runs, else three."""
+        page of them) and how many those are, and every run when at most `CODE_RUNS` (the plan's code in range).
+        One call a page up to `CODE_RUNS` runs, else three."""
         path = f"/api/v2/dags/{dag_id}/dagRuns"
         params = _range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)
         runs, total = self._runs_page(path, {**params, "offset": 0})
+        if len(runs) < total <= CODE_RUNS and not partitioned:
+            runs += self._server.entries(path, "dag_runs", params, dag_run_from_json, offset=len(runs))
         if total <= len(runs):
             flying = [r for r in runs if r.state in IN_FLIGHT]
-            return sum(1 for r in runs if r.state in kept), flying, len(flying)
+            return RangeRead(sum(1 for r in runs if r.state in kept), flying, len(flying), tuple(runs))
         counted = self._count(path, {**params, "state": list(kept)}) if kept else 0
         page, in_flight = self._runs_page(path, {**params, "state": list(IN_FLIGHT)})
-        return counted, [r for r in page if r.state in IN_FLIGHT], in_flight
+        return RangeRead(counted, [r for r in page if r.state in IN_FLIGHT], in_flight)
 
     def runs_with_types(
         self, dag_id: str, from_date: datetime, to_date: datetime, *, partitioned: bool = False
     ) -> list[tuple[DagRun, str]]:
         """Every run in the range (any run type), with its run type: the report's heat map."""
         params = _range_params(from_date, to_date, partitioned=partitioned, backfill_only=False)
-        items = self._server.paginate(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params)
-        return [(dag_run_from_json(item), str(item.get("run_type"))) for item in items]
+        return list(self._server.entries(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs", params, _with_type))
 
     # --- plumbing ------------------------------------------------------------------------------------

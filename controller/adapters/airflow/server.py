@@ -6,14 +6,15 @@ query parameter it does not know and answers unfiltered: a wrong count, never an
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from typing import Any, TypeVar
 
-from controller.adapters.airflow.decode import parse_time
+from controller.adapters.airflow.decode import Malformed, decoded, each, field, objects, parse_time
 from controller.adapters.airflow.transport import Transport
 from controller.core.model.capabilities import (
     ALLOW_UNTESTED,
-    NEWEST_KNOWN,
+    NEWEST_READ,
     RUN_FILTERS,
     SUPPORTED,
     Capabilities,
@@ -26,6 +27,7 @@ from controller.core.model.privilege import token_claims
 from controller.core.rules.retrying import Backoff
 from controller.errors import (
     AirflowAuthError,
+    AirflowBadAnswer,
     AirflowError,
     AirflowInvalid,
     AirflowNotFound,
@@ -35,6 +37,11 @@ from controller.errors import (
 
 log = logging.getLogger("controller.adapters.airflow")  # the name JSON log lines carry: the package's
 PAGE = 100  # the server clamps larger limits to 100 silently
+# one listing reads at most this many pages and entries (a server that pages without end stops there): far above
+# a DAG's backfills or a range's runs (ten years of hourly runs are 876 pages)
+MAX_PAGES = 1_000
+MAX_ENTRIES = 100_000
+T = TypeVar("T")
 
 
 def unsupported_filters(caps: Capabilities, params: Mapping[str, Any]) -> list[str]:
@@ -67,13 +74,36 @@ class Server:
         return self.transport.json(method, path, json=json, params=params, idempotent=idempotent)
 
     def paginate(self, path: str, key: str, params: dict[str, Any], *, offset: int = 0) -> Iterator[Mapping[str, Any]]:
-        while True:
-            data = self.json("GET", path, params={**params, "limit": PAGE, "offset": offset})
-            items = data[key]
-            yield from items
+        """Every entry of a listing (each an object), page by page: `entries` without decoding them."""
+        return self.entries(path, key, params, _as_is, offset=offset)
+
+    def entries(
+        self, path: str, key: str, params: dict[str, Any], decode: Callable[[Mapping[str, Any]], T], *, offset: int = 0
+    ) -> Iterator[T]:
+        """Every entry of a listing, page by page, `decode`d; one without end stops at `MAX_PAGES` or
+        `MAX_ENTRIES`, and a malformed page or entry is `AirflowBadAnswer` (never a KeyError, never exit 3)."""
+        for _ in range(MAX_PAGES):
+            items, total = self.listing_page(path, key, {**params, "limit": PAGE, "offset": offset})
+            if offset + len(items) > MAX_ENTRIES:
+                raise _endless(path, f"more than {MAX_ENTRIES:,} entries")
+            yield from decoded(partial(each, decode, key=key, start=offset), items, "GET", path)
             offset += len(items)
-            if not items or offset >= int(data["total_entries"]):
+            if not items or (total is not None and offset >= total):
                 return
+        raise _endless(path, f"more than {MAX_PAGES:,} pages")
+
+    def page(self, path: str, key: str, params: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], int]:
+        """One page of a listing, its entries (objects) and `total_entries`, which a count needs: there and exact."""
+        return decoded(partial(_counted, key=key), self.json("GET", path, params=params), "GET", path)
+
+    def listing_page(
+        self, path: str, key: str, params: Mapping[str, Any]
+    ) -> tuple[list[Mapping[str, Any]], int | None]:
+        """One page of a listing; `total_entries` may be absent or null where the release allows it (cursor
+        pagination, 3.2.2: the listing then ends at an empty page)."""
+        data = self.json("GET", path, params=params)
+        nullable = isinstance(data, dict) and data.get("total_entries") is None and self.capabilities.cursor_pagination
+        return decoded(partial(_listed, key=key, nullable=nullable), data, "GET", path)
 
     def _ignored(self, params: Mapping[str, Any]) -> list[str]:
         return unsupported_filters(self.capabilities, params)
@@ -122,12 +152,14 @@ class Server:
                 path=path,
                 hint=f"set {ALLOW_UNTESTED}=1 to go on with the newest known release's API, or use Airflow {SUPPORTED}",
             )
+        if verdict.support is Support.PREVIEW:
+            log.warning("PREVIEW AIRFLOW LINE: %s", verdict.message)
         if verdict.support is Support.UNTESTED:
             log.warning(
                 "UNTESTED AIRFLOW RELEASE (%s=1): %s; going on with the API of Airflow %s, the newest known",
                 ALLOW_UNTESTED,
                 verdict.message,
-                NEWEST_KNOWN,
+                NEWEST_READ,
             )
         return verdict.capabilities
 
@@ -175,7 +207,7 @@ class Server:
                     hint="is Airflow's api-server running, and is that its address?",
                 ) from None
             raise _not_airflow(where, exc) from None
-        except (AirflowNotFound, AirflowInvalid) as exc:
+        except (AirflowNotFound, AirflowInvalid, AirflowBadAnswer) as exc:
             raise _not_airflow(where, exc) from None
 
     def health(self) -> dict[str, Any]:
@@ -192,8 +224,40 @@ class Server:
                 return SchedulerHealth(error="GET /api/v2/monitor/health: the answer has no scheduler status")
             beat = scheduler.get("latest_scheduler_heartbeat")
             return SchedulerHealth(scheduler["status"], parse_time(beat) if isinstance(beat, str) else None)
-        except (AirflowError, ValueError) as exc:  # ValueError: a heartbeat that is not a time
-            return SchedulerHealth(error=exc.message if isinstance(exc, AirflowError) else f"bad heartbeat: {exc}")
+        except Malformed as exc:  # a heartbeat that is not a time
+            return SchedulerHealth(error=f"bad heartbeat: {exc.message}")
+        except AirflowError as exc:
+            return SchedulerHealth(error=exc.message)
+
+
+def _counted(data: Any, key: str) -> tuple[list[Mapping[str, Any]], int]:
+    return objects(data, key), _count(field(data, "total_entries", int, "a count"))
+
+
+def _listed(data: Any, key: str, nullable: bool) -> tuple[list[Mapping[str, Any]], int | None]:
+    if not nullable:
+        return _counted(data, key)
+    total = field(data, "total_entries", int, "a count", required=False)
+    return objects(data, key), None if total is None else _count(total)
+
+
+def _count(total: int) -> int:
+    if total < 0:
+        raise Malformed(f"total_entries is {total}, not a count")
+    return total
+
+
+def _as_is(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    return item
+
+
+def _endless(path: str, what: str) -> AirflowBadAnswer:
+    return AirflowBadAnswer(
+        f"GET {path}: the listing has {what}; backfillctl reads no more of it",
+        method="GET",
+        path=path,
+        hint="is BACKFILLCTL_AIRFLOW_URL an Airflow 3 api-server? its listings end (total_entries)",
+    )
 
 
 def _not_airflow(where: str, exc: AirflowError) -> AirflowError:

@@ -6,26 +6,53 @@ token.  Reads and connect failures are retried with capped exponential backoff a
 may have reached the server (timeout after send, 5xx) raises `AirflowAmbiguous` so the caller observes
 before trying again.  With a user name and password, a token comes from `POST /auth/token`, and again
 once when the server refuses it.
+
+Every answer is bounded (`controller.adapters.answers`): the whole of it must arrive within `timeout` seconds of
+the request (not per read), it is at most `ANSWER_CAP` bytes once inflated, and JSON no deeper than `MAX_DEPTH`.
+An answer that breaks a bound, or is not JSON, is `AirflowBadAnswer` (a late one is retried as a timeout); for a
+create it is a lost answer, `AirflowAmbiguous`, as the retry table has a failure after sending.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
+from controller.adapters.answers import (
+    ACCEPT_ENCODING,
+    AnswerLate,
+    AnswerRefused,
+    AnswerUnreadable,
+    decode_json,
+    read_body,
+    timeout_until,
+)
 from controller.core.documents.escaping import plain
+from controller.core.documents.storable import storable_text
 from controller.core.model.secret import Secret, header_problem, redact_url
-from controller.core.rules.retrying import Backoff, Failure, Request, Verdict, classify, outcome_of, request_kind
+from controller.core.rules.retrying import (
+    RETRY_AFTER_LIMIT,
+    Backoff,
+    Failure,
+    Request,
+    Verdict,
+    classify,
+    outcome_of,
+    request_kind,
+    waits_too_long,
+)
 from controller.errors import (
     AirflowAmbiguous,
     AirflowAuthError,
+    AirflowBadAnswer,
     AirflowConflict,
     AirflowError,
     AirflowInvalid,
@@ -36,7 +63,12 @@ from controller.errors import (
 )
 
 log = logging.getLogger("controller.adapters.airflow")  # the name JSON log lines carry: the package's
-MAX_CONCURRENT = 8  # requests at once, whatever the callers' pools: overlaps latency, bounded for a shared server
+# requests that scan Airflow's metadata database (a dry run reads every run of its range): one at a time, whatever
+# the bound of the others
+SCANS = frozenset({"/api/v2/backfills/dry_run"})
+# the most bytes one answer may have once inflated: 300 times a full page of DAG runs with their confs (~100 KiB)
+ANSWER_CAP = 32 * 2**20
+CONNECT_TIMEOUT_S = 5.0
 _STATUS_ERRORS: dict[int, type[AirflowError]] = {
     400: AirflowInvalid,
     401: AirflowAuthError,
@@ -47,6 +79,20 @@ _STATUS_ERRORS: dict[int, type[AirflowError]] = {
 }
 Sleep = Callable[[float], None]
 Observer = Callable[[str, str, int | None], None]  # (method, path, status or None for no answer): metrics
+
+
+class Connection(TypedDict, total=False):
+    """How to reach and talk to one API server: a `Transport`'s options, which an `AirflowClient` passes on."""
+
+    token: Secret | None
+    username: str | None
+    password: Secret | None
+    transport: httpx.BaseTransport | None  # a fake's (httpx.MockTransport) in tests
+    timeout: float
+    backoff: Backoff | None
+    sleep: Sleep
+    rng: Callable[[], float]
+    max_concurrency: int  # requests in flight at once (BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY)
 
 
 class Transport:
@@ -64,6 +110,7 @@ class Transport:
         backoff: Backoff | None = None,
         sleep: Sleep = time.sleep,
         rng: Callable[[], float] = random.random,
+        max_concurrency: int,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.shown_url = redact_url(self.base_url)  # the one form of the URL any message carries
@@ -75,14 +122,17 @@ class Transport:
                 base_url=self.base_url,
                 transport=transport,
                 follow_redirects=False,
-                timeout=httpx.Timeout(timeout, connect=5.0),
-                headers={"Accept": "application/json"},
+                timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
+                headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING},
             )
             self.http.build_request("GET", "/")  # a host IDNA cannot encode fails here, not at the first call
         except (httpx.InvalidURL, ValueError):  # never httpx's text: it quotes the part it could not parse
             raise ConfigError(f"BACKFILLCTL_AIRFLOW_URL={self.shown_url!r} is not a valid URL", hint=URL_HINT) from None
+        self.timeout = timeout  # seconds for the whole of one answer: the deadline of each request
         self._login_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+        # requests at once, whatever the callers' pools (BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY): a managed server's limit
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._scans = threading.BoundedSemaphore(1)
         self.observer: Observer | None = None
 
     def close(self) -> None:
@@ -105,15 +155,11 @@ class Transport:
         """The decoded JSON answer of a successful request (after retries); an error answer raises."""
         response = self._send(method, path, json=json, params=params, idempotent=idempotent)
         try:
-            return response.json()
-        except ValueError:
-            raise AirflowUnavailable(
-                f"{method} {path} -> {response.status_code}: the body is not JSON "
-                f"({truncate(response.headers.get('content-type', 'no content type'), 60)})",
-                method=method,
-                path=path,
-                status=response.status_code,
-            ) from None
+            return decode_json(response.content)
+        except AnswerUnreadable as refused:
+            kind = request_kind(method, idempotent=idempotent)
+            shown = truncate(response.headers.get("content-type", "no content type"), 60)
+            raise unread(method, path, f"{refused} ({_printable(shown, 60)})", kind, response.status_code) from None
 
     def _send(
         self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None, idempotent: bool
@@ -140,7 +186,10 @@ class Transport:
                 verdict = Verdict.PERMANENT
             if error is None or verdict is not Verdict.RETRY or attempt == self.backoff.attempts:
                 raise error or AirflowError(f"{method} {path}: no answer", method=method, path=path)
-            delay = self.backoff.delay(attempt, self._rng(), _retry_after(response))
+            asked = _retry_after(response)
+            if waits_too_long(asked):
+                raise _not_waited(error, asked)
+            delay = self.backoff.delay(attempt, self._rng(), asked)
             log.warning(
                 "attempt #%d/%d failed; will retry in %.1fs: %s", attempt, self.backoff.attempts, delay, error.message
             )
@@ -150,16 +199,24 @@ class Transport:
     def _attempt(
         self, method: str, path: str, json: Any, params: Mapping[str, Any] | None, kind: Request
     ) -> tuple[httpx.Response | None, AirflowError | None]:
+        heads: list[int] = []  # the answer's status, once its head arrived (the observer sees each request once)
+
+        def head(status: int) -> None:
+            heads.append(status)
+            if self.observer is not None:
+                self.observer(method, path, status)
+
         try:
             headers = self._auth_headers()
-            with self._slots:
-                response = self.http.request(method, path, json=json, params=params, headers=headers)
-        except _HTTPX_ERRORS as exc:
-            if self.observer is not None:
+            with self._scans if path in SCANS else contextlib.nullcontext(), self._slots:
+                request = self.http.build_request(method, path, json=json, params=params, headers=headers)
+                response = self._exchange(request, head)
+        except (*_HTTPX_ERRORS, AnswerRefused) as exc:
+            if not heads and self.observer is not None:
                 self.observer(method, path, None)
+            if isinstance(exc, AnswerRefused):
+                return None, self._unanswered(method, path, exc, kind, heads)
             return None, translate_any(method, path, exc, kind)
-        if self.observer is not None:
-            self.observer(method, path, response.status_code)
         if response.is_redirect:
             raise AirflowError(
                 f"{method} {path} -> {response.status_code}: unexpected redirect (not followed)",
@@ -169,6 +226,31 @@ class Transport:
                 hint="BACKFILLCTL_AIRFLOW_URL must be the API server's own address",
             )
         return response, None
+
+    def _exchange(self, request: httpx.Request, head: Callable[[int], None] = lambda _status: None) -> httpx.Response:
+        """Send `request` and read its whole answer within the deadline (`timeout` seconds from now) and the cap;
+        `head` sees the status as soon as it arrives."""
+        deadline = time.monotonic() + self.timeout
+        request.extensions["timeout"] = timeout_until(deadline, CONNECT_TIMEOUT_S).as_dict()
+        response = self.http.send(request, stream=True)
+        try:
+            head(response.status_code)
+            body = read_body(response, deadline=deadline, cap=ANSWER_CAP)
+        finally:
+            response.close()
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _BODY_HEADERS]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+
+    def _unanswered(
+        self, method: str, path: str, refused: AnswerRefused, kind: Request, heads: list[int]
+    ) -> AirflowError:
+        """An answer not read whole: a late one as a timeout, a refused one by the retry table's failure after send."""
+        status, why = (heads[0] if heads else None), str(refused)
+        if isinstance(refused, AnswerLate):
+            why = f"no whole answer within {self.timeout:g}s"
+            if classify(kind, Failure.AFTER_SEND) is Verdict.RETRY:
+                return AirflowUnavailable(f"{method} {path}: {why}", method=method, path=path, hint=LATE_HINT)
+        return unread(method, path, why, kind, status)
 
     def _redact(self, text: str) -> str:
         """Remove our secrets, and anything that looks like a bearer token, from server-supplied text."""
@@ -190,9 +272,12 @@ class Transport:
         assert self._password is not None
         path = "/auth/token"
         try:
-            response = self.http.post(path, json={"username": self._username, "password": self._password.reveal()})
+            body = {"username": self._username, "password": self._password.reveal()}
+            response = self._exchange(self.http.build_request("POST", path, json=body))
         except _HTTPX_ERRORS as exc:
             raise translate_any("POST", path, exc, Request.READ) from None
+        except AnswerRefused as refused:
+            raise self._unanswered("POST", path, refused, Request.READ, []) from None
         if response.status_code != 201:
             raise self._refused(status_error("POST", path, response, self._redact, Request.READ))
         return self._access_token(response)
@@ -200,8 +285,8 @@ class Transport:
     def _access_token(self, response: httpx.Response) -> Secret:
         """The token of a 201 from `POST /auth/token`; any other answer is said (its shape, never a token)."""
         try:
-            data = response.json()
-        except ValueError:
+            data = decode_json(response.content)
+        except AnswerUnreadable:
             kind = _printable(response.headers.get("content-type", "no content type"), 60)
             text = _printable(self._redact(response.text), 80)
             raise self._login_answer(response, f"with a body that is not JSON ({kind}): {text!r}") from None
@@ -245,6 +330,17 @@ class Transport:
         )
 
 
+def _not_waited(error: AirflowError, asked: float | None) -> AirflowError:
+    """The error, saying that the server's Retry-After is longer than a pass waits (the next pass asks again)."""
+    message = (
+        f"{error.message}; Airflow asks to be asked again in {asked:.0f} s, longer than a pass waits "
+        f"({RETRY_AFTER_LIMIT:.0f} s): the next pass asks again"
+    )
+    return type(error)(
+        message, method=error.method, path=error.path, status=error.status, detail=error.detail, hint=error.hint
+    )
+
+
 def _retry_after(response: httpx.Response | None) -> float | None:
     value = None if response is None else response.headers.get("Retry-After")
     try:
@@ -282,12 +378,14 @@ def _json_type(value: Any) -> str:
 def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
     """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to `limit` chars."""
     try:
-        detail = response.json().get("detail", response.text)
-    except (ValueError, AttributeError):
-        detail = response.text
+        data = decode_json(response.content)
+    except AnswerUnreadable:
+        data = None
+    detail = data.get("detail", response.text) if isinstance(data, dict) else response.text[:_SCANNED]
     if isinstance(detail, list):
-        detail = "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg')}" for d in detail)
-    detail = plain(detail)  # server text goes into messages, logs and CI output: no line breaks, no escapes
+        detail = "; ".join(_problem(d) for d in detail)
+    # server text goes into messages, logs, pages, the audit and CI output: one line, storable, no escapes
+    detail = plain(storable_text(str(detail)[:_SCANNED]))
     return detail if limit is None else truncate(detail, limit)
 
 
@@ -312,6 +410,25 @@ def status_error(
     )
 
 
+def _problem(item: Any) -> str:
+    """One of pydantic's errors (`{loc, msg}`) as `body.dag_run_conf: Input should be …`."""
+    if not isinstance(item, dict):
+        return str(item)
+    loc = item.get("loc")
+    return f"{'.'.join(map(str, loc if isinstance(loc, list) else []))}: {item.get('msg')}"
+
+
+def unread(method: str, path: str, why: str, kind: Request, status: int | None) -> AirflowError:
+    """An answer not read (over the cap, not JSON, too deep, not the API's shape): for a create, a lost answer
+    (it may have landed: observe, never send again blindly); else a bad answer, which asking again repeats."""
+    text = f"{method} {path}" + ("" if status is None else f" -> {status}") + f": {why}"
+    if classify(kind, Failure.AFTER_SEND) is Verdict.AMBIGUOUS:
+        return AirflowAmbiguous(
+            text + " (the request may have been processed)", method=method, path=path, status=status
+        )
+    return AirflowBadAnswer(text, method=method, path=path, status=status, hint=BAD_ANSWER_HINT)
+
+
 _VERDICT_ERRORS: dict[Verdict, type[AirflowError]] = {
     Verdict.OK: AirflowError,
     Verdict.RETRY: AirflowUnavailable,
@@ -326,6 +443,10 @@ _HINTS = {
 }
 
 
+_SCANNED = 65_536  # characters of an error answer read for its detail (at most 256 of them are shown)
+_BODY_HEADERS = ("content-encoding", "content-length", "transfer-encoding")  # of the body as sent, not as read
+LATE_HINT = "is Airflow's api-server overloaded, or a proxy slow? BACKFILLCTL_AIRFLOW_TIMEOUT sets the seconds"
+BAD_ANSWER_HINT = "is BACKFILLCTL_AIRFLOW_URL the Airflow 3 api-server's own address (not a proxy or another service)?"
 _CONFIG_FAILURES = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
 URL_HINT = "set BACKFILLCTL_AIRFLOW_URL to the API server's address with its scheme, e.g. http://127.0.0.1:8080"

@@ -13,9 +13,13 @@ helper (`Database.tx`):
 - `stats`: small read queries for metrics;
 - `stops`: the emergency stops, and the fence every create or unpause intent runs;
 - `stages`: each spec's rehearsal, verification and publish runs, keyed by what they prove;
-- `spec_index`: finished spec files by git blob id, so that a pass does not read them again.
+- `spec_index`: finished spec files by git blob id, so that a pass does not read them again;
+- `reconciled`: each commit a pass reconciled, with its valid policy;
+- `gate`: the approval gate's decision per spec or policy file version, with the evidence that counted;
+- `history`: each Airflow's completed backfills per DAG and their watermark, so a create lists only new ones.
 
-`Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain.
+`Store(url, read_only=True)` never creates, migrates or writes; `Store(url, audit_key=…)` keys the chain (and
+`previous_audit_keys` are the keys a rotation replaced, for verify and the next rotation).
 Every `intent` append re-checks, in its own transaction, that this process still holds the lease it keeps
 (a fence): a reconciler whose lease was taken away cannot record an intent, so it makes no further change; in the
 same transaction a create or unpause intent is refused while an emergency stop holds its spec (`Stopped`, exit 5).
@@ -24,14 +28,14 @@ same transaction a create or unpause intent is refused while an emergency stop h
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
 from controller.adapters.store import stats
 from controller.adapters.store.analysis import AnalysisStates
-from controller.adapters.store.audit_log import AuditLog, EventFilter
+from controller.adapters.store.audit_log import AuditLog, EventFilter, FirstCreate
 from controller.adapters.store.bindings import Bindings
 from controller.adapters.store.database import (
     KNOWN_REVISIONS,
@@ -44,17 +48,21 @@ from controller.adapters.store.database import (
     stamp,
     utcnow,
 )
+from controller.adapters.store.gate import GateDecisions
+from controller.adapters.store.history import BackfillHistory
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.reconciled import Reconciled, ReconciledCommits, TeamScopes
 from controller.adapters.store.spec_index import IndexedSpec, SpecIndex
 from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding
+from controller.core.model.evidence import GateDecision
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
 from controller.core.rules.analysis import AnalysisState
 
 __all__ = [
@@ -62,18 +70,53 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_HEAD",
     "EventFilter",
+    "FirstCreate",
     "IndexedSpec",
     "Lease",
     "LeaseLost",
     "NoStore",
     "OutboxRow",
+    "Reconciled",
     "Store",
     "normalise_url",
     "stamp",
 ]
 
 
-class Store:
+class _GitMemory:
+    """What the store remembers of the specs' git history: each reconciled commit (with its valid policy) and the
+    approval gate's decision per file version."""
+
+    _reconciled: ReconciledCommits
+    _gate: GateDecisions
+    _scopes: TeamScopes
+
+    def last_reconciled(self) -> Reconciled | None:
+        return self._reconciled.last()
+
+    def last_valid_policy(self) -> str | None:
+        return self._reconciled.last_policy()
+
+    def record_reconciled(self, commit: str | None, policy_text: str | None) -> None:
+        self._reconciled.record(commit, policy_text)
+
+    def recorded_scopes(self) -> dict[str, str]:
+        """Issue 44: each Airflow login's scope (JSON) this store reconciled with."""
+        return self._scopes.all()
+
+    def record_scope(self, login: str, scope: str) -> None:
+        self._scopes.record(login, scope)
+
+    def gate_decisions(self) -> dict[str, GateDecision]:
+        """Path → the approval gate's decision kept for its file."""
+        return self._gate.all()
+
+    def save_gate_decisions(self, decisions: Sequence[GateDecision], present: Mapping[str, str]) -> None:
+        """Keep `decisions`; forget the paths not `present` (path → blob at HEAD), or whose blob changed."""
+        self._gate.save(decisions, present)
+
+
+class Store(_GitMemory):
     def __init__(
         self,
         url: str,
@@ -82,12 +125,13 @@ class Store:
         migrate: bool = True,
         read_only: bool = False,
         audit_key: Secret | None = None,
+        previous_audit_keys: Sequence[Secret] = (),
     ) -> None:
-        self._open(Database(url, migrate=migrate, read_only=read_only), clock, audit_key)
+        self._open(Database(url, migrate=migrate, read_only=read_only), clock, audit_key, previous_audit_keys)
 
-    def _open(self, db: Database, clock: Clock, audit_key: Secret | None) -> None:
+    def _open(self, db: Database, clock: Clock, key: Secret | None, previous: Sequence[Secret] = ()) -> None:
         self._db, self._clock = db, clock
-        self._audit = AuditLog(db, key=audit_key, clock=clock)
+        self._audit = AuditLog(db, key=key, clock=clock, previous_keys=previous)
         self._leases = Leases(db, clock)
         self._bindings = Bindings(db, clock)
         self._outbox = Outbox(db)
@@ -95,6 +139,10 @@ class Store:
         self._stops = Stops(db, clock)
         self._stages = Stages(db, clock)
         self._index = SpecIndex(db, clock)
+        self._reconciled = ReconciledCommits(db, clock)
+        self._scopes = TeamScopes(db, clock)
+        self._gate = GateDecisions(db, clock)
+        self._history = BackfillHistory(db, clock)
 
     @property
     def url(self) -> str:
@@ -107,6 +155,11 @@ class Store:
     @property
     def safe_url(self) -> str:
         return self._db.safe_url
+
+    @property
+    def backfill_history(self) -> BackfillHistory:
+        """Each Airflow's completed backfills per DAG, read once (`history`)."""
+        return self._history
 
     @property
     def engine(self) -> Engine:
@@ -124,10 +177,8 @@ class Store:
 
     @contextlib.contextmanager
     def batch(self, what: str) -> Iterator[None]:
-        """One transaction for this thread's writes until the block ends: all of them or none. For records
-        of observations only (adoptions, phases), which change nothing outside the store; never around an
-        intent, which must be committed before its call. A batch saves a durable commit (an fsync on
-        SQLite, ~3 ms) per write: 1,000 adoptions after a lost store take 1 commit instead of 2,000."""
+        """One transaction for this thread's writes until the block ends (all or none): for records that change
+        nothing outside the store, never around an intent (committed before its call). One fsync, not one a write."""
         with self._db.batch(what):
             yield
 
@@ -175,6 +226,12 @@ class Store:
     def verify(self, expect_head: str | None = None) -> VerifyResult:
         return self._audit.verify(expect_head)
 
+    def adopt_audit_key(self, actor: str, expect_head: str | None = None) -> AuditRecord:  # `audit adopt-key`
+        return self._audit.adopt_key(actor, expect_head)
+
+    def rotate_audit_key(self, actor: str) -> AuditRecord:  # `audit rotate-key`: a previous key → the store's key
+        return self._audit.rotate_key(actor)
+
     def last_event_time(self) -> datetime | None:
         return self._audit.last_event_time()
 
@@ -186,6 +243,9 @@ class Store:
 
     def recorded_findings(self) -> dict[tuple[str, str, int | None], str]:
         return self._audit.recorded_findings()
+
+    def first_creates(self, names: Collection[str]) -> dict[str, FirstCreate]:
+        return self._audit.first_creates(names) if names else {}
 
     # --- lease ----------------------------------------------------------------------------------------
 
@@ -271,6 +331,9 @@ class Store:
     def stop_paused(self) -> frozenset[int]:
         return self._stops.stop_paused()
 
+    def stop_history(self, name: str, downstream: Sequence[str]) -> tuple[StopHistory, ...]:
+        return self._stops.history(name, downstream)
+
     # --- stages: rehearsals, verifications, publish -----------------------------------------------------
 
     def stage(self, spec: str, environment: str, stage: Stage, key: str) -> StageRecord | None:
@@ -337,4 +400,13 @@ class NoStore(Store):
         return ()
 
     def indexed_specs(self) -> dict[str, IndexedSpec]:
+        return {}
+
+    def last_reconciled(self) -> Reconciled | None:
+        return None
+
+    def last_valid_policy(self) -> str | None:
+        return None
+
+    def gate_decisions(self) -> dict[str, GateDecision]:
         return {}

@@ -14,8 +14,9 @@ from sqlalchemy import bindparam, insert, select, update
 from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
-from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
+from controller.core.model.binding import Applied, Approval, Binding, CreateFacts, NotesMark, Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.coverage import Coverage
 from controller.core.model.spec import DesiredState
 from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
 
@@ -81,7 +82,18 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         refused=bool(detail.get("refused")),
         approval_refused=_approval_refused(row["phase"], detail),
         approval=Approval.from_json(detail.get("approval")),
+        applied=Applied.from_json(detail.get("applied")),
+        noted=NotesMark.from_json(detail.get("noted")),
+        coverage=_coverage(detail.get("coverage")),
     )
+
+
+def _coverage(data: Any) -> Coverage | None:
+    """The version coverage stored when the spec ended; one this release cannot read is measured as not stored."""
+    try:
+        return Coverage.from_json(data) if isinstance(data, Mapping) else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _approval_refused(phase: str, detail: Mapping[str, Any]) -> bool:
@@ -107,6 +119,12 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["approval_refused"] = True
     if binding.approval is not None:  # who approved the pull request (reconcile's gate): JSON, no migration
         detail["approval"] = binding.approval.as_json()
+    if binding.applied is not None:  # what it asked when first applied (the edit-in-place check): JSON, no migration
+        detail["applied"] = binding.applied.as_json()
+    if binding.noted is not None:  # how far its runs carry the Airflow run note: JSON, no migration
+        detail["noted"] = binding.noted.as_json()
+    if binding.coverage is not None:  # version coverage when it ended: JSON, no migration
+        detail["coverage"] = binding.coverage.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,

@@ -23,22 +23,35 @@ from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Text, cast, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.sql.elements import Cast
 
 from controller.adapters.store.tables import audit_events
 from controller.core.audit.chain import TIME_FORMAT
 from controller.core.model.secret import redact_url, url_problem
 from controller.core.model.spec import canonical_json
-from controller.errors import StoreError, truncate
+from controller.errors import StoreError, StoreMissing, StoreUnavailable, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0008"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"})
+SCHEMA_HEAD = "0010"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"})
 SUPPORTED = ("sqlite", "postgresql")
 INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
 URL_EXAMPLES = "sqlite:///path/to/state.db or postgresql://USER@HOST:5432/DBNAME"
 SCHEMA_LOCK_KEY = 4_242_100_901  # PostgreSQL advisory lock serialising migrations of one database
+# what a driver says when the database cannot be reached (PostgreSQL down or restarting, SQLite's folder gone)
+UNREACHABLE = (
+    "connection failed",
+    "could not connect",
+    "unable to open database",
+    "connection refused",
+    "the database system is starting up",
+    "the database system is shutting down",
+)
+DROPPED_HINT = (
+    "the connection to the database dropped and the transaction was rolled back: nothing was half-written; "
+    "check that the database is up, then run the command again"
+)
 Clock = Callable[[], datetime]
 
 
@@ -117,13 +130,17 @@ class Database:
         self.engine.dispose()
 
     def failed(self, what: str, exc: SQLAlchemyError, hint: str | None = None) -> StoreError:
-        """The `StoreError` for a failed database call, with the fix its reason suggests."""
+        """The `StoreError` for a failed database call, with the fix its reason suggests: `StoreUnavailable` when
+        the database could not be reached or the connection dropped (the transaction rolled back)."""
         reason = _reason(exc)
+        message = f"store {self.safe_url}: {what} failed: {reason}"
+        if _dropped(exc):
+            return StoreUnavailable(message, hint=DROPPED_HINT)
         if hint is None or _unreachable(reason):
             hint = "check BACKFILLCTL_STORE_URL and that the database is reachable"
         if _read_only_refusal(reason):
             hint = "the database refused a write: the store's user (or file) needs write access for this command"
-        return StoreError(f"store {self.safe_url}: {what} failed: {reason}", hint=hint)
+        return (StoreUnavailable if _unreachable(reason) else StoreError)(message, hint=hint)
 
     @contextlib.contextmanager
     def tx(self, what: str, hint: str | None = None) -> Iterator[Connection]:
@@ -231,12 +248,12 @@ class Database:
             "then run `backfillctl audit verify`",
         )
 
-    def _missing(self) -> StoreError:
+    def _missing(self) -> StoreMissing:
         path = _sqlite_path(self.url)
         where = ""
         if path is not None and not path.is_absolute():
             where = f" (a relative SQLite path, resolved against the current directory {Path.cwd()})"
-        return StoreError(
+        return StoreMissing(
             f"no store at {self.safe_url}; reconcile creates it",
             hint=f"check BACKFILLCTL_STORE_URL{where}, or run `backfillctl reconcile` first"
             " (`backfillctl plan --no-store` plans without one)",
@@ -381,10 +398,13 @@ def _revision(conn: Connection) -> str | None:
 
 def _unreachable(reason: str) -> bool:
     lowered = reason.lower()
-    return any(
-        marker in lowered
-        for marker in ("connection failed", "could not connect", "unable to open database", "connection refused")
-    )
+    return any(marker in lowered for marker in UNREACHABLE)
+
+
+def _dropped(exc: SQLAlchemyError) -> bool:
+    """The connection broke under a statement: SQLAlchemy's own disconnect test (the driver's error codes and
+    texts, e.g. PostgreSQL's "terminating connection due to administrator command") marked it invalidated."""
+    return isinstance(exc, DBAPIError) and exc.connection_invalidated
 
 
 def _read_only_refusal(reason: str) -> bool:

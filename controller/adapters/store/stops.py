@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from controller.adapters.store.database import Clock, Database, stamp, unstamp
 from controller.adapters.store.tables import audit_events, stops
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
+from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
 from controller.errors import Stopped, StoreError, UsageError
 
 HELD_ACTIONS = ("create", "unpause")  # what a stop refuses; pauses and cancels only ever reduce the load
@@ -60,13 +60,31 @@ class Stops:
             row = conn.execute(select(stops).where(stops.c.id == stop_id)).mappings().first()
             if row is None or row["lifted_at"] is not None:
                 state = "does not exist" if row is None else f"was lifted at {row['lifted_at']} by {row['lifted_by']}"
-                raise UsageError(f"stop #{stop_id} {state}", hint="`backfillctl stop --list` shows the stops in force")
+                raise UsageError(f"stop #{stop_id} {state}", hint="`backfillctl stop list` shows the stops in force")
             conn.execute(
                 update(stops)
                 .where(stops.c.id == stop_id)
                 .values(lifted_at=stamp(self._clock()), lifted_by=by, lift_reason=reason)
             )
             return _stop(row)
+
+    def history(self, name: str, downstream: Sequence[str]) -> tuple[StopHistory, ...]:
+        """Every stop that held the spec `name` (listing `downstream`), lifted or not, oldest first."""
+        named = (stops.c.target_kind == EmergencyStopKind.SPEC.value) & (stops.c.target == name)
+        systems = (stops.c.target_kind == EmergencyStopKind.DOWNSTREAM.value) & stops.c.target.in_(list(downstream))
+        everything = stops.c.target_kind == EmergencyStopKind.ALL.value
+        query = select(stops).where(or_(named, systems, everything)).order_by(stops.c.id)
+        with self._db.tx("reading a spec's stops") as conn:
+            rows = conn.execute(query).mappings().all()
+        return tuple(
+            StopHistory(
+                _stop(row),
+                None if row["lifted_at"] is None else unstamp(row["lifted_at"]),
+                row["lifted_by"],
+                row["lift_reason"],
+            )
+            for row in rows
+        )
 
     def stop_paused(self) -> frozenset[int]:
         """Backfills whose latest pause/unpause intent was a stop's pause (its message starts `stop #`)."""
@@ -88,7 +106,8 @@ class Stops:
             return
         named = (stops.c.target_kind == EmergencyStopKind.SPEC.value) & (stops.c.target == spec_name)
         systems = (stops.c.target_kind == EmergencyStopKind.DOWNSTREAM.value) & stops.c.target.in_(list(downstream))
-        query = select(stops).where(stops.c.lifted_at.is_(None), or_(named, systems)).order_by(stops.c.id)
+        everything = stops.c.target_kind == EmergencyStopKind.ALL.value
+        query = select(stops).where(stops.c.lifted_at.is_(None), or_(named, systems, everything)).order_by(stops.c.id)
         rows = conn.execute(query).mappings().all()
         now = self._clock() if any(r["expires_at"] is not None for r in rows) else None  # the clock only if needed
         row = next((r for r in rows if r["expires_at"] is None or (now and unstamp(r["expires_at"]) > now)), None)
@@ -96,7 +115,7 @@ class Stops:
             stop = _stop(row)
             raise Stopped(
                 f"{action} of {spec_name} refused: {stop.held}",
-                hint=f"`backfillctl stop --lift {stop.target}` (an owner), or wait for its expiry",
+                hint=f"`backfillctl stop lift {stop.target}` (an owner), or wait for its expiry",
             )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, BigInteger, Column, Integer, MetaData, String, Table, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Integer, MetaData, String, Table, Text, UniqueConstraint
 
 metadata = MetaData()
 
@@ -134,4 +134,56 @@ stages = Table(  # a spec's rehearsal, verification and publish runs, one row pe
     Column("metrics", JSON),
     Column("runs", JSON),
     UniqueConstraint("spec_name", "environment", "stage", "stage_key", name="uq_stages_key"),
+)
+
+reconciled = Table(  # migration 0009: each commit a pass reconciled, its valid policy, the last good pass
+    "reconciled",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("git_commit", String(64)),
+    Column("policy_digest", String(80)),
+    Column("policy_text", Text),
+    Column("first_pass_at", String(40), nullable=False),
+    Column("last_pass_at", String(40), nullable=False),
+)
+
+team_scopes = Table(  # migration 0009: the scope each Airflow login reconciled with (one store per team)
+    "team_scopes",
+    metadata,
+    Column("login", String(200), primary_key=True),  # the controller's Airflow login (its token's `sub`)
+    Column("scope", Text, nullable=False),  # the policy's scope as JSON: {"dags": [...], "tags": [...]}
+    Column("recorded_at", String(40), nullable=False),
+)
+
+gate_decisions = Table(  # migration 0009: the approval gate's decision per spec or policy file version
+    "gate_decisions",
+    metadata,
+    Column("path", String(500), primary_key=True),
+    Column("blob_id", String(64), primary_key=True),
+    Column("policy_blob", String(64), primary_key=True),  # the policy the gate judged it by ("": none)
+    Column("verdict", String(20), nullable=False),  # approved | refused | unreviewed | held
+    Column("approval", JSON),  # an approved change's evidence: the change, its SHAs, the reviews that counted
+    Column("reason", Text, nullable=False),
+    Column("git_commit", String(64)),  # the branch's commit that carried it
+    Column("decided_at", String(40), nullable=False),
+)
+
+# migration 0010: each Airflow's completed backfills (immutable once completed), so a create lists only new ones
+backfill_history = Table(
+    "backfill_history",
+    metadata,
+    Column("environment", String(300), primary_key=True),  # the Airflow's base URL, without credentials
+    Column("backfill_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("params", JSON, nullable=False),  # the backfill as Airflow answered it, once completed
+    Index("ix_backfill_history_dag", "environment", "dag_id"),
+)
+
+backfill_watermarks = Table(  # migration 0010: per Airflow and DAG, the id up to which every backfill is kept
+    "backfill_watermarks",
+    metadata,
+    Column("environment", String(300), primary_key=True),
+    Column("dag_id", String(250), primary_key=True),
+    Column("watermark", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
+    Column("read_at", String(40), nullable=False),
 )

@@ -2,6 +2,7 @@
 
 A keyed chain adds mac = HMAC-SHA256(key, hash) per record: the hash already commits to the record and to
 every record before it, so a MAC over it authenticates both, and only a holder of the key can make one.
+The walk that checks a chain, and the rules of its keys (adoption, rotation), are in `keying`.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from controller import __version__
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
+from controller.core.documents.storable import SURROGATE, storable
 from controller.core.model.spec import canonical_json
 
 GENESIS = "0" * 64
@@ -143,15 +145,41 @@ def record_mac(key: bytes, hash_: str) -> str:
 
 
 def seal(seq: int, time: str, entry: AuditEntry, prev_hash: str, key: bytes | None = None) -> AuditRecord:
-    hash_ = chain_hash(prev_hash, canonical_json(AuditRecord(seq, time, entry, prev_hash).body()))
+    """The record and its hash; an entry holding text UTF-8 cannot write (a lone surrogate from outside) is
+    recorded, and hashed, with each such character as its `\\uXXXX` escape (any other entry: as it is)."""
+    try:
+        hash_ = chain_hash(prev_hash, canonical_json(AuditRecord(seq, time, entry, prev_hash).body()))
+    except UnicodeEncodeError:
+        entry = encodable(entry)
+        hash_ = chain_hash(prev_hash, canonical_json(AuditRecord(seq, time, entry, prev_hash).body()))
     return AuditRecord(seq, time, entry, prev_hash, hash_, None if key is None else record_mac(key, hash_))
+
+
+def encodable(entry: AuditEntry) -> AuditEntry:
+    """The entry with every lone surrogate in its texts, `request` and `response` (keys too) escaped."""
+    return replace(entry, **{name: storable(getattr(entry, name), SURROGATE) for name in ENTRY_FIELDS})
 
 
 @dataclass(frozen=True, slots=True)
 class ChainProblem:
     seq: int
-    kind: str  # GAP | DUPLICATE | INVALID | BROKEN | UNKEYED | FORGED | TRUNCATED
+    # GAP | DUPLICATE | INVALID | BROKEN | TRUNCATED (the hashes); UNKEYED | FORGED | UNADOPTED | UNKNOWN_KEY |
+    # OLD_KEY (the keys: core/audit/keying.py)
+    kind: str
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyEvent:
+    """An `audit adopt-key` or `audit rotate-key` record, as verify reports it (who, when, which key)."""
+
+    seq: int
+    kind: str  # adopted | rotated
+    actor: str
+    time: str
+    key_id: str  # the key it adopted or rotated to
+    previous_key_id: str | None = None  # rotated: the key it replaced
+    previous_checked: bool = False  # rotated: the old key's MAC in it was checked (that key was given)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,68 +190,11 @@ class VerifyResult:
     problem: ChainProblem | None
     keyed_from: int | None = None  # the first seq that carries a MAC (every later one must carry one too)
     key_checked: bool = False  # the MACs were checked against a key
+    adoption: KeyEvent | None = None  # the record that keyed an unkeyed chain
+    rotations: tuple[KeyEvent, ...] = ()
+    key_id: str | None = None  # the given key that made the newest MACs (None: no key given, or none made them)
+    pinned_by: int | None = None  # the rotation whose MAC pins earlier records made with a key not given
 
     @property
     def ok(self) -> bool:
         return self.problem is None
-
-
-def verify_chain(links: Iterable[ChainLink], expect_head: str | None = None, key: bytes | None = None) -> VerifyResult:
-    """Recompute the chain in seq order; stop at the first problem. Streams: O(1) memory.
-
-    With `key`, every MAC must be HMAC-SHA256(key, hash); with or without it, a record without a MAC after
-    one with a MAC is an error (the chain is keyed from its first MAC on)."""
-    prev, expected_seq, count, anchor_seen, keyed_from = GENESIS, 1, 0, expect_head is None, None
-    mac = None if key is None else mac_of(key)
-    for link in links:
-        problem = _check(link, prev, expected_seq) or _check_mac(link, keyed_from, mac)
-        if problem is not None:
-            return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
-        if keyed_from is None and link[4] is not None:
-            keyed_from = link[0]
-        anchor_seen = anchor_seen or link[2] == expect_head
-        prev, expected_seq, count = link[2], link[0] + 1, count + 1
-    problem = None
-    if not anchor_seen:
-        message = f"the expected head {expect_head} is not in the chain, which ends at seq {expected_seq - 1}"
-        problem = ChainProblem(expected_seq, "TRUNCATED", message)
-    return VerifyResult(count, expected_seq - 1, prev, problem, keyed_from, key is not None)
-
-
-def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | None:
-    seq, prev_hash, hash_, body, _ = link
-    if seq != expected_seq:
-        return _out_of_sequence(seq, expected_seq)
-    if isinstance(body, Unreadable):
-        return ChainProblem(seq, "INVALID", f"seq {seq} cannot be read: {body.reason}")
-    if prev_hash != prev:
-        return ChainProblem(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
-    if chain_hash(prev, body) != hash_:
-        return ChainProblem(seq, "INVALID", f"seq {seq} was modified after it was written")
-    return None
-
-
-def _out_of_sequence(seq: int, expected_seq: int) -> ChainProblem:
-    if seq < 1:
-        return ChainProblem(
-            seq, "INVALID", f"seq {seq} is outside the chain, which starts at seq 1: a row added by hand"
-        )
-    if seq < expected_seq:
-        return ChainProblem(seq, "DUPLICATE", f"seq {seq} occurs more than once")
-    return ChainProblem(expected_seq, "GAP", f"seq {expected_seq} is missing (next is {seq})")
-
-
-def _check_mac(link: ChainLink, keyed_from: int | None, mac_of_key: Callable[[str], str] | None) -> ChainProblem | None:
-    seq, _, hash_, _, mac = link
-    if mac is None:
-        if keyed_from is None:
-            return None
-        message = f"seq {seq} carries no MAC, but the chain is keyed from seq {keyed_from}: added without the key"
-        return ChainProblem(seq, "UNKEYED", message)
-    if mac_of_key is not None and mac != mac_of_key(hash_):  # an offline check of stored data: no timing oracle
-        message = (
-            f"seq {seq} was not made with BACKFILLCTL_AUDIT_KEY: its MAC does not match (appended, rewritten "
-            "or re-hashed without the key, or written with another key)"
-        )
-        return ChainProblem(seq, "FORGED", message)
-    return None

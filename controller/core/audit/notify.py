@@ -15,7 +15,7 @@ from typing import Any
 
 from controller.core.audit import vocabulary
 from controller.core.audit.chain import AuditEntry
-from controller.core.documents.escaping import plain, slack_pre, slack_text
+from controller.core.documents.escaping import slack_pre, slack_text
 from controller.core.model.notify_policy import Event, NotifyPolicy
 from controller.core.model.spec import BackfillSpec, format_utc, parse_date
 
@@ -26,6 +26,8 @@ TERMINAL_EVENTS = frozenset(
 FORMATS = ("slack", "json")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 SLACK_TEXT_LIMIT = 2900  # Slack refuses section texts over 3000 characters
+SLACK_FIELD_LIMIT = 2000  # … a section field over 2000
+SLACK_HEADER_LIMIT = 150  # … and a header over 150
 
 
 def event_of(entry: AuditEntry) -> Event | None:
@@ -72,7 +74,7 @@ def event_facts(event: str, entry: AuditEntry, spec: BackfillSpec | None) -> dic
             "from_date": format_utc(spec.from_date),
             "to_date": format_utc(spec.to_date),
             "downstream": list(spec.downstream),
-        }
+        } | ({"drain_dag": True} if spec.drain_dag else {})  # the message says the DAG is left paused
     return facts
 
 
@@ -97,8 +99,11 @@ class Delivery:
     last_error: str | None = None
 
 
-def enrich(facts: Mapping[str, Any], runs: Mapping[str, Any] | None, report_text: str | None) -> dict[str, Any]:
-    """Terminal events also carry the outcome: runs by state, failed dates/partitions, and the report."""
+def enrich(
+    facts: Mapping[str, Any], runs: Mapping[str, Any] | None, report_text: str | None, coverage: str | None = None
+) -> dict[str, Any]:
+    """Terminal events also carry the outcome: runs by state, failed dates/partitions, the report, and the version
+    coverage measured when the spec ended (its one line; only when measured)."""
     if facts.get("event") not in TERMINAL_EVENTS:
         return dict(facts)
     runs = runs or {}
@@ -108,7 +113,7 @@ def enrich(facts: Mapping[str, Any], runs: Mapping[str, Any] | None, report_text
         "failed_dates": [format_utc(parse_date(d)) for d in runs.get("failed_dates", [])],
         "failed_partitions": list(runs.get("failed_partitions", [])),
         "report": report_text,
-    }
+    } | ({"coverage": coverage} if coverage is not None else {})
 
 
 def json_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,10 +153,12 @@ def summary_line(event: str, facts: Mapping[str, Any]) -> str:
 
 
 def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any]:
-    """Slack's incoming-webhook JSON: `text` is the fallback (notifications), `blocks` the message."""
+    """Slack's incoming-webhook JSON: `text` is the fallback (notifications), `blocks` the message. Every text
+    from outside is `slack_text` (entities, no mention) in every text object, the plain header too; mrkdwn
+    objects are `verbatim` (Slack links no bare URL, channel or name in them) and nothing is unfurled."""
     text = summary_line(delivery.event, facts)
     fields = [
-        f"*{label}*\n{slack_text(value)}"
+        _mrkdwn(f"*{label}*\n{_fit(value, SLACK_FIELD_LIMIT - len(label) - 3)}")
         for label, value in (
             ("Spec", facts.get("spec")),
             ("DAG", facts.get("dag_id")),
@@ -163,24 +170,31 @@ def slack_payload(delivery: Delivery, facts: Mapping[str, Any]) -> dict[str, Any
         if value not in (None, "", {})
     ]
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": plain(text)[:150]}},
-        *([{"type": "section", "fields": [{"type": "mrkdwn", "text": f} for f in fields[:10]]}] if fields else []),
+        {"type": "header", "text": {"type": "plain_text", "text": _fit(text, SLACK_HEADER_LIMIT)}},
+        *([{"type": "section", "fields": fields[:10]}] if fields else []),
     ]
     details = _details(facts)
     if details:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": details[:SLACK_TEXT_LIMIT]}})
-    blocks.append(
-        {
-            "type": "context",
-            "elements": [
-                {
-                    "type": "mrkdwn",
-                    "text": f"idempotency key `{slack_text(delivery.key)}` · audit seq {delivery.audit_seq}",
-                }
-            ],
-        }
-    )
-    return {"text": slack_text(text), "blocks": blocks}
+        blocks.append({"type": "section", "text": _mrkdwn(details[:SLACK_TEXT_LIMIT])})
+    key = f"idempotency key `{slack_text(delivery.key)}` · audit seq {delivery.audit_seq}"
+    blocks.append({"type": "context", "elements": [_mrkdwn(key)]})
+    return {"text": slack_text(text), "blocks": blocks, "unfurl_links": False, "unfurl_media": False}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+def _fit(value: object, limit: int) -> str:
+    """`slack_text` of the longest head of `value` that fits `limit` characters with its `…` (no entity cut)."""
+    raw = str(value)
+    if len(slack_text(raw)) <= limit:
+        return slack_text(raw)
+    low, high = 0, len(raw)
+    while low < high:  # an escaped head never gets shorter as it gets longer
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if len(slack_text(raw[:mid])) < limit else (low, mid - 1)
+    return slack_text(raw[:low]) + "…"
 
 
 def _range(facts: Mapping[str, Any]) -> str | None:
@@ -202,6 +216,8 @@ def _details(facts: Mapping[str, Any]) -> str:
     if failed:
         shown = ", ".join(failed[:30]) + (f" … and {len(failed) - 30} more" if len(failed) > 30 else "")
         lines.append(f"*Failed ({len(failed)})*: {slack_text(shown)}")
+    if facts.get("coverage"):
+        lines.append(f"*Version coverage*: {slack_text(str(facts['coverage']))}")
     if facts.get("report"):
         lines.append(slack_pre(str(facts["report"])[: SLACK_TEXT_LIMIT - 200]))
     return "\n".join(lines)

@@ -4,7 +4,8 @@ of those are notification events (`event_of`).
 
 Every (action, outcome) a record can hold has a row in `OUTCOMES`, with its event or None (not an event): a
 word added to an enum without a decision fails tests/test_audit_vocabulary.py. A `finding` record's outcome is
-the finding's kind; the planner's kinds are no events (`core/plan` names them), only `Outcome.STUCK` is.
+the finding's kind; the planner's kinds are no events (`core/plan` names them), but `Outcome.STUCK` and the alerts
+(an invalid file or policy, an edit in place: `Alert`) are.
 The records keep these words as plain text (a StrEnum is a str): the hashed body is what it always was.
 """
 
@@ -15,17 +16,19 @@ from enum import StrEnum
 from types import MappingProxyType
 
 from controller.core.model.binding import Phase
-from controller.core.model.notify_policy import Event
+from controller.core.model.notify_policy import Alert, Event
 
 
 class Action(StrEnum):
     """What a record is about; `audit show --action` accepts exactly these."""
 
     ADOPT = "adopt"  # a backfill found in Airflow is bound to its spec
+    AUDIT_KEY = "audit-key"  # `audit adopt-key` keyed the chain, `audit rotate-key` changed its key
     CANCEL = "cancel"
     CREATE = "create"
     FINDING = "finding"  # something seen that needs a person (drift, an unmanaged backfill, stuck runs, …)
     LEASE = "lease"  # the reconciler's lease (taken over when its holder's expired)
+    NOTE = "note"  # Airflow run notes written on a backfill's runs (the policy's `airflow_notes`), one record a pass
     OBSERVE = "observe"  # a spec's phase changed, as observed in Airflow; the outcome is the new `Phase`
     PAUSE = "pause"
     PROMOTE = "promote"  # `promote: true` after a canary chunk
@@ -71,8 +74,10 @@ class Outcome(StrEnum):
     IDLE = "idle"  # an idle reconciler's hourly liveness record
     REFUSED = "refused"  # a pass refused (a stale `--plan-checksum`)
     ALLOW_DIRTY = "allow-dirty"  # `--allow-dirty` applied spec files no commit holds
+    HISTORY_RESET = "history-reset"  # an Airflow answered kept backfills differently (reset, restored): history dropped
     TAKEN_OVER = "taken-over"  # the lease of a reconciler that is gone
     RELEASED = "released"  # a lease released by hand
+    ROTATED = "rotated"  # the audit chain's key changed (`audit rotate-key`); `adopted` keyed it
     # emergency stops
     STOPPED = "stopped"  # a stop recorded
     LIFTED = "lifted"  # a stop lifted: by an owner, its expiry, a reviewed resume, or an unpause in Airflow
@@ -101,6 +106,7 @@ PHASE_EVENTS: Mapping[str, Event | None] = MappingProxyType(
 OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
     {
         Action.ADOPT: {Outcome.ADOPTED: None},
+        Action.AUDIT_KEY: {Outcome.ADOPTED: None, Outcome.ROTATED: None},
         Action.CANCEL: _CALL,  # the `cancelled` event is the observed Cancelled phase: cancelling takes a while
         Action.CREATE: {
             Outcome.CREATED: Event.CREATED,
@@ -110,8 +116,9 @@ OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
             Outcome.REJECTED: None,  # the spec is Blocked: the observed phase says `refused`
             Outcome.ABANDONED: None,
         },
-        Action.FINDING: {Outcome.STUCK: Event.STUCK},  # the planner's finding kinds: no events
+        Action.FINDING: {Outcome.STUCK: Event.STUCK, **dict.fromkeys(Alert, Event.INVALID)},  # other kinds: none
         Action.LEASE: {Outcome.TAKEN_OVER: None},
+        Action.NOTE: {Outcome.DONE: None},  # a run note is no event: the runs are what it annotates
         Action.OBSERVE: PHASE_EVENTS,
         Action.PAUSE: {**_CALL, Outcome.DONE: Event.PAUSED, Outcome.HALTED: Event.HALTED},
         Action.PROMOTE: {Outcome.PROMOTED: Event.PROMOTED},
@@ -121,6 +128,7 @@ OUTCOMES: Mapping[Action, Mapping[str, Event | None]] = MappingProxyType(
             Outcome.IDLE: None,
             Outcome.REFUSED: Event.REFUSED,
             Outcome.ALLOW_DIRTY: None,
+            Outcome.HISTORY_RESET: None,
         },
         Action.STOP: {Outcome.STOPPED: None, Outcome.LIFTED: None},  # its pauses and the Paused phase send the events
         Action.UNLOCK: {Outcome.RELEASED: None},

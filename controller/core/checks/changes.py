@@ -19,11 +19,27 @@ from controller.core.documents.diagnostics import Diagnostic, Location, Severity
 from controller.core.model.airflow import BACKFILL_FIELDS
 from controller.core.model.spec import BackfillSpec
 
-IMMUTABLE = BACKFILL_FIELDS  # what a create sends can never change in place
+IMMUTABLE = (*BACKFILL_FIELDS, "select")  # what a create sends, and what chose it, can never change in place
 CHUNKED_MUTABLE = "max_active_runs"  # …except this one on a chunked spec: the next chunk is a new backfill
+# what may change after apply (the spec's field names are its YAML keys): a change to one is judged like a new spec
+MUTABLE = (
+    "state",
+    "promote",
+    "resume",
+    "acknowledged",
+    "execution",
+    "windows",
+    "notify",
+    "rehearsal",
+    "verify",
+    "publish",
+    "writes",
+    "rollback",
+)
 HINT = (
-    "create a new spec; the applied backfill cannot be changed in place (only `state`, `promote`, `resume`, "
-    "`execution`, `windows`, `notify`, `rehearsal`, `verify`, `publish`, `writes` and `rollback` may change)"
+    "create a new spec; the applied backfill cannot be changed in place (only "
+    + ", ".join(f"`{name}`" for name in MUTABLE[:-1])
+    + f" and `{MUTABLE[-1]}` may change)"
 )
 
 
@@ -60,7 +76,40 @@ def _kind(before: BackfillSpec | None, after: BackfillSpec) -> Change:
 
 
 def _value(spec: BackfillSpec, name: str) -> object:
-    return spec.identity()[name]
+    return spec.identity().get(name)  # a field an identity holds only when set (`drain_dag`) is None when not
+
+
+@dataclass(frozen=True, slots=True)
+class FieldChange:
+    """One create-time field that differs from what was applied."""
+
+    field: str
+    before: object
+    after: object
+
+    def text(self) -> str:
+        return f"{self.field} {_show(self.before)} → {_show(self.after)}"
+
+
+def edited_fields(applied: Mapping[str, object], chunked: bool, spec: BackfillSpec) -> tuple[FieldChange, ...]:
+    """The create-time fields of `spec` that differ from `applied` (`BackfillSpec.identity` when it was applied,
+    `chunked` then): the one rule behind `validate --base` and every pass's edit-in-place check."""
+    now = spec.identity()
+    return tuple(
+        FieldChange(field, applied.get(field), now.get(field))
+        for field in IMMUTABLE
+        if applied.get(field) != now.get(field)
+        and not (field == CHUNKED_MUTABLE and chunked and spec.execution is not None)
+    )
+
+
+def mutable_changes(before: BackfillSpec, after: BackfillSpec) -> frozenset[str]:
+    """The mutable fields `after` changes (and `max_active_runs` of a chunked spec): what a newer policy still judges
+    on a spec already applied."""
+    changed = {name for name in MUTABLE if getattr(before, name) != getattr(after, name)}
+    if before.max_active_runs != after.max_active_runs:
+        changed.add(CHUNKED_MUTABLE)
+    return frozenset(changed)
 
 
 def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec], ref: str) -> list[Diagnostic]:
@@ -70,14 +119,13 @@ def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec
         before = base.get(name)
         if before is None:
             continue
-        for field in IMMUTABLE:
-            old, new = _value(before, field), _value(item.spec, field)
-            if old == new or (field == CHUNKED_MUTABLE and _chunked(before, item.spec)):
-                continue
+        for change in edited_fields(before.identity(), before.execution is not None, item.spec):
+            field = change.field
             found.append(
                 Diagnostic(
                     item.doc.locate((field,)) if field in item.doc.data else item.doc.locate((), at_key=False),
-                    f"{field} changed from {_show(old)} to {_show(new)} since {ref}{_why(field, before, item.spec)}",
+                    f"{field} changed from {_show(change.before)} to {_show(change.after)} since {ref}"
+                    f"{_why(field, before, item.spec)}",
                     _hint(field, before, item.spec),
                 )
             )
@@ -92,11 +140,6 @@ def immutability(base: Mapping[str, BackfillSpec], head: Mapping[str, LoadedSpec
                 )
             )
     return found
-
-
-def _chunked(before: BackfillSpec, after: BackfillSpec) -> bool:
-    """Chunked at the base and at head: each chunk is a new Airflow backfill, so the next one can take new limits."""
-    return before.execution is not None and after.execution is not None
 
 
 def _why(field: str, before: BackfillSpec, after: BackfillSpec) -> str:

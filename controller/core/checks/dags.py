@@ -6,8 +6,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 
 from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.scope_checks import check_scope_tags, tag_skipped
 from controller.core.documents.diagnostics import Diagnostic, Severity
 from controller.core.model.airflow import DagInfo
+from controller.core.model.capabilities import Capabilities, unsupported_request
 from controller.core.model.policy import Policy
 from controller.core.model.spec import format_utc
 from controller.core.rules.schedules import FUTURE_HINT, future_partitions, unbackfillable
@@ -43,6 +45,7 @@ def check_against_dag(
             "check the dag_id (Airflow's UI or `GET /api/v2/dags` lists the DAGs)",
         )
         return
+    yield from check_scope_tags(item, info, policy)
     refusal = unbackfillable(info)
     if refusal is not None:
         yield Diagnostic(item.at("dag_id"), refusal, "only DAGs with a periodic schedule can be backfilled")
@@ -57,6 +60,15 @@ def check_against_dag(
             None,
             Severity.WARNING,
         )
+
+
+def check_against_release(item: LoadedSpec, caps: Capabilities) -> Iterator[Diagnostic]:
+    """`validate` with Airflow configured: a field the server's release cannot act on (`drain_dag` before 3.4,
+    `select` before 3.1.6)."""
+    if item.spec.drain_dag and (refusal := unsupported_request(caps, None, drain=True)) is not None:
+        yield Diagnostic(item.at("drain_dag"), refusal, "the create would be refused: plan and reconcile say so too")
+    if item.spec.select is not None and (refusal := unsupported_request(caps, None, select=True)) is not None:
+        yield Diagnostic(item.at("select"), refusal, "the create would be refused: plan and reconcile say so too")
 
 
 def check_stage_dags(
@@ -93,14 +105,18 @@ def superseded_warnings(
     item: LoadedSpec, info: DagInfo | Unknown | None, found: Sequence[Diagnostic]
 ) -> set[Diagnostic]:
     """The offline warning "Airflow only creates runs whose interval has already ended" is wrong for a
-    partitioned DAG; once its details are known, the partition rules above replace it."""
-    if not isinstance(info, DagInfo) or not info.partitioned:
+    partitioned DAG; once its details are known, the partition rules above replace it. So is the scope's "tag check
+    skipped" once the DAG's tags are read."""
+    if not isinstance(info, DagInfo):
         return set()
+    tagged = tag_skipped(item, found) if info.tags is not None else set()
+    if not info.partitioned:
+        return tagged
     path = item.spec.path  # the file's own warnings first: a validated spec's document is read again only if needed
     mine = [
         d for d in found if d.location.source == path and not d.is_error and "interval has already ended" in d.message
     ]
     if not mine:
-        return set()
+        return tagged
     where = item.at("to_date")
-    return {d for d in mine if d.location == where}
+    return tagged | {d for d in mine if d.location == where}

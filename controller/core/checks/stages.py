@@ -15,9 +15,9 @@ from controller.core.documents.diagnostics import Diagnostic, Severity
 from controller.core.documents.yamlsafe import Document
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import NO_EXECUTION, format_utc
-from controller.core.model.stages import PRODUCTION, Environment, Promotion
+from controller.core.model.stages import PRODUCTION, PRODUCTION_DEFAULTS, Environment, Promotion
+from controller.core.rules.environments import prefix, variable_problems
 
-PRODUCTION_URL_ENV = "BACKFILLCTL_AIRFLOW_URL"  # production's URL variable when the policy names none
 _POLICY = "specs/policy.yaml"
 
 
@@ -165,27 +165,15 @@ def _required_by_rule(item: LoadedSpec, policy: Policy) -> Iterator[Diagnostic]:
 
 
 def check_policy_stages(policy: Policy, doc: Document) -> Iterator[Diagnostic]:
-    """Each environment reaches an Airflow of its own; production rehearses in a declared one; a rule that
-    requires rehearsals has somewhere to rehearse."""
-    urls = {_url_env(policy.environment(PRODUCTION)): PRODUCTION}
-    for env in policy.environments:
+    """Each environment reaches an Airflow of its own with variables of its own; production rehearses in a declared
+    one; a rule that requires rehearsals has somewhere to rehearse."""
+    production = (policy.environment(PRODUCTION) or Environment(PRODUCTION)).names
+    for index, env in enumerate(policy.environments):
         yield from _environment(env, doc)
         yield from _rehearse_in(env, policy, doc)
-        url = _url_env(env)
-        if env.name != PRODUCTION and env.airflow_url_env is not None:
-            first = urls.setdefault(url, env.name)
-            if first != env.name:
-                yield Diagnostic(
-                    doc.locate(("environments", env.name, "airflow_url_env")),
-                    f"environment {env.name!r} reads its Airflow URL from {url}, as {first} does: its backfills "
-                    f"would run in {first}'s Airflow",
-                    f"name a variable of its own, e.g. BACKFILLCTL_{env.name.upper().replace('-', '_')}_AIRFLOW_URL",
-                )
+        for problem in variable_problems(env, production, policy.environments[:index]):  # the first one keeps it
+            yield Diagnostic(doc.locate(("environments", env.name, problem.key)), problem.message, problem.hint)
     yield from _rules_can_rehearse(policy, doc)
-
-
-def _url_env(env: Environment | None) -> str:
-    return PRODUCTION_URL_ENV if env is None or env.airflow_url_env is None else env.airflow_url_env
 
 
 def _environment(env: Environment, doc: Document) -> Iterator[Diagnostic]:
@@ -197,8 +185,8 @@ def _environment(env: Environment, doc: Document) -> Iterator[Diagnostic]:
             doc.locate(at),
             f"environment {env.name!r} names no airflow_url_env",
             "name the environment variable holding its Airflow's base URL, e.g. `airflow_url_env: "
-            f"BACKFILLCTL_{env.name.upper().replace('-', '_')}_AIRFLOW_URL` (only production defaults to "
-            f"{PRODUCTION_URL_ENV})",
+            f"{prefix(env.name)}AIRFLOW_URL` (only production defaults to "
+            f"{PRODUCTION_DEFAULTS[0]})",
         )
     half = _half_login(env)
     if half is not None:

@@ -7,19 +7,29 @@ of located diagnostics.  `now` is a parameter.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from controller.core.checks.analysis import check_policy_analysis
+from controller.core.checks.approval import check_policy_review, listed_twice
+from controller.core.checks.changes import mutable_changes
+from controller.core.checks.drain import check_drain
 from controller.core.checks.guard_rules import check_policy_guards, check_spec_guards
 from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.names import check_unique_names
+from controller.core.checks.notify_rules import check_policy_notify
+from controller.core.checks.reserved_conf import check_reserved_conf
+from controller.core.checks.result import FileIdentity, ValidationResult
+from controller.core.checks.scope_checks import check_policy_scope, check_spec_scope
+from controller.core.checks.select import check_select
 from controller.core.checks.stages import check_policy_stages, check_spec_stages
 from controller.core.documents.diagnostics import Diagnostic, PathPart, Severity
 from controller.core.documents.patterns import ecma_search
 from controller.core.documents.schema import Schema, SchemaValidator
 from controller.core.documents.yamlsafe import Document, load_document
+from controller.core.model.logins import login_key, one_of
 from controller.core.model.policy import DEFAULT_POLICY, Policy, Rule, parse_policy
 from controller.core.model.spec import (
     NO_EXECUTION,
@@ -31,26 +41,7 @@ from controller.core.model.spec import (
     parse_spec,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class ValidationResult:
-    specs: tuple[BackfillSpec, ...]
-    policy: Policy
-    diagnostics: tuple[Diagnostic, ...]
-    files_checked: int
-    loaded: tuple[LoadedSpec, ...] = field(default=(), repr=False)
-
-    @property
-    def errors(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if d.is_error)
-
-    @property
-    def warnings(self) -> tuple[Diagnostic, ...]:
-        return tuple(d for d in self.diagnostics if not d.is_error)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
+APPLIED_NOTE = "applied before the policy said so: the rule holds for new specs, this one keeps what ran"
 
 
 class SpecValidator:
@@ -68,23 +59,27 @@ class SpecValidator:
         policy_file: SourceFile | None = None,
         read_problems: Sequence[Diagnostic] = (),
         settled: frozenset[str] = frozenset(),
+        applied: Mapping[str, BackfillSpec | None] | None = None,
     ) -> ValidationResult:
         """`settled`: digests of spec files whose backfill has finished; such a file, unchanged, was valid
         when it was applied and nothing can be applied from it any more, so only its YAML is read (the
-        tree rules, such as unique names, still see it).
+        tree rules, such as unique names, still see it). `applied`: the specs already applied (or merged at the
+        base), by name, each as it was then when known: what the policy says of one is a warning, as it can no
+        longer change what ran, but of the mutable fields it changed since.
 
         `files` may be a lazy reader: each file is checked as it comes, and `read_problems` (files that could
         not be read) is looked at only after the last one, so the reader may add to it as it goes."""
         diagnostics: list[Diagnostic] = []
         policy = self._policy(policy_file, diagnostics)
         loaded: list[LoadedSpec] = []
+        unloaded: list[FileIdentity] = []
         count, shared = 0, dict[Any, Any]()
         for source in files:  # one file at a time: its bytes and document are dropped once it is checked
             count += 1
-            item = self._spec(source, diagnostics, settled, shared)
+            item = self._spec(source, diagnostics, settled, shared, unloaded)
             if item is not None:
                 if item.spec.digest not in settled:
-                    diagnostics.extend(check_spec(item, policy, now))
+                    diagnostics.extend(_checked(item, policy, now, applied or {}))
                 loaded.append(item.released())
         diagnostics.extend(check_unique_names(loaded))
         diagnostics[:0] = read_problems
@@ -96,6 +91,9 @@ class SpecValidator:
             diagnostics=tuple(sorted(set(diagnostics), key=Diagnostic.sort_key)),
             files_checked=counted,
             loaded=tuple(ordered),
+            unloaded=tuple(unloaded),
+            policy_path=None if policy_file is None else policy_file.path,
+            policy_text=None if policy_file is None else policy_file.raw.decode("utf-8", "replace"),
         )
 
     def load_policy(self, source: SourceFile) -> tuple[Policy, list[Diagnostic]]:
@@ -111,8 +109,8 @@ class SpecValidator:
     def _policy(self, source: SourceFile | None, diagnostics: list[Diagnostic]) -> Policy:
         if source is None:
             return DEFAULT_POLICY
-        doc = self._document(source, self._policy_schema, diagnostics)
-        if doc is None:
+        doc, valid = self._document(source, self._policy_schema, diagnostics)
+        if doc is None or not valid:
             return DEFAULT_POLICY
         policy = parse_policy(doc.data, source.path)
         diagnostics.extend(check_policy_notify(policy, doc))
@@ -120,6 +118,8 @@ class SpecValidator:
         diagnostics.extend(check_policy_analysis(doc))
         diagnostics.extend(check_policy_chunks(policy, doc))
         diagnostics.extend(check_policy_stages(policy, doc))
+        diagnostics.extend(check_policy_review(policy, doc))
+        diagnostics.extend(check_policy_scope(policy, doc))
         return policy
 
     def _spec(
@@ -128,31 +128,73 @@ class SpecValidator:
         diagnostics: list[Diagnostic],
         settled: frozenset[str] = frozenset(),
         shared: dict[Any, Any] | None = None,
+        unloaded: list[FileIdentity] | None = None,
     ) -> LoadedSpec | None:
         schema = None if settled and digest(source.raw) in settled else self._spec_schema
-        doc = self._document(source, schema, diagnostics)
-        if doc is None:
+        doc, valid = self._document(source, schema, diagnostics)
+        if doc is None or not valid:
+            if unloaded is not None:
+                unloaded.append(_identity(source, doc))
             return None
         return LoadedSpec(parse_spec(doc, source, shared), doc, source.stem, source.reread)
 
     @staticmethod
-    def _document(source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]) -> Document | None:
+    def _document(
+        source: SourceFile, schema: SchemaValidator | None, diagnostics: list[Diagnostic]
+    ) -> tuple[Document | None, bool]:
+        """The document, and whether it loaded and passed the schema."""
         doc, problems = load_document(source.path, source.raw)
         diagnostics.extend(problems)
         if doc is None or schema is None:
-            return doc
+            return doc, doc is not None
         problems = schema.validate(doc)
         diagnostics.extend(problems)
-        return None if problems else doc
+        return doc, not problems
+
+
+def _identity(source: SourceFile, doc: Document | None) -> FileIdentity:
+    """Whose a file that did not load seems to be: its `name` and `dag_id` if it says them as strings."""
+    data = doc.data if doc is not None and isinstance(doc.data, dict) else {}
+    name, dag_id = data.get("name"), data.get("dag_id")
+    return FileIdentity(
+        source.path, name if isinstance(name, str) and name else source.stem, dag_id if isinstance(dag_id, str) else ""
+    )
 
 
 Check = Callable[[LoadedSpec, Policy, datetime], Iterator[Diagnostic]]
 
 
-def check_spec(item: LoadedSpec, policy: Policy, now: datetime) -> Iterator[Diagnostic]:
-    """Every per-spec rule the schema cannot express."""
-    for check in _CHECKS:
-        yield from check(item, policy, now)
+def _checked(
+    item: LoadedSpec, policy: Policy, now: datetime, applied: Mapping[str, BackfillSpec | None]
+) -> Iterator[Diagnostic]:
+    name = item.spec.name
+    if name not in applied:
+        return check_spec(item, policy, now)
+    before = applied[name]
+    changed = () if before is None else mutable_changes(before, item.spec)
+    return check_spec(item, policy, now, applied=True, changed=changed)
+
+
+def check_spec(
+    item: LoadedSpec, policy: Policy, now: datetime, *, applied: bool = False, changed: Collection[str] = ()
+) -> Iterator[Diagnostic]:
+    """Every per-spec rule the schema cannot express. For a spec already `applied`, the errors the policy adds
+    (those the empty policy does not find) are warnings, but on the fields it `changed` since: a newer policy
+    judges what it can still change."""
+    yield from check_reserved_conf(item, applied=applied)  # an error, a warning once applied
+    found = [d for check in _CHECKS for d in check(item, policy, now)]
+    if not applied or policy is DEFAULT_POLICY or not any(d.is_error for d in found):
+        yield from found
+        return
+    own = {d for check in _CHECKS for d in check(item, DEFAULT_POLICY, now) if d.is_error}
+    for d in found:
+        kept = not d.is_error or d in own or (bool(d.location.path) and d.location.path[0] in changed)
+        yield d if kept else as_applied(d)
+
+
+def as_applied(diagnostic: Diagnostic) -> Diagnostic:
+    """A policy's error on a spec already applied, as the warning it is."""
+    return replace(diagnostic, message=f"{diagnostic.message} ({APPLIED_NOTE})", severity=Severity.WARNING)
 
 
 def _name_matches_file(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
@@ -195,13 +237,15 @@ def _not_in_future(item: LoadedSpec, _policy: Policy, now: datetime) -> Iterator
 
 def _requester_not_approver(item: LoadedSpec, _policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
     spec = item.spec
-    if spec.requested_by in spec.approvers:
-        index = spec.approvers.index(spec.requested_by)
+    keys = [login_key(a) for a in spec.approvers]  # GitHub logins: `Alice` is `alice`
+    if login_key(spec.requested_by) in keys:
+        index = keys.index(login_key(spec.requested_by))
         yield Diagnostic(
             item.at("approvers", index),
-            f"{spec.requested_by!r} requested the backfill and cannot also approve it",
+            f"{spec.approvers[index]!r} requested the backfill and cannot also approve it",
             "ask someone else to review; separation of duties",
         )
+    yield from listed_twice(item)
 
 
 def _ticket(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterator[Diagnostic]:
@@ -252,7 +296,7 @@ def _approvers_allowed(item: LoadedSpec, policy: Policy, _now: datetime) -> Iter
     if rule is None or rule.approvers is None:
         return
     for index, login in enumerate(item.spec.approvers):
-        if login not in rule.approvers:
+        if not one_of(login, rule.approvers):
             yield Diagnostic(
                 item.at("approvers", index),
                 f"{login!r} may not approve backfills of {item.spec.dag_id!r}",
@@ -343,11 +387,13 @@ def _promote_resume(item: LoadedSpec, policy: Policy, _now: datetime) -> Iterato
             "add `halt_on_failure_ratio: 0.2` beside it, or remove halt_min_finished",
             Severity.WARNING,
         )
-    if spec.resume is not None and ex.halt_on_failure_ratio is None:
+    if spec.resume is not None and ex.halt_on_failure_ratio is None and not spec.resumed_stops:
         yield Diagnostic(
             item.at("resume"),
-            "resume has no effect: the spec sets no execution.halt_on_failure_ratio, so it never halts",
-            "resume continues a Halted spec; add `execution: {halt_on_failure_ratio: 0.2}` or remove it",
+            "resume has no effect: it names no stop (`stop #N`) and the spec sets no execution.halt_on_failure_ratio, "
+            "so it never halts",
+            'resume continues a Halted spec, or lifts the stop it names (`resume: "stop #3: why"`; `backfillctl '
+            "stop list` shows the ids); add `execution: {halt_on_failure_ratio: 0.2}`, name a stop, or remove it",
             Severity.WARNING,
         )
 
@@ -402,24 +448,14 @@ def _notify_receivers(item: LoadedSpec, policy: Policy, _now: datetime) -> Itera
             )
 
 
-def check_policy_notify(policy: Policy, doc: Document) -> Iterator[Diagnostic]:
-    """The policy's default receivers must be declared receivers."""
-    declared = [r.name for r in policy.notify.receivers]
-    for index, name in enumerate(policy.notify.default_receivers):
-        if name not in declared:
-            yield Diagnostic(
-                doc.locate(("notify", "default_receivers", index)),
-                f"default receiver {name!r} is not declared under notify.receivers",
-                f"declared receivers: {', '.join(declared) or 'none'}",
-            )
-
-
 def is_placeholder(diagnostic: Diagnostic) -> bool:
     return diagnostic.message.startswith(PLACEHOLDER)
 
 
 _CHECKS: tuple[Check, ...] = (
     _no_placeholders,
+    check_drain,
+    check_select,
     _name_matches_file,
     _dates_ordered,
     _not_in_future,
@@ -434,29 +470,5 @@ _CHECKS: tuple[Check, ...] = (
     _promote_resume,
     check_spec_guards,
     check_spec_stages,
+    check_spec_scope,
 )
-
-
-def check_names_in_tree(loaded: Sequence[LoadedSpec], tree: Mapping[str, Sequence[str]]) -> Iterator[Diagnostic]:
-    """Names are unique across the whole specs tree, also when only some files are validated (pre-commit)."""
-    checked = {item.spec.path for item in loaded}
-    for item in loaded:
-        for other in tree.get(item.spec.name, ()):
-            if other not in checked:
-                yield Diagnostic(
-                    item.at("name"),
-                    f"name {item.spec.name!r} is already used by {other}",
-                    "every spec needs a unique name across the specs tree",
-                )
-
-
-def check_unique_names(loaded: Sequence[LoadedSpec]) -> Iterator[Diagnostic]:
-    first: dict[str, LoadedSpec] = {}
-    for item in sorted(loaded, key=lambda i: i.spec.path):
-        seen = first.setdefault(item.spec.name, item)
-        if seen is not item:
-            yield Diagnostic(
-                item.at("name"),
-                f"name {item.spec.name!r} is already used by {seen.at('name')}",
-                "every spec needs a unique name",
-            )

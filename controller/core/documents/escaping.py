@@ -9,7 +9,8 @@
   start markup, HTML, an entity, a link or a table cell backslash-escaped, so it cannot open a list item, a
   heading, a table row or HTML, and a code block's fence is longer than any run of backticks inside it.
 - `slack_text`, `slack_pre`: Slack mrkdwn, which parses `<…>` as mentions and links and has no backslash
-  escape: `&`, `<` and `>` become entities (Slack's own rule), and a code block cannot be closed from inside.
+  escape: `&`, `<` and `>` become entities (Slack's own rule), a bare `@here`, `@channel` or `@everyone` gets a
+  zero-width space after its `@` (no mention), and a code block cannot be closed from inside.
 
 HTML is `html.escape` (the report and the status page).
 """
@@ -29,6 +30,7 @@ _MD_PLAIN = re.compile(r"^[A-Za-z0-9._:/+-]+$")
 _BACKTICKS = re.compile(r"`+")
 _SLACK_FENCE = "```"
 _TICK_PAIR = re.compile(r"`(?=`)")  # Slack has no escape: a zero-width space between two backticks breaks a fence
+_BROADCAST = re.compile(r"(?<!\w)@(?=(?:here|channel|everyone)\b)", re.IGNORECASE)  # Slack may notify a bare one
 
 
 def plain(text: object) -> str:
@@ -68,9 +70,10 @@ def md_fence(lines: Sequence[str]) -> list[str]:
 
 
 def slack_text(text: object) -> str:
-    """One line of Slack mrkdwn: `plain`, `&`, `<` and `>` as entities (no mention, no link), and no ``` fence."""
+    """One line of Slack mrkdwn: `plain`, `&`, `<` and `>` as entities (no mention, no link), no bare `@here`,
+    `@channel` or `@everyone`, and no ``` fence."""
     flat = plain(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _TICK_PAIR.sub("`\u200b", flat)
+    return _TICK_PAIR.sub("`\u200b", _BROADCAST.sub("@\u200b", flat))
 
 
 def slack_pre(text: object) -> str:

@@ -1,36 +1,47 @@
 """The files of a new specs repository for `backfillctl init` (pure: texts only; commands/init.py writes them).
 
-Every file is a template with three tokens: the repository of backfillctl (its reusable workflows and the
-pre-commit hook), the ref pinning both, and the GitHub environment holding the reconcile job's secrets.
+Every file is a template with a few tokens: the repository of backfillctl (its reusable workflows and the
+pre-commit hook), the commit pinning both (with the release it is, as a comment), the runner the jobs run on and
+the GitHub environment holding the reconcile job's secrets.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+
+from controller.core.documents.secret_places import SECRETS, Place, secrets_table
 
 # not a real repository: `init` says so until --workflows-repo names where backfillctl lives
 PLACEHOLDER_REPO = "YOUR-ORG/airflow-backfill-controller"
 DEFAULT_ENVIRONMENT = "backfill-production"
-REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# GitHub's OWNER/NAME: an owner of letters, digits and inner hyphens; a name of letters, digits, `.`, `_`, `-`, never
+# `.` or `..` (a path step: `--workflows-repo ../..` would point `uses:` somewhere else)
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,37}[A-Za-z0-9])?/(?!\.\.?$)[A-Za-z0-9_.-]{1,100}$")
 # a tag, branch or commit SHA as git allows it, without what YAML or a shell would read otherwise (the files
 # quote it: a SHA of digits only, or `1.0`, is a number to YAML)
 REF_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,199}$")
 ENVIRONMENT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$")
+DEFAULT_RUNNER = "ubuntu-latest"
+# a runner label as GitHub shows them (self-hosted labels: letters, digits, `-`, `_`, `.`, `:`), never a quote
+RUNNER_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+VERSION_PATTERN = re.compile(r"^[0-9A-Za-z.+!-]{1,64}$")
 EXAMPLE_SPEC = "example-orders-2025-01"
-SECRET_NAMES = (
-    "BACKFILLCTL_AIRFLOW_URL",
-    "BACKFILLCTL_AIRFLOW_TOKEN",
-    "BACKFILLCTL_AIRFLOW_USERNAME",
-    "BACKFILLCTL_AIRFLOW_PASSWORD",
-)
+PLAN_SECRETS = tuple(n for row in SECRETS if row.place is Place.repository for n in row.names)
+_ENVIRONMENT_SECRETS = tuple(n for row in SECRETS if row.place is Place.environment for n in row.names)
+RECONCILE_SECRETS = tuple(n for n in _ENVIRONMENT_SECRETS if n != "BACKFILLCTL_ORG_READ_TOKEN")
+STOP_SECRETS = _ENVIRONMENT_SECRETS
 
 
 @dataclass(frozen=True, slots=True)
 class StarterOptions:
     workflows_repo: str  # OWNER/REPO of backfillctl
-    ref: str  # the tag or commit SHA both the workflows and the pre-commit hook are pinned to
+    ref: str  # the commit SHA (or a tag, by hand) both the workflows and the pre-commit hook are pinned to
     environment: str = DEFAULT_ENVIRONMENT
+    runner: str = DEFAULT_RUNNER  # a label, or a JSON list of labels
+    version: str | None = None  # the backfillctl release `ref` is, written beside each pin
 
     def problems(self) -> list[tuple[str, str]]:
         """(option, what is wrong) for each value that cannot go into the files as it is."""
@@ -41,16 +52,54 @@ class StarterOptions:
             found.append(("--ref", f"{self.ref!r} is not a tag, branch or commit SHA"))
         if not ENVIRONMENT_PATTERN.fullmatch(self.environment):
             found.append(("--environment", f"{self.environment!r} is not an environment name"))
+        if runner_labels(self.runner) is None:
+            found.append(("--runner", f"{self.runner!r} is not a runner label or a JSON list of labels"))
+        if self.version is not None and not VERSION_PATTERN.fullmatch(self.version):
+            found.append(("--ref", f"the version {self.version!r} cannot be written beside the pin"))
         return found
 
     @property
     def placeholder(self) -> bool:
         return self.workflows_repo == PLACEHOLDER_REPO
 
+    @property
+    def pinned_to_commit(self) -> bool:
+        return FULL_SHA.fullmatch(self.ref) is not None
+
+
+def runner_labels(runner: str) -> tuple[str, ...] | None:
+    """The labels of `runner` (one label, or a JSON list of them), or None when it is neither."""
+    if not runner.startswith("["):
+        return (runner,) if RUNNER_LABEL.fullmatch(runner) else None
+    try:
+        labels = json.loads(runner)
+    except ValueError:
+        return None
+    if not isinstance(labels, list) or not labels:
+        return None
+    if not all(isinstance(label, str) and RUNNER_LABEL.fullmatch(label) for label in labels):
+        return None
+    return tuple(labels)
+
+
+def _runner_value(runner: str) -> str:
+    """The `runner:` input as the reusable workflows read it (a JSON list without spaces), quoted for YAML."""
+    labels = runner_labels(runner)
+    assert labels is not None  # problems() refused it
+    shown = labels[0] if not runner.startswith("[") else json.dumps(list(labels), separators=(",", ":"))
+    return f"'{shown}'"
+
 
 def starter_files(options: StarterOptions) -> tuple[tuple[str, str], ...]:
     """(path relative to the new repository, text) of every file `init` writes, in the order it writes them."""
-    tokens = {"@REPO@": options.workflows_repo, "@REF@": options.ref, "@ENVIRONMENT@": options.environment}
+    note = f" # backfillctl {options.version}" if options.version else ""
+    tokens = {
+        "@REPO@": options.workflows_repo,
+        "@REF@": options.ref,
+        "@PIN_NOTE@": note,
+        "@ENVIRONMENT@": options.environment,
+        "@RUNNER@": _runner_value(options.runner),
+    }
 
     def fill(text: str) -> str:
         for token, value in tokens.items():
@@ -61,10 +110,11 @@ def starter_files(options: StarterOptions) -> tuple[tuple[str, str], ...]:
 
 
 def _call(workflow: str, more_inputs: str, secrets: str) -> str:
-    """The one job of a caller: this repository's reusable `workflow` at the pinned ref, and its inputs."""
+    """The one job of a caller: this repository's reusable `workflow` at the pinned commit, and its inputs."""
     return (
-        f"jobs:\n  backfill:\n    uses: @REPO@/.github/workflows/{workflow}@@REF@\n    with:\n"
-        '      specs-dir: specs\n      backfillctl-repository: @REPO@\n      backfillctl-version: "@REF@"\n'
+        f"jobs:\n  backfill:\n    uses: @REPO@/.github/workflows/{workflow}@@REF@@PIN_NOTE@\n    with:\n"
+        '      specs-dir: specs\n      backfillctl-repository: @REPO@\n      backfillctl-version: "@REF@"@PIN_NOTE@\n'
+        "      runner: @RUNNER@ # a label, or a JSON list of labels: it must reach Airflow's API and the store\n"
         f"{more_inputs}    secrets: # {secrets}\n"
     )
 
@@ -84,6 +134,14 @@ require_expected_runs: true
 max_active_runs_limit: 8
 # A managed backfill paused by hand in Airflow is reported (`heal` would unpause it).
 drift: report
+# Reconcile refuses what starts work without a reviewed pull request behind it (a direct push, a merge whose
+# evidence the reconcile workflow could not pass); reductions (pause, cancel) still apply (docs/ci-trust.md).
+require_reviewed_merge: true
+# The DAGs this repository may touch on a shared Airflow: a spec on any other DAG is refused (validate, reconcile).
+# Name your team's DAGs by id glob and/or by Airflow DAG tag; each team has its own repository, store and Airflow
+# login (README, "Several teams, one Airflow"). Widening it is judged under the base policy, like any loosening.
+scope:
+  dags: ["*"] # replace with your team's DAGs, e.g. ["finance_*"], or use tags: [finance]
 # Git authors' e-mail → GitHub login, for separation of duties (noreply addresses need no entry).
 # author_logins: {alice@example.com: alice}
 rules: # the first rule whose `dags` glob matches a spec's dag_id applies
@@ -104,6 +162,11 @@ downstream:
 #   - {days: [mon, tue, wed, thu, fri], start: "20:00", end: "06:00", timezone: Europe/Berlin}
 # Pause running managed backfills while Airflow's scheduler is unhealthy.
 scheduler_guard: {pause_when_unhealthy: true}
+# Stops from the backfill-stop workflow are recorded as `workflow` only with its run's OIDC token naming these.
+# stop_workflow:
+#   repository: OWNER/THIS-REPOSITORY
+#   workflow: @REPO@/.github/workflows/reusable-backfill-stop.yml
+#   ref: refs/heads/main
 """
 
 EXAMPLE = f"""\
@@ -128,7 +191,7 @@ PRE_COMMIT = """\
 # `pre-commit install` once per clone: specs are validated before each commit.
 repos:
   - repo: https://github.com/@REPO@
-    rev: "@REF@"
+    rev: "@REF@"@PIN_NOTE@
     hooks:
       - id: backfillctl-validate
 """
@@ -137,7 +200,8 @@ PR_CALLER = (
     """\
 # Pull requests: validate the specs, the approval gate from code review, and the plan as one sticky comment.
 # Make the check `backfill / validate-and-plan` required on main. The called workflow runs backfillctl @REF@
-# of @REPO@ (pin it: a tag, or a commit SHA) over this pull request's specs as data, never its code.
+# of @REPO@ (a full commit SHA: a tag can be moved) over this pull request's specs as data, never its code. Its
+# secrets are repository secrets: the plan's own read-only Airflow login (README.md, "Secrets").
 name: backfill-pr
 on:
   pull_request:
@@ -150,16 +214,16 @@ concurrency:
   group: backfill-pr-${{ github.event.pull_request.number }}
   cancel-in-progress: true
 """
-    + _call("reusable-backfill-pr.yml", "", "the plan's read-only Airflow identity, on the plan step only")
-    + _secrets_block("      ", SECRET_NAMES)
+    + _call("reusable-backfill-pr.yml", "", "repository secrets: the plan's read-only Airflow login, on its step only")
+    + _secrets_block("      ", PLAN_SECRETS)
 )
 
 RECONCILE_CALLER = (
     """\
 # After merge, every 15 minutes and by hand: make Airflow match specs/ (audited). The called workflow checks
 # that each spec the merged pull request adds or changes was approved by the reviews the gate needs, records
-# who approved, and refuses the others. Keep the secrets in the `@ENVIRONMENT@` environment, restricted to
-# main (Settings → Environments → deployment branches).
+# who approved, and refuses the others. Its secrets are secrets of the `@ENVIRONMENT@` environment, restricted to
+# main (Settings → Environments → deployment branches), never repository secrets (README.md, "Secrets").
 name: backfill-reconcile
 on:
   push:
@@ -175,7 +239,7 @@ on:
         default: ""
 permissions:
   contents: read
-  pull-requests: read
+  pull-requests: write # only the called workflow's pr-result job uses it: the result on the merged pull request
 concurrency:
   group: backfill-reconcile
   cancel-in-progress: false
@@ -183,9 +247,9 @@ concurrency:
     + _call(
         "reusable-backfill-reconcile.yml",
         "      environment: \"@ENVIRONMENT@\"\n      plan-checksum: ${{ inputs.plan_checksum || '' }}\n",
-        "the store and the reconciler's Airflow identity",
+        "environment secrets of @ENVIRONMENT@: the store and the reconciler's Airflow login",
     )
-    + _secrets_block("      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES, "BACKFILLCTL_AUDIT_KEY"))
+    + _secrets_block("      ", RECONCILE_SECRETS)
 )
 
 STOP_CALLER = (
@@ -216,17 +280,16 @@ on:
         default: false
 permissions:
   contents: read
+  id-token: write # the stop job's OIDC token proves the policy's stop_workflow made the stop (else it is `cli`)
 """
     + _call(
         "reusable-backfill-stop.yml",
         '      environment: "@ENVIRONMENT@"\n'
         "      downstream: ${{ inputs.downstream }}\n      reason: ${{ inputs.reason }}\n"
         "      expires: ${{ inputs.expires }}\n      lift: ${{ inputs.lift }}\n",
-        "the store, the Airflow identity that pauses, and optionally a read:org token for ORG/TEAM owners",
+        "environment secrets of @ENVIRONMENT@: reconcile's, and optionally a read:org token for ORG/TEAM owners",
     )
-    + _secrets_block(
-        "      ", ("BACKFILLCTL_STORE_URL", *SECRET_NAMES, "BACKFILLCTL_AUDIT_KEY", "BACKFILLCTL_ORG_READ_TOKEN")
-    )
+    + _secrets_block("      ", STOP_SECRETS)
 )
 
 CODEOWNERS = """\
@@ -265,12 +328,39 @@ planned on every pull request, applied by reconcile after merge, each step audit
 In an emergency, an owner of a `downstream` system pauses its backfills at once: Actions → backfill-stop →
 Run workflow (the same again with `lift` resumes them).
 
-Set-up once: the secrets `BACKFILLCTL_STORE_URL` and `BACKFILLCTL_AIRFLOW_URL` with a token
-(`BACKFILLCTL_AIRFLOW_TOKEN`) or a login (`BACKFILLCTL_AIRFLOW_USERNAME` / `_PASSWORD`) in the
-`@ENVIRONMENT@` environment; branch protection on main as `.github/CODEOWNERS` says; `pre-commit install`.
-Give reconcile its own Airflow identity with only the permissions it needs (backfillctl's
-docs/least-privilege.md).
-""".replace("@EXAMPLE@", EXAMPLE_SPEC)
+## Set-up once
+
+- **Secrets.** The PR check's plan reads Airflow with a read-only login of its own, as *repository* secrets
+  (Settings → Secrets and variables → Actions); reconcile and the emergency stop read the store and their own
+  Airflow login as secrets of the `@ENVIRONMENT@` *environment* (Settings → Environments), restricted to main
+  by its deployment branches and without required reviewers (they would hold every scheduled reconcile and
+  every stop for an approval). Never set the environment's secrets as repository secrets: every branch's
+  workflows could read them. Without the plan's secrets the check warns "no plan" on each pull request.
+
+@SECRETS@
+- **The runner** (`runner:` in the three workflows, `ubuntu-latest` by default) must reach Airflow's API and
+  the store; nothing reaches in. A private Airflow needs a self-hosted runner in its network (backfillctl's
+  docs/deploy.md); a private backfillctl repository must allow Actions access from this one.
+- Branch protection on main as `.github/CODEOWNERS` says; `pre-commit install`.
+- Give reconcile its own Airflow identity with only the permissions it needs (backfillctl's
+  docs/least-privilege.md).
+
+## Upgrading backfillctl
+
+The workflows and the pre-commit hook are pinned to one commit of backfillctl (@REF@), the release beside it
+as a comment. Follow backfillctl's docs/upgrade.md (back up the store, `store migrate`, `audit verify`), then
+put the new commit in all four places at once, in one pull request:
+
+```bash
+git grep -l @REF@ -- .github .pre-commit-config.yaml |
+    xargs sed -i "s/@REF@/NEW_SHA/g; s/backfillctl [0-9][^ ]*$/backfillctl NEW_VERSION/"
+```
+""".replace("@EXAMPLE@", EXAMPLE_SPEC).replace("@SECRETS@", secrets_table())
+
+GITIGNORE = """\
+# backfillctl's local store (a SQLite file when BACKFILLCTL_STORE_URL is not set): never committed
+.backfillctl/
+"""
 
 _TEMPLATES = (
     ("specs/policy.yaml", POLICY),
@@ -281,4 +371,5 @@ _TEMPLATES = (
     (".github/workflows/backfill-stop.yml", STOP_CALLER),
     (".github/CODEOWNERS", CODEOWNERS),
     ("README.md", README),
+    (".gitignore", GITIGNORE),
 )

@@ -23,6 +23,8 @@ class Backfill:
     dag_run_conf: Mapping[str, Any] | None
     created_at: datetime
     completed_at: datetime | None
+    # the Airflow login whose create made it, from its runs (None: not read, or not known)
+    creator: str | None = None
 
     @property
     def active(self) -> bool:
@@ -44,6 +46,7 @@ class BackfillRequest:
     run_backwards: bool | None = None
     dag_run_conf: Mapping[str, Any] | None = None
     run_on_latest_version: bool | None = None
+    drain_dag: bool | None = None  # sent only when set (a 422 before Airflow 3.4)
 
     @classmethod
     def from_spec(cls, spec: BackfillSpec, reprocess: str | None = None) -> BackfillRequest:
@@ -57,6 +60,7 @@ class BackfillRequest:
             run_backwards=True if spec.run_backwards else None,
             dag_run_conf=thaw_conf(spec) or None,
             run_on_latest_version=spec.run_on_latest_version,
+            drain_dag=True if spec.drain_dag else None,
         )
 
     def body(self) -> dict[str, Any]:
@@ -71,6 +75,7 @@ class BackfillRequest:
             "run_backwards": self.run_backwards,
             "run_on_latest_version": self.run_on_latest_version,
             "dag_run_conf": None if self.dag_run_conf is None else dict(self.dag_run_conf),
+            "drain_dag": self.drain_dag,
         }
         body.update({k: v for k, v in optional.items() if v is not None})
         return body
@@ -119,9 +124,17 @@ class DagInfo:
     schedule: Schedule | None = None  # the timetable as the details endpoint describes it (None: not known)
     max_active_tasks: int | None = None  # the DAG's task concurrency (the plan's load ceiling; None: not known)
     refusal: str | None = None  # why this Airflow release cannot back the DAG up exactly (None: it can)
-    dag_version: str | None = None  # the latest DAG version the details name ("3", "3 (bundle abc1234)")
+    latest_version: DagVersion | None = None  # the latest DAG version the details name (the code new runs use)
     rerun_with_latest_version: bool | None = None  # the DAG's own choice for re-runs (3.3.0+ details; None: unset
     # on the DAG, or not read: the DAG listing and older releases do not carry it)
+    tags: tuple[str, ...] | None = None  # the DAG's Airflow tags (None: not read); policy `scope: {tags}`
+    catchup: bool | None = None  # whether unpausing creates the missed intervals (only the details carry it)
+
+    @property
+    def dag_version(self) -> str | None:
+        """The latest version as the plan shows it: "3", "3 (bundle abc1234)"."""
+        v = self.latest_version
+        return None if v is None else f"{v.number}" + (f" (bundle {v.bundle_version})" if v.bundle_version else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +161,7 @@ class DagRun:
     partition_date: datetime | None = None
     queued_at: datetime | None = None
     dag_versions: tuple[DagVersion, ...] = ()  # the code its task instances ran on, oldest first (the last: latest)
+    triggering_user_name: str | None = None  # who made it: a backfill's creator on 3.1-3.3 (3.4: a display name)
 
 
 RUN_STATES = ("queued", "running", "success", "failed")  # Airflow 3's DagRunState, every value
@@ -211,6 +225,47 @@ class Rerun:
 
 
 @dataclass(frozen=True, slots=True)
+class Skipped:
+    """A slot of a backfill Airflow did not create a run for, with Airflow's reason (`in flight`: a queued or
+    running run was there; `already exists`: a run was there and the reprocess rule kept it; `unknown`)."""
+
+    slot: str  # the date (`2025-01-03`, hours when not midnight) or the partition key
+    reason: str
+
+    def text(self) -> str:
+        return f"{self.slot} skipped: {self.reason}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"slot": self.slot, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillSlot:
+    """One slot of a backfill as `GET /backfills/{id}/dag_runs` lists it (Airflow 3.4): the run it created or
+    re-ran there (its current state), or none and why (`exception_reason`)."""
+
+    sort_ordinal: int
+    logical_date: datetime | None
+    partition_key: str | None
+    run_id: str | None
+    state: str | None
+    exception_reason: str | None
+
+    @property
+    def name(self) -> str:
+        if self.logical_date is None:
+            return self.partition_key or f"slot {self.sort_ordinal}"
+        return self.logical_date.strftime("%Y-%m-%d" if self.logical_date.time() == time(0) else "%Y-%m-%d %H:%M")
+
+
+def slot_counts(slots: Sequence[BackfillSlot]) -> tuple[dict[str, int], tuple[Skipped, ...]]:
+    """A backfill's runs by state and its skipped slots, from its slots: exact, no dates to attribute."""
+    counts = Counter(s.state for s in slots if s.run_id is not None and s.state is not None)
+    skipped = tuple(Skipped(s.name, s.exception_reason or "unknown") for s in slots if s.run_id is None)
+    return dict(counts), skipped
+
+
+@dataclass(frozen=True, slots=True)
 class RunSummary:
     """DAG runs of one backfill, by state, with what status and reports need."""
 
@@ -221,6 +276,7 @@ class RunSummary:
     failed_partitions: tuple[str, ...] = ()  # partition keys of failed runs (partitioned DAGs)
     superseded: int = 0  # older runs of a partition that a later run replaced (not counted)
     reruns: tuple[Rerun, ...] = ()  # own dates queued again after the creation window (not counted)
+    skipped: tuple[Skipped, ...] = ()  # slots Airflow created no run for, with its reason (3.4's slots only)
 
     @property
     def unknown(self) -> int:
@@ -254,7 +310,7 @@ class RunSummary:
             "failed_partitions": list(self.failed_partitions),
             "superseded": self.superseded,
             "reruns": [r.as_json() for r in self.reruns],
-        }
+        } | ({"skipped": [s.as_json() for s in self.skipped]} if self.skipped else {})
 
 
 def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
@@ -267,6 +323,7 @@ def summary_from_json(data: Mapping[str, Any]) -> RunSummary:
         tuple(data.get("failed_partitions") or ()),
         int(data.get("superseded") or 0),
         tuple(Rerun.from_json(r) for r in data.get("reruns") or ()),
+        tuple(Skipped(str(s["slot"]), str(s["reason"])) for s in data.get("skipped") or ()),
     )
 
 

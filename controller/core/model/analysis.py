@@ -138,6 +138,18 @@ def observe_series(series: Sequence[Series]) -> Observation:
     return observe_value(series[0].value, series[0].time)
 
 
+# a sample value as Prometheus writes it in JSON: a string, Go's shortest decimal of a float64 (an exponent, too, as
+# other servers of its API write them), or NaN, +Inf, -Inf; Python's float() also reads "1_0", " 1", "infinity"
+_SAMPLE_VALUE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|NaN|[+-]Inf")
+
+
+def sample_value(text: object) -> float | None:
+    """The number a sample's value string holds, by Prometheus' grammar; None when it is not one."""
+    if not isinstance(text, str) or _SAMPLE_VALUE.fullmatch(text) is None:
+        return None
+    return float(text)
+
+
 def observe_value(value: float, time: datetime) -> Observation:
     if math.isnan(value):
         return Inconclusive("the value is NaN (not a number)")

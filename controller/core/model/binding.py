@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.core.model.airflow import RunSummary
 from controller.core.model.chunks import Progress
+from controller.core.model.coverage import Coverage
 from controller.core.model.ranges import DateRange, expand, ranges_from_json, ranges_json
 from controller.core.model.spec import DesiredState
 
@@ -116,17 +117,33 @@ class ApprovedReview:
 
 @dataclass(frozen=True, slots=True)
 class Approval:
-    """Who approved a spec's pull request: the evidence the gate counted, kept with the create."""
+    """Who approved a spec's pull request: the evidence the gate counted, kept with the create. A record made from
+    an evidence document also names the change (its URL, base and head), and the policy the gate judged it by."""
 
     pr_number: int
-    merged_commit: str | None
+    merged_commit: str | None  # the branch's commit that carries the change (the merge, squash or last rebased one)
     reviews: tuple[ApprovedReview, ...]
+    url: str = ""  # the change's web address ("": not known)
+    base_sha: str | None = None  # the branch's commit it landed on
+    head_sha: str | None = None  # the commit the approvals are on (None: not checked, the deprecated flags)
+    policy_blob: str | None = None  # the git blob of the base's policy the gate applied ("": none, the default)
 
     def text(self) -> str:
         return ", ".join(r.text(self.pr_number) for r in self.reviews)
 
+    def change_text(self) -> str:
+        """`#41 <url>: base 1a2b3c4d5e6f, head …, merged as …; policy blob …` (what only an evidence record knows)."""
+        shas = [
+            f"{what} {sha[:12]}"
+            for what, sha in (("base", self.base_sha), ("head", self.head_sha), ("merged as", self.merged_commit))
+            if sha
+        ]
+        where = f" {self.url}" if self.url else ""
+        policy = "" if self.policy_blob is None else f"; policy {self.policy_blob[:12] or 'none (the default)'}"
+        return f"#{self.pr_number}{where}: {', '.join(shas) or 'commits not recorded'}{policy}"
+
     def as_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "pr_number": self.pr_number,
             "merged_commit": self.merged_commit,
             "reviews": [
@@ -134,6 +151,9 @@ class Approval:
                 for r in self.reviews
             ],
         }
+        extra = {"url": self.url or None, "base_sha": self.base_sha, "head_sha": self.head_sha}
+        extra["policy_blob"] = self.policy_blob
+        return data | {k: v for k, v in extra.items() if v is not None}  # an older record's shape, when unknown
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> Approval | None:
@@ -143,7 +163,15 @@ class Approval:
             ApprovedReview(r["login"], r.get("review_id"), r.get("commit_id", ""), r.get("submitted_at", ""))
             for r in data.get("reviews", ())
         )
-        return cls(int(data["pr_number"]), data.get("merged_commit"), reviews)
+        return cls(
+            int(data["pr_number"]),
+            data.get("merged_commit"),
+            reviews,
+            data.get("url") or "",
+            data.get("base_sha"),
+            data.get("head_sha"),
+            data.get("policy_blob"),
+        )
 
 
 def _minutes(moment: str) -> str:
@@ -151,6 +179,47 @@ def _minutes(moment: str) -> str:
     if len(moment) == 20 and moment[10] == "T" and moment.endswith("Z"):
         return moment[:16] + "Z"
     return moment or "time unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a spec asked when it was first applied (its first backfill created or adopted, or its outcome first
+    recorded): the create-time fields (`BackfillSpec.identity`), the commit that applied them and whether the spec
+    was chunked then. Every pass compares the spec file with it: an edit in place is never "in sync"."""
+
+    identity: Mapping[str, Any]
+    commit: str | None = None
+    chunked: bool = False
+    derived: str = ""  # how a store from before this record learned it ("" when recorded at apply time)
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"identity": dict(self.identity), "commit": self.commit, "chunked": self.chunked}
+        return data | ({"derived": self.derived} if self.derived else {})
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Applied | None:
+        if not data or not isinstance(data.get("identity"), Mapping):
+            return None
+        return cls(dict(data["identity"]), data.get("commit"), bool(data.get("chunked")), data.get("derived") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class NotesMark:
+    """How far the runs of a backfill carry their Airflow run note (the policy's `airflow_notes`): every date of
+    `backfill_id` up to `through` is noted; another backfill (a restart, the next chunk) starts again."""
+
+    backfill_id: int
+    through: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {"backfill_id": self.backfill_id, "through": self.through.isoformat()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> NotesMark | None:
+        through = _time(data.get("through")) if data else None
+        if data is None or through is None:
+            return None
+        return cls(int(data["backfill_id"]), through)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +242,9 @@ class Binding:
     refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
     approval_refused: bool = False  # that refusal was the approval gate's: it holds until the spec changes
     approval: Approval | None = None  # who approved its pull request, as reconcile checked it (None: not recorded)
+    applied: Applied | None = None  # what it asked when first applied (None: not applied yet)
+    noted: NotesMark | None = None  # how far its backfill's runs carry the run note (None: none yet)
+    coverage: Coverage | None = None  # version coverage measured when it ended (None: not measured)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

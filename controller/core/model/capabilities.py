@@ -1,8 +1,8 @@
 """What one Airflow release's REST API and scheduler do, from the version it reports (pure).
 
 One declaration per fact, each with the release it landed in (read from the sources of every
-apache-airflow-core release 3.0.0 … 3.3.2, and checked against real 3.1.8, 3.2.2 and 3.3.2 by the
-contract tests).  The client reads `/api/v2/version` once and asks these, never the version string:
+apache-airflow-core release 3.0.0 … 3.3.2 and of 3.4.0b2, and checked against real 3.1.8, 3.2.2, 3.3.2 and
+3.4.0b2 by the contract tests).  The client reads `/api/v2/version` once and asks these, never the version string:
 FastAPI ignores a query parameter a route does not declare, so a filter sent to a release without it
 answers unfiltered, and a body field a release does not know is a 422.
 """
@@ -17,8 +17,14 @@ from packaging.version import InvalidVersion, Version
 
 SUPPORTED = "3.1, 3.2 or 3.3"  # the lines backfillctl is tested on (every patch release of each)
 OLDEST = Version("3.1.0")
-NEWEST_LINE = (3, 3)  # above it: untested, refused unless BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1
-NEWEST_KNOWN = Version("3.3.2")  # the newest release whose sources these facts were read from
+NEWEST_LINE = (3, 3)  # the newest supported line
+NEWEST_KNOWN = Version("3.3.2")  # the newest supported release (tests and a client that never asked use its API)
+# Preview lines: accepted with a warning (no override), their new capabilities used; a line becomes supported
+# when the every-line suite passes on its final release. Line -> the release it was tested on.
+PREVIEW = {(3, 4): "3.4.0b2"}
+# the newest release whose sources these facts were read from
+NEWEST_READ = max([str(NEWEST_KNOWN), *PREVIEW.values()], key=Version)
+# above the newest supported and preview lines: untested, refused unless BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW=1
 ALLOW_UNTESTED = "BACKFILLCTL_ALLOW_UNTESTED_AIRFLOW"
 
 
@@ -57,6 +63,14 @@ class Capabilities:
     rerun_takes_conf: bool = _landed("3.2.2", "a re-run takes the backfill's dag_run_conf (#64939)")
     init_cutoff: bool = _landed("3.2.2", "a backfill is not marked complete while its runs are created (#62561)")
     rerun_on_latest_by_default: bool = _landed("3.1.6", "re-runs use the latest DAG version unless told otherwise")
+    # --- 3.4: a backfill's slots, draining, stricter conf
+    backfill_slots: bool = _landed("3.4.0", "GET /backfills/{id}/dag_runs: every slot, with why one was skipped")
+    drain_dag: bool = _landed("3.4.0", "create body field drain_dag (PR #72407; a 422 before)")
+    reserved_conf_refused: bool = _landed("3.4.0", "dag_run_conf with a reserved serialisation key: a 422")
+    user_display_name: bool = _landed("3.4.0", "triggering_user_name is the display name, not the login")
+    backfills_not_starved: bool = _landed("3.4.0", "backfill runs not ordered behind other runs (PR #72730)")
+    # --- the UI
+    backfill_page: bool = _landed("3.4.0", "a UI page for one backfill, /dags/{dag_id}/backfills/{id} (PR #70159)")
     empty_range_orphan: bool = _defect(
         "3.2.0", "3.3.1", "a create with no runs answers 500 and leaves an active backfill row behind"
     )
@@ -99,6 +113,7 @@ def has_filter(caps: Capabilities, name: str) -> bool:
 
 class Support(StrEnum):
     SUPPORTED = "supported"
+    PREVIEW = "preview"  # a new line tested on a pre-release: accepted with a warning
     UNTESTED = "untested"  # a newer line than the tested ones: refused unless the user opts in
     REFUSED = "refused"
 
@@ -132,10 +147,21 @@ def judge(reported: str) -> Verdict:
         why = f"Airflow {reported} is not supported: backfillctl needs Airflow {SUPPORTED}, because {_TOO_OLD_3_0}"
         return Verdict(Support.REFUSED, why)
     caps = capabilities_of(version, reported)
-    if line > NEWEST_LINE:
-        why = f"Airflow {reported} is newer than the releases backfillctl is tested on ({SUPPORTED})"
+    if line in PREVIEW:
+        why = (
+            f"Airflow {reported}: the {line[0]}.{line[1]} line is a preview in backfillctl (tested on "
+            f"{PREVIEW[line]}; supported: {SUPPORTED})"
+        )
+        return Verdict(Support.PREVIEW, why, caps)
+    if line > max([NEWEST_LINE, *PREVIEW]):
+        why = f"Airflow {reported} is newer than the releases backfillctl is tested on ({_tested()})"
         return Verdict(Support.UNTESTED, why, caps)
     return Verdict(Support.SUPPORTED, capabilities=caps)
+
+
+def _tested() -> str:
+    previews = ", ".join(f"{tested} as a preview" for tested in PREVIEW.values())
+    return SUPPORTED + (f"; {previews}" if previews else "")
 
 
 def newest() -> Capabilities:
@@ -155,8 +181,21 @@ def run_on_latest(caps: Capabilities, asked: bool | None, dag_default: bool | No
     return dag_default if dag_default is not None and caps.rerun_with_latest_version else True
 
 
-def unsupported_request(caps: Capabilities, asked: bool | None) -> str | None:
-    """Why this release cannot do what the spec asks of re-runs, or None."""
+def unsupported_request(
+    caps: Capabilities, asked: bool | None, *, drain: bool = False, select: bool = False
+) -> str | None:
+    """Why this release cannot do what the spec asks (of re-runs, a drain, or a selection by code), or None."""
+    if select and not caps.run_on_latest_version:
+        return (
+            f"select needs Airflow 3.1.6 or newer (run_on_latest_version); Airflow {caps.version} re-runs each run on "
+            "the DAG version it first ran with, so no selected interval would move to the target (remove select, "
+            "or upgrade Airflow)"
+        )
+    if drain and not caps.drain_dag:
+        return (
+            f"drain_dag: true needs Airflow 3.4 or newer; Airflow {caps.version} cannot keep the DAG's scheduled "
+            "runs from being created while the backfill runs (remove the field, or upgrade Airflow)"
+        )
     if asked and not caps.run_on_latest_version:
         return (
             f"run_on_latest_version: true needs Airflow 3.1.6 or newer; Airflow {caps.version} re-runs each "

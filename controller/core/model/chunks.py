@@ -98,6 +98,8 @@ class Progress:
     base_finished: int = 0  # finished and failed runs when it was acknowledged (the halt counts from there)
     base_failed: int = 0
     promoted: bool = False
+    # a `select` spec's contiguous sub-ranges (first, last), one chunk each, as selected at its first create
+    sub_ranges: tuple[tuple[datetime, datetime], ...] | None = None
 
     @property
     def created(self) -> int:
@@ -130,7 +132,11 @@ class Progress:
             "base_finished": self.base_finished,
             "base_failed": self.base_failed,
             "promoted": self.promoted,
-        }
+        } | (
+            {}
+            if self.sub_ranges is None
+            else {"sub_ranges": [[a.isoformat(), b.isoformat()] for a, b in self.sub_ranges]}
+        )
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Progress:
@@ -144,4 +150,11 @@ class Progress:
             int(data.get("base_finished") or 0),
             int(data.get("base_failed") or 0),
             bool(data.get("promoted")),
+            _sub_ranges(data.get("sub_ranges")),
         )
+
+
+def _sub_ranges(raw: Any) -> tuple[tuple[datetime, datetime], ...] | None:
+    if raw is None:
+        return None
+    return tuple((datetime.fromisoformat(a), datetime.fromisoformat(b)) for a, b in raw)

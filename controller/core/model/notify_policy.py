@@ -29,6 +29,16 @@ class Event(StrEnum):
     VERIFIED = "verified"  # a verification run passed (after a canary, or the last backfill)
     VERIFICATION_FAILED = "verification_failed"  # a verification run failed, timed out or could not start
     PUBLISHED = "published"  # the publish run was triggered
+    INVALID = "invalid"  # a spec file or the policy is invalid, or an applied spec was edited in place
+
+
+class Alert(StrEnum):
+    """The planner's findings that need a person now and notify (`Event.INVALID`): one declaration of their words,
+    which the planner's finding kinds and the audit vocabulary both use."""
+
+    INVALID_SPEC = "invalid-spec"  # a spec file with errors: Blocked alone
+    INVALID_POLICY = "invalid-policy"  # the policy has errors: creates and resumes held
+    EDITED_IN_PLACE = "edited-in-place"  # an applied spec's create-time fields changed in its file
 
 
 EVENTS: tuple[str, ...] = tuple(Event)

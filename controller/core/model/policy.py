@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from typing import Any
@@ -12,6 +12,9 @@ from controller.core.model.analysis import parse_analysis
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, Window
 from controller.core.model.load import AssetConsumers
 from controller.core.model.notify_policy import NO_NOTIFY, NotifyPolicy, parse_notify
+from controller.core.model.oidc import StopWorkflow, parse_stop_workflow
+from controller.core.model.run_notes import AirflowNotes, parse_notes
+from controller.core.model.scope import Scope
 from controller.core.model.stages import PRODUCTION, Environment
 
 NO_SCHEDULER_GUARD = SchedulerGuard()
@@ -30,6 +33,7 @@ class Rule:
     min_approvers_for_completed: int | None = None
     max_active_runs_limit: int | None = None
     max_runs: int | None = None
+    max_backfills: int | None = None  # the most sub-ranges a `select` spec may split into (None: the default)
     index: int = 0
     chunk_default: int | None = None  # the chunk size of specs that set none (above `chunk_required_above` runs)
     chunk_max: int | None = None  # the largest `execution.chunk_runs` a spec may set
@@ -61,6 +65,19 @@ class Policy:
     scheduler_guard: SchedulerGuard = NO_SCHEDULER_GUARD
     environments: tuple[Environment, ...] = ()  # empty: one Airflow, production, as before
     verification_dags: tuple[str, ...] = ()  # the DAGs a spec's `verify` / `publish` may name
+    oncall: tuple[str, ...] = ()  # logins that may stop anything and never lift (lower case)
+    expect_every: timedelta | None = None  # the dead-man's check: a good pass is expected this often
+    ping_url_env: str | None = None  # the variable holding the URL called after each good pass
+    stop_workflow: StopWorkflow | None = None  # the workflow a `source: workflow` stop proves it ran in (OIDC)
+    # a start with no reviewed pull request behind it is refused at reconcile (None: the key is missing, a warning)
+    require_reviewed_merge: bool | None = None
+    airflow_notes: AirflowNotes | None = None  # the DAGs whose managed runs carry a run note (None: off)
+    # the DAGs this specs repository may touch (None: the key is missing, a warning)
+    scope: Scope | None = None
+    drain_dags: tuple[str, ...] = ()  # globs of the DAGs a spec may drain (`drain.allowed_dags`, Airflow 3.4+)
+
+    def may_drain(self, dag_id: str) -> bool:
+        return any(fnmatchcase(dag_id, glob) for glob in self.drain_dags)
 
     def environment(self, name: str) -> Environment | None:
         return next((e for e in self.environments if e.name == name), None)
@@ -121,7 +138,27 @@ def parse_policy(data: dict[str, Any], path: str) -> Policy:
         ),
         environments=tuple(_environment(name, raw) for name, raw in data.get("environments", {}).items()),
         verification_dags=tuple(data.get("verification", {}).get("allowed_dags", ())),
+        oncall=tuple(login.lower() for login in data.get("oncall", ())),
+        expect_every=parse_span(data.get("liveness", {}).get("expect_every")),
+        ping_url_env=data.get("liveness", {}).get("ping_url_env"),
+        stop_workflow=parse_stop_workflow(data.get("stop_workflow")),
+        require_reviewed_merge=data.get("require_reviewed_merge"),
+        airflow_notes=parse_notes(data.get("airflow_notes")),
+        scope=_scope(data.get("scope")),
+        drain_dags=tuple(data.get("drain", {}).get("allowed_dags", ())),
     )
+
+
+def _scope(raw: dict[str, Any] | None) -> Scope | None:
+    return None if raw is None else Scope(tuple(raw.get("dags", ())), tuple(raw.get("tags", ())))
+
+
+_SPANS = {"m": "minutes", "h": "hours", "d": "days"}
+
+
+def parse_span(text: str | None) -> timedelta | None:
+    """`15m`, `1h`, `2d` as a timedelta (the schema checked the shape); None for None."""
+    return None if text is None else timedelta(**{_SPANS[text[-1]]: int(text[:-1])})
 
 
 def _environment(name: str, raw: dict[str, Any]) -> Environment:
@@ -153,6 +190,7 @@ def _rule(raw: dict[str, Any], index: int) -> Rule:
         min_approvers_for_completed=raw.get("min_approvers_for_completed"),
         max_active_runs_limit=raw.get("max_active_runs_limit"),
         max_runs=raw.get("max_runs"),
+        max_backfills=raw.get("max_backfills"),
         index=index,
         chunk_default=raw.get("chunk_runs", {}).get("default"),
         chunk_max=raw.get("chunk_runs", {}).get("max"),

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from functools import partial
@@ -46,6 +47,9 @@ class SourceFile:
     reread: Callable[[str], bytes | None] | None = field(default=None, compare=False, repr=False)
 
 
+STOP_NAMED = re.compile(r"\bstop #(\d+)\b", re.IGNORECASE)  # how a `resume` names an emergency stop
+
+
 @dataclass(frozen=True, slots=True)
 class Execution:
     """How a large spec runs: chunks of at most `chunk_runs`, a canary chunk first, a failure halt."""
@@ -58,6 +62,18 @@ class Execution:
 
 
 NO_EXECUTION = Execution()
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """The code history is to be made by (`select`): a DAG version_number, or a versioned bundle's version
+    (exactly one; the schema says so)."""
+
+    code_version: int | None = None
+    bundle_version: str | None = None
+
+    def text(self) -> str:
+        return f"version {self.code_version}" if self.bundle_version is None else f"bundle {self.bundle_version}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +93,7 @@ class BackfillSpec:
     run_backwards: bool = False
     dag_run_conf: Mapping[str, Any] | None = None
     run_on_latest_version: bool | None = None
+    drain_dag: bool = False  # Airflow 3.4+: no scheduled runs during the backfill, the DAG paused after it
     state: DesiredState = DesiredState.ACTIVE
     expected_runs: int | None = None
     downstream: tuple[str, ...] = ()
@@ -85,12 +102,19 @@ class BackfillSpec:
     execution: Execution | None = None  # None: not set (a policy default chunk size may still apply)
     promote: bool = False  # lets a chunked spec continue after its canary chunk
     resume: str | None = None  # a new value lets a Halted spec continue
+    acknowledged: str | None = None  # a reviewed acceptance of its failures (--fail-on-failures passes it)
     retry_of: str | None = None  # the spec whose failed runs this one re-runs (its change record links here)
     rehearsal: Rehearsal | None = None  # slices run first in the environment production rehearses in
     verify: Verify | None = None  # the verification DAG run after a rehearsal, a canary and the last backfill
     publish: Publish | None = None  # triggered once, after the final verification passed
     writes: tuple[str, ...] = ()  # the tables the backfill rewrites (shown; owners notified)
     rollback: str | None = None  # how to undo it (shown in the PR comment and the change record)
+    select: Select | None = None  # re-run only the intervals other code made (None: the whole range)
+
+    @property
+    def resumed_stops(self) -> frozenset[int]:
+        """The emergency stop ids its reviewed `resume` names (`stop #3: warehouse recovered`)."""
+        return frozenset(int(n) for n in STOP_NAMED.findall(self.resume or ""))
 
     def conf_json(self) -> str | None:
         """`dag_run_conf` as canonical JSON (for identity comparisons), or None when unset."""
@@ -98,16 +122,43 @@ class BackfillSpec:
 
     def identity(self) -> dict[str, Any]:
         """The fields that define the backfill in Airflow; they must not change once applied."""
-        return {
-            "dag_id": self.dag_id,
-            "from_date": format_utc(self.from_date),
-            "to_date": format_utc(self.to_date),
-            "reprocess_behavior": self.reprocess_behavior.value,
-            "max_active_runs": self.max_active_runs,
-            "run_backwards": self.run_backwards,
-            "dag_run_conf": self.conf_json(),
-            "run_on_latest_version": self.run_on_latest_version,
-        }
+        return (
+            {
+                "dag_id": self.dag_id,
+                "from_date": format_utc(self.from_date),
+                "to_date": format_utc(self.to_date),
+                "reprocess_behavior": self.reprocess_behavior.value,
+                "max_active_runs": self.max_active_runs,
+                "run_backwards": self.run_backwards,
+                "dag_run_conf": self.conf_json(),
+                "run_on_latest_version": self.run_on_latest_version,
+            }
+            | ({"drain_dag": True} if self.drain_dag else {})
+            | self._select_identity()
+        )  # absent unless set: identities
+        # stored before these fields hold
+
+    def _select_identity(self) -> dict[str, Any]:
+        """`select` once applied: its sub-ranges were chosen for this target, so a new target is a new spec."""
+        chosen = self.select
+        return {} if chosen is None else {"select": {k: v for k, v in asdict(chosen).items() if v is not None}}
+
+    def with_identity(self, identity: Mapping[str, Any]) -> BackfillSpec:
+        """This spec asking what an earlier `identity()` asked: its create-time fields as they were applied."""
+        conf = identity.get("dag_run_conf")
+        return replace(
+            self,
+            dag_id=identity["dag_id"],
+            from_date=parse_date(identity["from_date"]),
+            to_date=parse_date(identity["to_date"]),
+            reprocess_behavior=ReprocessBehavior(identity["reprocess_behavior"]),
+            max_active_runs=identity["max_active_runs"],
+            run_backwards=bool(identity.get("run_backwards")),
+            dag_run_conf=None if conf is None else _freeze(json.loads(conf)),
+            run_on_latest_version=identity.get("run_on_latest_version"),
+            drain_dag=bool(identity.get("drain_dag")),
+            select=_select(identity.get("select")),
+        )
 
     def rehearsal_key(self, bundle_version: str | None) -> str:
         """What a rehearsal proves, as a short digest: the fields that create the backfill (without the range:
@@ -121,6 +172,22 @@ class BackfillSpec:
         facts["attempt"] = rehearsal.attempt if rehearsal else None
         facts["bundle_version"] = bundle_version
         return hashlib.sha256(canonical_json(facts).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidSpec:
+    """A spec file with errors: Blocked alone, with its located errors, while every other spec is planned. `name`
+    and `dag_id` are what the file says (the file stem and "" when it cannot say); `spec` when it loaded."""
+
+    path: str
+    name: str
+    dag_id: str
+    errors: tuple[str, ...]
+    spec: BackfillSpec | None = None
+
+    def reason(self) -> str:
+        more = f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
+        return f"invalid spec: {self.errors[0]}{more}; fix the file (`backfillctl validate` lists every error)"
 
 
 def parse_date(text: str) -> datetime:
@@ -170,6 +237,7 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         run_backwards=data.get("run_backwards", False),
         dag_run_conf=None if conf is None else _freeze(conf),
         run_on_latest_version=data.get("run_on_latest_version"),
+        drain_dag=bool(data.get("drain_dag", False)),
         state=DesiredState(data.get("state", "active")),
         expected_runs=data.get("expected_runs"),
         downstream=one(tuple(data.get("downstream", ()))),
@@ -178,13 +246,19 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         execution=_execution(data.get("execution")),
         promote=bool(data.get("promote", False)),
         resume=data.get("resume"),
+        acknowledged=data.get("acknowledged"),
         retry_of=data.get("retry_of"),
         rehearsal=_rehearsal(data.get("rehearsal")),
         verify=_verify(data.get("verify")),
         publish=_publish(data.get("publish")),
         writes=tuple(data.get("writes", ())),
         rollback=data.get("rollback"),
+        select=_select(data.get("select")),
     )
+
+
+def _select(raw: dict[str, Any] | None) -> Select | None:
+    return None if raw is None else Select(raw.get("code_version"), raw.get("bundle_version"))
 
 
 def _execution(raw: dict[str, Any] | None) -> Execution | None:

@@ -14,6 +14,19 @@ from enum import StrEnum
 from typing import Any
 
 PRODUCTION = "production"  # the environment reached with BACKFILLCTL_AIRFLOW_* unless the policy says otherwise
+# what each of an environment's variables holds (its policy key → how messages name it), in the order of `names`
+ROLES = (
+    ("airflow_url_env", "Airflow URL"),
+    ("token_env", "token"),
+    ("username_env", "user name"),
+    ("password_env", "password"),
+)
+PRODUCTION_DEFAULTS = (  # production's variables for the keys its policy entry leaves out
+    "BACKFILLCTL_AIRFLOW_URL",
+    "BACKFILLCTL_AIRFLOW_TOKEN",
+    "BACKFILLCTL_AIRFLOW_USERNAME",
+    "BACKFILLCTL_AIRFLOW_PASSWORD",
+)
 DEFAULT_VERIFY_TIMEOUT_MINUTES = 60
 
 
@@ -42,6 +55,19 @@ class Environment:
     username_env: str | None = None
     password_env: str | None = None
     rehearse_in: str | None = None  # the environment whose rehearsal must succeed first
+
+    @property
+    def named(self) -> tuple[str | None, str | None, str | None, str | None]:
+        """The variables the policy names, in the order of `ROLES` (None: not named)."""
+        return (self.airflow_url_env, self.token_env, self.username_env, self.password_env)
+
+    @property
+    def names(self) -> tuple[str, str, str, str]:
+        """The variables read for this environment: production fills what it leaves out with its defaults; another
+        environment reads nothing it does not name ("")."""
+        fallback = PRODUCTION_DEFAULTS if self.name == PRODUCTION else ("", "", "", "")
+        url, token, user, password = (name or default for name, default in zip(self.named, fallback, strict=True))
+        return url, token, user, password
 
 
 @dataclass(frozen=True, slots=True)

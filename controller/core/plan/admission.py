@@ -12,7 +12,7 @@ from controller.core.model.binding import Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.values import Finding, FindingKind, Item, Kind
+from controller.core.plan.values import UNOBSERVED, Finding, FindingKind, Item, Kind
 from controller.core.plan.world import World
 from controller.core.rules.analysis import LoadAction, Verdict
 from controller.core.rules.guards import BudgetLoad, Claim, Stop, StopKind, admit, guard_stop, scheduler_problem
@@ -213,4 +213,16 @@ def with_load(item: Item, world: World) -> Item:
         task_ceiling=None if tasks is None else spec.max_active_runs * tasks,
         in_flight=dry.in_flight if dry is not None and dry.error is None else (),
         in_flight_more=dry.in_flight_more if dry is not None and dry.error is None else 0,
+        code_in_range=dry.code if dry is not None and dry.error is None else None,
     )
+
+
+def held_now(spec: BackfillSpec, policy: Policy, world: World, counted: Item) -> Item | None:
+    """A create that does not start now: a guard holds it (queued), or what a guard reads is not known (blocked)."""
+    stop, unknown = guard_now(spec, policy, world)
+    if unknown is not None:
+        why = f"{UNOBSERVED}: {unknown}"
+        return replace(counted, kind=Kind.BLOCKED, phase=Phase.BLOCKED, reason=why, error=True, unobserved=True)
+    if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
+        return replace(counted, kind=Kind.WAIT, phase=Phase.QUEUED, reason=stop.queued, guard=stop.rule)
+    return None

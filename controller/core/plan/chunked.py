@@ -22,7 +22,7 @@ from controller.core.plan.matching import adoptable_request
 from controller.core.plan.outcome import outcome_reason, terminal_phase
 from controller.core.plan.stages import StageRecords, canary_gate
 from controller.core.plan.stops import STOP, stop_of
-from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Item, Kind, Step
+from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Step
 from controller.core.plan.world import Context, DryRun
 from controller.core.rules.chunks import (
     Chunking,
@@ -36,8 +36,15 @@ from controller.core.rules.chunks import (
     slice_of,
     take,
 )
+from controller.core.rules.selection import Selection, code_moved
 
 HALT = "halt"  # the guard name of a halt's pause: never `state: paused`, never drift
+CODE_CHANGED = "code-changed"  # the guard name of a `select` spec's pause while its DAG's code is not the target
+LOST_SELECTION = (
+    "select: the spec's selection is not in the store (it was lost): its next sub-ranges are not known, so no further "
+    "backfill is created; merge a new select spec over the rest of the range (its selection leaves out what was "
+    "re-run since)"
+)
 
 
 def _chunk_item(
@@ -140,6 +147,11 @@ def _chunk_running(ctx: Context, binding: Binding, progress: Progress, current: 
     spec, backfill = current.spec, current.backfill
     if spec.state is not DesiredState.ACTIVE or not backfill.active:
         return bound(ctx, spec, binding)
+    moved = moved_code(ctx, spec)
+    if moved is not None:  # runs never silently use code nobody reviewed for this backfill
+        kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
+        changed = Finding(FindingKind.CODE_CHANGED, spec.dag_id, f"spec {spec.name}: {moved}", spec.name, backfill.id)
+        return current.item(kind, Phase.PAUSED, moved, guard=CODE_CHANGED, progress=progress), (changed,)
     after = halt(spec, progress, all_runs(progress, {backfill.id: current.runs}))
     if after.halted is not None:
         kind = Kind.NOOP if backfill.is_paused else Kind.PAUSE
@@ -168,6 +180,8 @@ def _between_chunks(
     after = halt(spec, progress, everything, boundary=True)  # the finished chunk is judged, whatever its size
     if remaining(spec, after) is None:  # otherwise the next chunk's dry run says whether anything is left
         return _chunks_done(spec, last, everything, binding.applied_state, after), ()
+    if spec.select is not None and after.sub_ranges is None:  # adopted after a lost store: its selection is not known
+        return _chunk_item(spec, Kind.BLOCKED, Phase.BLOCKED, LOST_SELECTION, after), ()
     stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
     if stop is not None:  # an emergency stop: no next chunk while it holds
         return _held(spec, after, everything, ctx.world.stages) or _chunk_item(
@@ -235,6 +249,9 @@ def _next_chunk(
 
 def _create_chunk(ctx: Context, spec: BackfillSpec, progress: Progress, left: Sequence[datetime]) -> Item:
     dates = take(sorted(left), next_size(spec, ctx.policy, progress), backwards=spec.run_backwards)
+    moved = moved_code(ctx, spec)
+    if moved is not None:
+        return _chunk_item(spec, Kind.WAIT, Phase.PAUSED, moved, progress, guard=CODE_CHANGED)
     stop, unknown = guard_now(spec, ctx.policy, ctx.world)
     if unknown is not None:
         why = f"{UNOBSERVED}: {unknown}"
@@ -256,7 +273,24 @@ def first_chunk(
     runs, throttled = throttle or (spec.max_active_runs, None)
     piece = slice_of(take(sorted(dry.dates), plan.first(), backwards=spec.run_backwards), runs)
     total = len(dry.dates)
-    created = _chunk_create(spec, piece, Progress(total))
+    created = _first(_chunk_create(spec, piece, Progress(total)), counted, throttled)
+    return replace(created, chunk=(1, plan.count(total)), chunking=plan)
+
+
+def first_sub_range(
+    spec: BackfillSpec, counted: Item, selection: Selection, throttle: tuple[int, str | None] | None = None
+) -> Item:
+    """A `select` spec's first backfill: its first sub-range in its direction, over the intervals selected there;
+    the progress records every sub-range (the next chunks), `counted` keeps the whole selection's counts."""
+    runs, throttled = throttle or (spec.max_active_runs, None)
+    first, last = selection.sub_ranges[-1 if spec.run_backwards else 0]
+    piece = slice_of([d for d in selection.selected if first <= d <= last], runs)
+    created = _chunk_create(spec, piece, Progress(len(selection.selected), sub_ranges=selection.sub_ranges))
+    return replace(_first(created, counted, throttled), chunk=(1, len(selection.sub_ranges)), selection=selection)
+
+
+def _first(created: Item, counted: Item, throttled: str | None) -> Item:
+    """A spec's first chunk create with the whole spec's counts (`counted`) and the throttle's reason, if any."""
     return replace(
         created if throttled is None else replace(created, reason=f"{created.reason}; {throttled}"),
         runs_to_create=counted.runs_to_create,
@@ -264,8 +298,6 @@ def first_chunk(
         first_date=counted.first_date,
         last_date=counted.last_date,
         partitions=counted.partitions,
-        chunk=(1, plan.count(total)),
-        chunking=plan,
     )
 
 
@@ -285,6 +317,14 @@ def _chunk_create(spec: BackfillSpec, piece: Slice, progress: Progress) -> Item:
         progress=replace(progress, pending=piece),
         dates=piece.dates,  # the chunk's own dates, not the whole spec's
     )
+
+
+def moved_code(ctx: Context, spec: BackfillSpec) -> str | None:
+    """A `select` spec's DAG whose latest code is not its target, said as the reason it holds (None: it is, or the
+    spec selects nothing, or the DAG's latest version is not known)."""
+    if spec.select is None or ctx.obs.info is None:
+        return None
+    return code_moved(spec.select, ctx.obs.info.latest_version)
 
 
 def _created_nothing(progress: Progress, backfill_id: int) -> bool:

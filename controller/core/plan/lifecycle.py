@@ -15,7 +15,7 @@ from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.plan.admission import guard_now
 from controller.core.plan.outcome import outcome_reason, terminal_phase
 from controller.core.plan.stops import NOT_RECORDED, STOP, resumed_from, stop_of
-from controller.core.plan.values import UNOBSERVED, Finding, FindingKind, Item, Kind, Step
+from controller.core.plan.values import LIFTED, UNOBSERVED, Finding, FindingKind, Item, Kind, Step
 from controller.core.plan.world import Context
 from controller.core.rules.guards import Stop, resumed_text
 
@@ -161,8 +161,9 @@ def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: str) 
         return pause or seen.item(Kind.NOOP, Phase.RUNNING, f"running; {stop.detail}"), ()
     if stop is not None and (guarded or applied is DesiredState.PAUSED):
         return seen.item(Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule), ()
-    if stop is None and guarded and paused:
-        return seen.item(Kind.UNPAUSE, Phase.RUNNING, resumed_text(guarded), guard=guarded), ()
+    if stop is None and guarded and paused:  # a stop's pause ends with its lift (said so, never `resumed: stop …`)
+        why = LIFTED if guarded == STOP else resumed_text(guarded)
+        return seen.item(Kind.UNPAUSE, Phase.RUNNING, why, guard=guarded), ()
     if stop is not None and paused:  # a hand pause stays drift, but is not healed into a guard
         return _drift(ctx, seen, held=stop)
     return None
@@ -176,7 +177,7 @@ def _drift(ctx: Context, seen: Observed, held: Stop | None = None) -> Step:
     if resumed is not None:
         return seen.item(Kind.UNPAUSE, Phase.RUNNING, f"resumed: {seen.spec.resume} (lifts stop #{resumed.id})"), ()
     if held is None and backfill_id in holds.stop_paused:
-        return seen.item(Kind.UNPAUSE, Phase.RUNNING, "the stop that paused it was lifted; resuming"), ()
+        return seen.item(Kind.UNPAUSE, Phase.RUNNING, LIFTED), ()
     hand = holds.hand_pauses.get(backfill_id)
     by = "" if hand is None or hand.who == NOT_RECORDED else f" by {hand.who}"
     when = "" if hand is None or hand.when is None else f" at {format_utc(hand.when)}"
@@ -192,7 +193,13 @@ def _drift(ctx: Context, seen: Observed, held: Stop | None = None) -> Step:
 
 
 def adopt(ctx: Context, spec: BackfillSpec, backfill: Backfill) -> Step:
-    """A backfill we may have created for the spec, bound to it now: its phase, or its outcome when it finished."""
+    """A backfill we may have created for the spec, bound to it now: its phase, or its outcome when it finished,
+    from its runs, always (a finished backfill whose runs were not read is not adopted this pass: never an outcome
+    from `completed_at` alone)."""
+    if not backfill.active and backfill.id not in ctx.obs.runs:
+        why = f"{UNOBSERVED}: the runs of finished backfill #{backfill.id}, which it would adopt, were not read"
+        item = Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, why, error=True, source=spec, unobserved=True)
+        return item, (Finding(FindingKind.INCOMPLETE, ctx.dag_id, f"{spec.name}: {why}", spec.name, backfill.id),)
     runs = ctx.runs(backfill.id)
     found = (_completed_early(ctx, Observed(spec, backfill, runs)),) if not backfill.active and runs.unfinished else ()
     if backfill.active or runs.unfinished:

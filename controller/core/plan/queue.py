@@ -20,31 +20,39 @@ from controller.core.model.binding import Binding, Phase
 from controller.core.model.capabilities import rerun_code
 from controller.core.model.policy import Policy
 from controller.core.model.ranges import compact
-from controller.core.model.spec import BackfillSpec, DesiredState
+from controller.core.model.spec import BackfillSpec, DesiredState, InvalidSpec
 from controller.core.plan.admission import (
     admit_creates,
     analysis_runs,
     budget_loads,
     dag_problem,
-    guard_now,
+    held_now,
     run_limit,
     scheduler_findings,
     with_load,
 )
 from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
+from controller.core.plan.identity import Identity, elsewhere, owned_elsewhere, shown
+from controller.core.plan.invalid import invalid_items
 from controller.core.plan.lifecycle import adopt, bound
-from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range, of_range
+from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range, matches, of_range
 from controller.core.plan.outcome import outcome_reason, terminal_phase
+from controller.core.plan.selecting import selected_item
 from controller.core.plan.stages import rehearsal_gate, verified
 from controller.core.plan.stops import STOP, stop_of
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Plan, Step
 from controller.core.plan.world import Context, DagObservation, DryRun, World
 from controller.core.rules.chunks import chunking
 from controller.core.rules.schedules import FUTURE_HINT, future_partitions
+from controller.core.rules.scope import HINT as SCOPE_HINT
+from controller.core.rules.scope import outside
 
 
-def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Plan:
-    """Specs must be in queue order (first merged first); the result is sorted by DAG then queue."""
+def make_plan(
+    specs: Sequence[BackfillSpec], policy: Policy, world: World, *, invalid: Sequence[InvalidSpec] = ()
+) -> Plan:
+    """Specs must be in queue order (first merged first); the result is sorted by DAG then queue. Each `invalid`
+    spec file is one Blocked item: never planned, never orphaned, its backfill left as it is."""
     items: list[Item] = []
     findings: list[Finding] = []
     needed: list[str] = []
@@ -55,18 +63,21 @@ def make_plan(specs: Sequence[BackfillSpec], policy: Policy, world: World) -> Pl
         items += dag_items
         findings += dag_findings
         needed += [i.spec for i in dag_items if i.awaiting_dry_run]
-    orphan_items, orphan_findings, settled = _orphans({s.name for s in specs}, world)
+    names = {s.name for s in specs}
+    orphan_items, orphan_findings, settled = _orphans(names | {s.name for s in invalid}, world)
     findings += orphan_findings
+    blocked, blocked_findings = invalid_items(invalid, world, names)
+    findings += blocked_findings
     findings += [
         Finding(FindingKind.INCOMPLETE, dag_id, _unobserved(dag_id, obs.error), cause=obs.error)
         for dag_id, obs in sorted(world.observations.items())
         if obs.error and dag_id not in by_dag
     ]
-    items += orphan_items
+    items += orphan_items + blocked
     items = [_verified(i, world) for i in items]
     items = [_code(with_load(i, world), world) for i in admit_creates(items, specs, policy)]
     findings += scheduler_findings(policy, world)
-    ordered = tuple(sorted(findings, key=lambda f: (f.dag_id, f.kind, f.spec or "", f.backfill_id or 0)))
+    ordered = tuple(sorted(findings, key=Finding.sort_key))
     return Plan(tuple(items), ordered, tuple(needed), budget_loads(specs, items, policy), tuple(settled))
 
 
@@ -102,7 +113,8 @@ def _code(item: Item, world: World) -> Item:
     where = f"Airflow {world.airflow.version}"
     if info is not None and info.dag_version is not None:
         where += f", DAG version {info.dag_version}"
-    asked, dag_default = item.source.run_on_latest_version, info.rerun_with_latest_version if info else None
+    asked = True if item.source.select is not None else item.source.run_on_latest_version  # select: always the latest
+    dag_default = info.rerun_with_latest_version if info else None
     request = item.request  # the DAG's own choice is sent explicitly, as Airflow 3.3 would fall back to it
     if request is not None and asked is None and dag_default is not None and world.airflow.rerun_with_latest_version:
         request = replace(request, run_on_latest_version=dag_default)
@@ -188,7 +200,8 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
     taken = set(bound.taken)
     adoptions: dict[str, Backfill] = {}
     chunk_adoptions: dict[str, tuple[Backfill, ...]] = {}
-    ranges = by_range(obs.backfills)
+    mine = [b for b in obs.backfills if elsewhere(b, world.identity) is None]  # another login's is never adopted
+    ranges = by_range(mine)
     for spec in queue:
         binding = world.bindings.get(spec.name)
         if binding is not None and (binding.backfill_id is not None or binding.progress is not None):
@@ -198,7 +211,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
             adoptions[spec.name] = found
             taken.add(found.id)
         elif chunking(spec, policy, LARGE) is not None:
-            chunks = adoptable_chunks(spec, obs.backfills, taken)
+            chunks = adoptable_chunks(spec, mine, taken)
             if chunks:
                 chunk_adoptions[spec.name] = chunks
                 taken |= {b.id for b in chunks}
@@ -206,7 +219,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
     owners = dict(bound.owners)
     owners.update({b.id: name for name, b in adoptions.items()})
     owners.update({b.id: name for name, found in chunk_adoptions.items() for b in found})
-    occupant = (owners.get(active[0].id, f"unmanaged backfill #{active[0].id}"), active[0].id) if active else None
+    occupant = (owners.get(active[0].id) or _stranger(active[0], world.identity), active[0].id) if active else None
     return _Claims(adoptions, chunk_adoptions, frozenset(taken), occupant)
 
 
@@ -222,7 +235,7 @@ def _walk(
         items.append(item)
         findings += found
         ctx = next_context(ctx, spec, item)
-    return items, [*findings, *_unmanaged(ctx), *_dag_paused(ctx, items)]
+    return items, [*findings, *_unmanaged(ctx), *_not_adopted(ctx, queue), *_dag_paused(ctx, items)]
 
 
 def next_context(ctx: Context, spec: BackfillSpec, item: Item) -> Context:
@@ -268,6 +281,10 @@ def _unbound(ctx: Context, spec: BackfillSpec) -> Item:  # noqa: PLR0911 - one r
     future = future_partitions(spec, ctx.obs.info, ctx.policy, ctx.world.now)
     if future is not None:  # refused at once, even behind others in the queue (as validate refuses it)
         return new(Kind.BLOCKED, Phase.BLOCKED, f"{future}; {FUTURE_HINT}", error=True)
+    info = ctx.obs.info
+    scoped = outside(spec.dag_id, None if info is None else info.tags, ctx.policy)
+    if scoped is not None:  # another team's DAG (by its tags, which validate could not read offline)
+        return new(Kind.BLOCKED, Phase.BLOCKED, f"{scoped}; {SCOPE_HINT}", error=True)
     rehearsing = rehearsal_gate(spec, ctx.policy, ctx.world.stages)
     if rehearsing is not None:  # production waits for its rehearsal, wherever it stands in the queue
         return rehearsing
@@ -284,7 +301,9 @@ def _head(ctx: Context, spec: BackfillSpec) -> Item:
     """The queue's head: created once the DAG can take it and its dry run is known."""
     blocked = dag_problem(ctx.obs.info, ctx.dag_id, ctx.obs.similar)
     if blocked is not None:
-        return Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, blocked[0], error=blocked[1], source=spec)
+        why = drained_pause(ctx.world, ctx.dag_id) if ctx.obs.info is not None and ctx.obs.info.is_paused else None
+        message = blocked[0] if why is None else why
+        return Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, message, error=blocked[1], source=spec)
     dry = ctx.world.dry_runs.get(spec.name)
     if dry is None:
         return Item(
@@ -293,18 +312,35 @@ def _head(ctx: Context, spec: BackfillSpec) -> Item:
     if dry.error is not None:
         why = f"Airflow refuses it: {dry.error}"
         return Item(spec.name, spec.dag_id, Kind.BLOCKED, Phase.BLOCKED, why, error=True, source=spec)
+    if spec.select is not None and dry.dates:
+        return selected_item(ctx, spec, _counted(spec, dry), dry)
     return _create_or_refuse(ctx, spec, dry)
 
 
-def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
-    """The head's create with its dry run's counts, or why it does not start: nothing to do, over a limit, a guard."""
-    count = len(dry.dates)
-    counted = Item(
+def drained_pause(world: World, dag_id: str) -> str | None:
+    """Why the paused DAG is paused when a finished spec drained it (`drain_dag`: Airflow paused it when the
+    drain ended): backfillctl never unpauses a DAG, so specs queued on it wait for a person."""
+    drained = sorted(
+        name
+        for name, b in world.bindings.items()
+        if b.dag_id == dag_id and b.phase.terminal and b.applied is not None and b.applied.identity.get("drain_dag")
+    )
+    if not drained:
+        return None
+    return (
+        f"DAG {dag_id} is paused by drain (spec {drained[-1]} set drain_dag; not a stop): backfillctl never "
+        "unpauses a DAG; specs queued on it wait until a person unpauses it"
+    )
+
+
+def _counted(spec: BackfillSpec, dry: DryRun) -> Item:
+    """The head's create with its dry run's counts."""
+    return Item(
         spec.name,
         spec.dag_id,
         Kind.CREATE,
         Phase.PENDING,
-        runs_to_create=count,
+        runs_to_create=len(dry.dates),
         runs_in_range=dry.in_range,
         first_date=min(dry.dates, default=None),
         last_date=max(dry.dates, default=None),
@@ -312,42 +348,69 @@ def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
         partitions=dry.partitions,
         dates=compact(dry.dates),
     )
+
+
+def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
+    """The head's create with its dry run's counts, or why it does not start: nothing to do, over a limit, a guard
+    (a `select` spec's: its selection, `selected_item`)."""
+    count, counted = len(dry.dates), _counted(spec, dry)
     if count == 0:
         return replace(counted, kind=Kind.NOOP, phase=Phase.SUCCEEDED, reason="nothing to reprocess")
     limit = run_limit(spec, ctx.policy, count)
     if limit is not None:
         return replace(counted, kind=Kind.REFUSE, phase=Phase.BLOCKED, reason=limit)
-    stop, unknown = guard_now(spec, ctx.policy, ctx.world)
-    if unknown is not None:
-        why = f"{UNOBSERVED}: {unknown}"
-        return replace(counted, kind=Kind.BLOCKED, phase=Phase.BLOCKED, reason=why, error=True, unobserved=True)
-    if stop is not None:  # nothing new starts outside a window, in a freeze or with a sick scheduler
-        return replace(counted, kind=Kind.WAIT, phase=Phase.QUEUED, reason=stop.queued, guard=stop.rule)
+    held = held_now(spec, ctx.policy, ctx.world, counted)
+    if held is not None:
+        return held
     plan = chunking(spec, ctx.policy, count)
     if plan is not None:
         return first_chunk(spec, counted, dry, plan, analysis_runs(spec, ctx.world))
     return replace(counted, request=BackfillRequest.from_spec(spec))
 
 
+def _stranger(backfill: Backfill, identity: Identity) -> str:
+    """Who holds the DAG's slot when no spec of this queue does: another login's backfill, or an unmanaged one."""
+    login = elsewhere(backfill, identity)
+    return (
+        f"unmanaged backfill #{backfill.id}"
+        if login is None
+        else f"a backfill owned elsewhere (created by {shown(login)})"
+    )
+
+
+def _not_adopted(ctx: Context, queue: Sequence[BackfillSpec]) -> list[Finding]:
+    """Another login's backfill with a spec's parameters is never adopted, after a lost store neither: said once."""
+    found = []
+    for spec in queue:
+        for backfill in ctx.obs.backfills:
+            login = elsewhere(backfill, ctx.world.identity)
+            if login is not None and backfill.id not in ctx.taken and matches(spec, backfill):
+                message = (
+                    f"{owned_elsewhere(backfill, login)} has the parameters of spec {spec.name}: not adopted, it is "
+                    "another controller's (this controller adopts only the backfills its own Airflow login made)"
+                )
+                found.append(Finding(FindingKind.UNMANAGED, ctx.dag_id, message, spec.name, backfill.id))
+    return found
+
+
 def _unmanaged(ctx: Context) -> list[Finding]:
-    return [
-        Finding(
-            FindingKind.UNMANAGED,
-            ctx.dag_id,
-            f"unmanaged active backfill #{backfill.id} blocks this DAG's queue; backfillctl never touches it",
-            None,
-            backfill.id,
-        )
-        for backfill in ctx.obs.backfills
-        if backfill.active and backfill.id not in ctx.taken
-    ]
+    found = []
+    for backfill in ctx.obs.backfills:
+        if not backfill.active or backfill.id in ctx.taken:
+            continue
+        login = elsewhere(backfill, ctx.world.identity)
+        what = f"unmanaged active backfill #{backfill.id}" if login is None else owned_elsewhere(backfill, login)
+        message = f"{what} blocks this DAG's queue; backfillctl never touches it"
+        found.append(Finding(FindingKind.UNMANAGED, ctx.dag_id, message, None, backfill.id))
+    return found
 
 
 def _dag_paused(ctx: Context, items: Sequence[Item]) -> list[Finding]:
     info = ctx.obs.info
     if info is None or not info.is_paused or all(i.phase.terminal for i in items):
         return []
-    message = f"DAG {ctx.dag_id} is paused: its backfill runs stay queued until it is unpaused"
+    default = f"DAG {ctx.dag_id} is paused: its backfill runs stay queued until it is unpaused"
+    message = drained_pause(ctx.world, ctx.dag_id) or default
     return [Finding(FindingKind.DAG_PAUSED, ctx.dag_id, message)]
 
 

@@ -3,28 +3,33 @@
 A stop is recorded in the store by `backfillctl stop` (the store credentials' word), by the reusable workflow's
 stop job (GitHub's identity), or by a pass that found a managed backfill paused in Airflow (Airflow's identity,
 where its event log names the user). A stop holds every spec it names, or every spec listing its downstream
-system: nothing is created, unpaused or next-chunked for it. It is lifted by an owner (`stop --lift`), by its
+system: nothing is created, unpaused or next-chunked for it. It is lifted by an owner (`stop lift`), by its
 expiry, by a reviewed `resume` that names it (`resume: "stop #3: warehouse recovered"`), and a stop made in
 Airflow also by unpausing the backfill in Airflow.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
 from controller.core.model.airflow import Backfill
+from controller.core.model.logins import one_of
+from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
 
 
 class EmergencyStopKind(StrEnum):
-    """What an emergency stop names: one spec, or a downstream system (every spec listing it)."""
+    """What an emergency stop names: one spec, a downstream system (every spec listing it), or everything."""
 
     SPEC = "spec"
     DOWNSTREAM = "downstream"
+    ALL = "all"
+
+
+EVERYTHING = "everything"  # the target of a stop of everything (`stop --all`)
 
 
 class StopSource(StrEnum):
@@ -35,7 +40,6 @@ class StopSource(StrEnum):
 
 NOT_RECORDED = "not recorded"
 STOP = "stop"  # the guard word of a stop's pause on an item (never `state: paused`, never drift)
-_NAMES = re.compile(r"\bstop #(\d+)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +54,7 @@ class EmergencyStop:
     expires_at: datetime | None = None
 
     def covers(self, spec: BackfillSpec) -> bool:
-        if self.kind is EmergencyStopKind.SPEC:
-            return self.target == spec.name
-        return self.target in spec.downstream
+        return covers(self.kind, self.target, spec)
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at <= now
@@ -71,6 +73,28 @@ class EmergencyStop:
 
 
 @dataclass(frozen=True, slots=True)
+class StopHistory:
+    """A stop as a spec's change record shows it: the stop, and its lift if it was lifted."""
+
+    stop: EmergencyStop
+    lifted_at: datetime | None = None
+    lifted_by: str | None = None
+    lift_reason: str | None = None
+
+    def text(self) -> str:
+        s = self.stop
+        lifted = (
+            f"; lifted {format_utc(self.lifted_at)} by {self.lifted_by}: {self.lift_reason}"
+            if self.lifted_at is not None
+            else "; in force"
+        )
+        return (
+            f"stop #{s.id} of {s.kind.value} {s.target} by {s.actor} ({s.source.value}) at "
+            f"{format_utc(s.created_at)}: {s.reason}{lifted}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class HandPause:
     """A managed backfill's pause found in Airflow's event log (`pause_backfill`), or not found there."""
 
@@ -78,9 +102,58 @@ class HandPause:
     when: datetime | None = None
 
 
+def covers(kind: EmergencyStopKind, target: str, spec: BackfillSpec) -> bool:
+    """Whether a stop of `kind` naming `target` holds `spec`."""
+    if kind is EmergencyStopKind.ALL:
+        return True
+    if kind is EmergencyStopKind.SPEC:
+        return target == spec.name
+    return target in spec.downstream
+
+
+def affected(specs: Sequence[BackfillSpec], kind: EmergencyStopKind, target: str) -> list[BackfillSpec]:
+    return [s for s in specs if covers(kind, target, s)]
+
+
+def lifters(policy: Policy, specs: Sequence[BackfillSpec], stop: EmergencyStop) -> tuple[str, ...]:
+    """Who may lift `stop`: the owners of its system (a spec's stop: of every system the spec lists; a stop of
+    everything: of every system); a stop no owner covers, only the actor who placed it. An on-call login never
+    lifts, even its own stop: the expiry, a reviewed `resume` or an owner does."""
+    owners = _owners(policy, _systems(policy, specs, stop.kind, stop.target))
+    owners = owners or ([stop.actor] if stop.actor != NOT_RECORDED else [])
+    return tuple(o for o in owners if not one_of(o, policy.oncall))
+
+
+def stop_owners(policy: Policy, specs: Sequence[BackfillSpec], stop: EmergencyStop) -> tuple[str, ...]:
+    """The owners of the systems `stop` covers (): an owner-less stop): a reviewed `resume` naming an owner's stop
+    needs one of them to approve it."""
+    return tuple(_owners(policy, _systems(policy, specs, stop.kind, stop.target)))
+
+
+def stoppers(policy: Policy, specs: Sequence[BackfillSpec], kind: EmergencyStopKind, target: str) -> tuple[str, ...]:
+    """Who may stop through GitHub's identity (the stop workflow): the owners of the systems the stop covers and
+    the policy's on-call logins; () when no owner covers it (a stop only ever reduces the load: anyone may)."""
+    owners = _owners(policy, _systems(policy, specs, kind, target))
+    return tuple(dict.fromkeys((*owners, *policy.oncall))) if owners else ()
+
+
+def _systems(policy: Policy, specs: Sequence[BackfillSpec], kind: EmergencyStopKind, target: str) -> list[str]:
+    """The downstream systems a stop covers: every one, its own, or those its spec lists."""
+    if kind is EmergencyStopKind.ALL:
+        return list(policy.budgets)
+    if kind is EmergencyStopKind.DOWNSTREAM:
+        return [target]
+    return [d for s in affected(specs, kind, target) for d in s.downstream]
+
+
+def _owners(policy: Policy, systems: Iterable[str]) -> list[str]:
+    budgets = policy.budgets
+    return list(dict.fromkeys(o for name in systems if name in budgets for o in budgets[name].owners))
+
+
 def named_by_resume(spec: BackfillSpec) -> frozenset[int]:
     """The stop ids the spec's reviewed `resume` value names (`stop #3`)."""
-    return frozenset(int(n) for n in _NAMES.findall(spec.resume or ""))
+    return spec.resumed_stops
 
 
 def stop_of(spec: BackfillSpec, stops: Iterable[EmergencyStop], now: datetime) -> EmergencyStop | None:

@@ -15,15 +15,32 @@ from controller.core.model.guards import SchedulerHealth
 from controller.core.model.spec import format_utc
 from controller.core.plan.values import Item, Plan
 
+# apache/airflow#72337 (open in 3.3.2 and 3.4.0b2): after a cancel, the backfill is paused and completed, and the
+# queued→running promotion still filters on its is_paused, so a run of it queued then (cleared after the cancel)
+# never starts; unpausing the backfill answers 409
+AIRFLOW_72337 = "https://github.com/apache/airflow/issues/72337"
+CANCELLED_QUEUED = (
+    f"the backfill was cancelled, and Airflow never starts a cancelled backfill's queued runs ({AIRFLOW_72337}; "
+    "unpausing it answers 409): set those runs to failed in Airflow (or success, if their data is right), and "
+    "backfill the dates again with a new spec; waiting will not help"
+)
+
 
 def candidates(plan: Plan) -> list[Item]:
-    """Specs whose backfill runs, with queued runs and none running: worth reading their queue times."""
+    """Specs whose backfill runs, with queued runs and none running, and cancelled specs with queued runs (never to
+    start: #72337): worth reading their queue times."""
     out = []
     for item in plan.items:
         counts = item.runs.counts if item.runs is not None else {}
-        if item.phase is Phase.RUNNING and item.backfill_id and counts.get("queued") and not counts.get("running"):
+        running = item.phase is Phase.RUNNING and not counts.get("running")
+        if (running or item.phase is Phase.CANCELLED) and item.backfill_id and counts.get("queued"):
             out.append(item)
     return out
+
+
+def threshold_of(item: Item, minutes: int) -> int:
+    """How long its runs may stay queued before it is stuck: a cancelled backfill's queued runs never start (0)."""
+    return 0 if item.phase is Phase.CANCELLED else minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +51,12 @@ class Stuck:
     queued: int
     since: datetime
     cause: str
+    cancelled: bool = False  # a cancelled backfill's queued runs (#72337): stuck at once, whatever the threshold
 
     def message(self, threshold_minutes: int) -> str:
         """Stable while the situation lasts (no ages that change every pass): audited once, on change."""
+        if self.cancelled:
+            return f"{self.queued} run(s) queued (oldest since {format_utc(self.since)}) will never start: {self.cause}"
         return (
             f"{self.queued} run(s) queued for more than {threshold_minutes} min (oldest since "
             f"{format_utc(self.since)}) while none runs; likely cause: {self.cause}"
@@ -59,8 +79,11 @@ def find_stuck(
     threshold_minutes: int,
 ) -> Stuck | None:
     """`queued` runs, the oldest queued at `oldest`, of a candidate (nothing of it runs: see `candidates`)."""
-    if item.backfill_id is None or oldest is None or not overdue(queued, oldest, now, threshold_minutes):
+    threshold = threshold_of(item, threshold_minutes)
+    if item.backfill_id is None or oldest is None or not overdue(queued, oldest, now, threshold):
         return None
+    if item.phase is Phase.CANCELLED:
+        return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, CANCELLED_QUEUED, cancelled=True)
     return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, likely_cause(item.dag_id, plan, health))
 
 

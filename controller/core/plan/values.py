@@ -15,16 +15,21 @@ from typing import Any, TypeAlias
 from controller.core.model.airflow import BackfillRequest, RunSummary
 from controller.core.model.binding import Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.drain import DrainHold
 from controller.core.model.load import DagLoad, load_json
+from controller.core.model.notify_policy import Alert
 from controller.core.model.ranges import DateRange
 from controller.core.model.spec import BackfillSpec, canonical_json, format_utc
 from controller.core.model.stages import Stage
 from controller.core.rules.chunks import Chunking
+from controller.core.rules.code_history import CodeInRange
 from controller.core.rules.guards import BudgetLoad
+from controller.core.rules.selection import Selection
 
 PLAN_FORMAT_VERSION = 1
 AWAITING_DRY_RUN = "awaiting dry run"  # the reason of a queue head that waits for its run count (`awaiting_dry_run`)
 UNOBSERVED = "observation incomplete"  # how the reason of an item decided without an observation begins
+LIFTED = "the stop that paused it was lifted; resuming"  # the reason of the unpause an owner's lift brings
 
 
 class FindingKind(StrEnum):
@@ -37,6 +42,13 @@ class FindingKind(StrEnum):
     COMPLETED_EARLY = "completed-early"  # Airflow set completed_at while runs are queued or running
     ORPHAN_SUSPECTED = "orphan-suspected"  # a backfill of ours completed with none of the runs its dry run listed
     ASSET_CONSUMERS = "asset-consumers"  # a create's runs trigger DAGs its downstream does not name (policy rule)
+    INVALID_SPEC = Alert.INVALID_SPEC.value  # a spec file with errors: Blocked alone, every other spec planned
+    INVALID_POLICY = Alert.INVALID_POLICY.value  # the policy has errors: creates and resumes held, no reduction
+    EDITED_IN_PLACE = Alert.EDITED_IN_PLACE.value  # an applied spec's create-time fields changed in its file
+    APPROVAL_GATE = "approval-gate"  # a start of a spec with backfills refused or held by the gate (provenance)
+    HISTORY_REWRITTEN = "history-rewritten"  # HEAD does not descend from the last reconciled commit: reductions only
+    UNREVIEWED_CHANGE = "unreviewed-change"  # a file pushed without a pull request, applied (none was required)
+    CODE_CHANGED = "code-changed"  # a `select` spec's DAG moved past its reviewed target: its backfill paused
 
 
 INCOMPLETE = FindingKind.INCOMPLETE  # the finding kind that makes a plan unusable for changes
@@ -87,6 +99,8 @@ class Item:
     task_ceiling: int | None = None  # max_active_runs × the DAG's max_active_tasks (None: not known)
     in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
     in_flight_more: int = 0  # in flight beyond those listed
+    code_in_range: CodeInRange | None = None  # a create: which code made the runs it re-runs (`plan` shows it)
+    selection: Selection | None = None  # a `select` spec: the intervals it re-runs (`plan` shows it)
     chunk: tuple[int, int] | None = None  # a chunked spec: (k, n), its k-th chunk of about n
     chunking: Chunking | None = None  # a chunked spec's chunk sizes (the plan line says them)
     progress: Progress | None = field(default=None, repr=False, compare=False)  # a chunked spec's progress to keep
@@ -100,9 +114,18 @@ class Item:
     unobserved: bool = False  # decided without an observation (its DAG, the scheduler): never recorded as seen
     refused_at_head: str | None = None  # `plan` only: a queued spec's dry run now exceeds its limit (lookahead.py)
     load: DagLoad | None = None  # `plan` only, a create: what its runs set off beyond themselves (never checksummed)
+    drain: DrainHold | None = None  # `plan` only, a `drain_dag` create: what it holds back (never checksummed)
     stage: Stage | None = None  # a verification this item waits on, or whose failure it is (`core.plan.stages`)
     stage_failed: bool = False  # a rehearsal or verification failed: settled, and unsuccessful for --fail-on-failures
     approval_refused: bool = False  # refused by the approval gate at reconcile (`core.plan.provenance`)
+    edited: str | None = None  # its file was edited in place: what changed (`core.plan.edits`)
+    held: Item | None = field(default=None, repr=False, compare=False)  # shown Blocked (an edit, a held start):
+    # the item as planned before (its phase is the backfill's; the pass records its outcome from it)
+
+    @property
+    def true_phase(self) -> Phase:
+        """The phase its backfill is in, whatever holds it (a held change's is the phase shown)."""
+        return self.phase if self.held is None or self.held.kind.mutating else self.held.true_phase
 
     @property
     def held_by_guard(self) -> bool:
@@ -137,6 +160,8 @@ class Item:
             )
         if self.in_flight_more:
             facts["in_flight_more"] = self.in_flight_more
+        code = (("code_in_range", self.code_in_range), ("selection", self.selection))
+        facts |= {key: value.as_json() for key, value in code if value is not None}
         if self.chunk is not None:
             facts["chunk"] = {"index": self.chunk[0], "count": self.chunk[1]}
         if self.chunking is not None:
@@ -145,9 +170,16 @@ class Item:
             facts["backfills"] = list(self.progress.ids)
         if self.code is not None:
             facts["code"] = self.code
+        return facts | self._effects()
+
+    def _effects(self) -> dict[str, Any]:
+        """What a create sets off beyond its runs (`plan` only): its load, and what its drain holds back."""
+        found: dict[str, Any] = {}
         if self.load is not None and self.runs_to_create is not None:
-            facts["load"] = load_json(self.load, self.runs_to_create)
-        return facts
+            found["load"] = load_json(self.load, self.runs_to_create)
+        if self.drain is not None:
+            found["drain"] = self.drain.as_json()
+        return found
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -175,6 +207,10 @@ class Finding:
     spec: str | None = None
     backfill_id: int | None = None
     cause: str = ""  # the shared cause, so a renderer can say it once for many DAGs
+
+    def sort_key(self) -> tuple[str, str, str, int]:
+        """The plan's order of findings."""
+        return (self.dag_id, self.kind, self.spec or "", self.backfill_id or 0)
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -18,9 +18,12 @@ from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
 from controller.core.model.stages import Stage, StageRecord
+from controller.core.plan.identity import NO_IDENTITY, Identity
 from controller.core.plan.ownership import Owned
 from controller.core.plan.stops import EmergencyStop, HandPause
 from controller.core.rules.analysis import Verdict
+from controller.core.rules.code_history import CodeInRange
+from controller.core.rules.selection import Selection
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,8 @@ class DryRun:
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
     in_flight: tuple[tuple[str, str], ...] | None = ()  # (date or partition, state) Airflow will skip; None: unread
     in_flight_more: int = 0  # in flight beyond those listed (a page of them is read)
+    code: CodeInRange | None = None  # the code of each interval's latest run in range (None: not read)
+    selection: Selection | None = None  # a `select` spec: the intervals it re-runs (None: not read, or no select)
 
 
 def run_label(run: DagRun) -> str:
@@ -85,6 +90,7 @@ class World:
     holds: Holds = field(default_factory=Holds)  # emergency stops and hand pauses (`core.plan.stops`)
     # each spec's rehearsal (with the current key), canary and final verification and publish (`core.plan.stages`)
     stages: Mapping[tuple[str, Stage], StageRecord] = field(default_factory=dict)
+    identity: Identity = NO_IDENTITY  # this controller's Airflow login: another login's backfills are not ours
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from controller.core.documents.escaping import md_text, plain
+from controller.core.model.policy import Policy
 from controller.core.rules.analysis import Verdict
+from controller.core.rules.scope import scope_line
 
 NOT_EVALUATED = "analysis evaluated at reconcile"
 
@@ -34,3 +37,12 @@ def analysis_text(output: str, systems: Sequence[str], verdicts: Mapping[str, Ve
     if output == "markdown":
         return "\n" + "".join(f"- {line}\n" for line in lines)
     return "".join(f"{line}\n" for line in lines)
+
+
+def scope_text(output: str, policy: Policy) -> str:
+    """Issue 44: the scope that applies, below a plan and in the pull-request comment (a policy with a `scope`; nothing
+    in JSON)."""
+    if policy.scope is None or output == "json":
+        return ""
+    line = scope_line(policy)
+    return f"\n{md_text(line)}\n" if output == "markdown" else f"{plain(line)}\n"

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from controller.core.audit.chain import AuditRecord
 from controller.core.audit.vocabulary import Action, AuditPhase
-from controller.core.model.airflow import DagRun, DagVersion, Rerun, RunSummary
+from controller.core.model.airflow import DagRun, DagVersion, Rerun, RunSummary, Skipped, summarise
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.coverage import DISCLAIMER, Coverage, Missed
 from controller.core.model.ranges import DateRange, ranges_json
 from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.model.stages import StageRecord
 from controller.core.plan.provenance import approved_by
+from controller.core.plan.stops import StopHistory
 
 REPORT_FORMAT_VERSION = 1
 TERMINAL = ("Succeeded", "CompletedWithFailures", "Cancelled")  # the audit outcomes that end a spec's record
@@ -39,9 +41,11 @@ class Intervals:
     skipped: int | None  # in range but kept by the reprocess behaviour (None: the dry run's counts are not known)
     in_range: int | None
     reruns: tuple[Rerun, ...]  # own dates re-run by others before the outcome was read
+    unfinished: int | None = None  # a live spec read now: its runs still queued or running (None: its outcome)
+    skipped_slots: tuple[Skipped, ...] = ()  # slots Airflow created no run for, with its reason (3.4's slots)
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "complete": self.complete,
             "failed": self.failed,
             "failed_dates": [d.isoformat() for d in self.failed_dates],
@@ -51,6 +55,9 @@ class Intervals:
             "in_range": self.in_range,
             "reruns": [r.as_json() for r in self.reruns],
         }
+        if self.skipped_slots:
+            document["skipped_slots"] = [k.as_json() for k in self.skipped_slots]
+        return document | ({"unfinished": self.unfinished} if self.unfinished is not None else {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +166,19 @@ class ChangeRecord:
     events: tuple[AuditRecord, ...]
     ran_on: RanOn | None = None  # None: Airflow was not read (offline)
     stages: tuple[StageRecord, ...] = ()  # its rehearsals, verifications and publish run, oldest first
+    edited: str | None = None  # its file was edited in place: what changed (the record keeps what was applied)
+    file_gone: str | None = None  # its file is no longer in the folder: where the spec shown comes from
+    stops: tuple[StopHistory, ...] = ()  # every stop that held it, and its lift
+    acknowledged: str | None = None  # its reviewed `acknowledged`, and who committed it (None: not acknowledged)
+    link: str | None = None  # its backfill in Airflow's UI (None: no Airflow URL)
+    approvals: tuple[Approval, ...] = ()  # each reviewed change an applied create or resume carried, oldest first
+    coverage: Coverage | None = None  # version coverage: read now with Airflow, else as measured when it ended
+    coverage_changed: tuple[Missed, ...] = ()  # intervals not covered now that were when it ended (Airflow read)
+
+    @property
+    def approved_changes(self) -> tuple[Approval, ...]:
+        """The approvals that name their change (an evidence document's; an older record's name only reviews)."""
+        return tuple(a for a in self.approvals if a.head_sha or a.base_sha or a.url or a.policy_blob is not None)
 
     @property
     def direction(self) -> str:
@@ -204,6 +224,21 @@ class ChangeRecord:
         if self.stages or s.rehearsal or s.verify or s.publish:  # a spec without stages reads as it always did
             document["writes"], document["rollback"] = list(s.writes), s.rollback
             document["stages"] = [stage_json(r) for r in self.stages]
+        if self.edited is not None:  # only then: a record of a spec never edited reads as it always did
+            document["edited_in_place"] = self.edited
+        if self.file_gone is not None:
+            document["file_gone"] = self.file_gone
+        if self.acknowledged is not None:
+            document["acknowledged"] = self.acknowledged
+        if self.link is not None:
+            document["link"] = self.link
+        if self.stops:  # only then: a spec never stopped reads as it always did
+            document["stops"] = [_stop_json(h) for h in self.stops]
+        if self.coverage is not None:  # only then: a record of a spec that never ended reads as it always did
+            changed = [m.as_json() for m in self.coverage_changed]
+            document["coverage"] = self.coverage.as_json() | {"changed_since_end": changed, "note": DISCLAIMER}
+        if self.approved_changes:  # only then: a record without evidence documents reads as it always did
+            document["approved_changes"] = [a.as_json() for a in self.approved_changes]
         return document
 
 
@@ -228,7 +263,13 @@ def change_record(
     events: Sequence[AuditRecord],
     retries: Sequence[BackfillSpec] = (),
     stages: Sequence[StageRecord] = (),
+    *,
+    edited: str | None = None,
+    file_gone: str | None = None,
+    stops: Sequence[StopHistory] = (),
+    acknowledged_by: str | None = None,
 ) -> ChangeRecord:
+    """`spec` as it was applied (an edited file's applied values: `edited` says what the file says now)."""
     created = (binding.created if binding else None) or CreateFacts()
     return ChangeRecord(
         spec=spec,
@@ -246,7 +287,76 @@ def change_record(
         retried_by=tuple(FollowUp(r.name, r.path) for r in retries),
         events=tuple(events),
         stages=tuple(stages),
+        edited=edited,
+        file_gone=file_gone,
+        stops=tuple(stops),
+        acknowledged=None
+        if spec.acknowledged is None
+        else f"{spec.acknowledged} ({acknowledged_by or 'who: not known'})",
+        approvals=approvals_of(events),
+        coverage=binding.coverage if binding else None,
     )
+
+
+def _stop_json(history: StopHistory) -> dict[str, Any]:
+    stop = history.stop
+    return {
+        "id": stop.id,
+        "kind": stop.kind.value,
+        "target": stop.target,
+        "actor": stop.actor,
+        "source": stop.source.value,
+        "reason": stop.reason,
+        "created_at": format_utc(stop.created_at),
+        "lifted_at": None if history.lifted_at is None else format_utc(history.lifted_at),
+        "lifted_by": history.lifted_by,
+        "lift_reason": history.lift_reason,
+    }
+
+
+def so_far(record: ChangeRecord, runs: Sequence[DagRun]) -> ChangeRecord:
+    """A spec still running, counted from the runs read now (the ones its calendar shows), so the counts and the
+    calendar tell the same; a finished spec keeps its recorded outcome."""
+    if record.outcome.terminal:
+        return record
+    now = summarise(runs)
+    counted = _intervals(now, CreateFacts())
+    intervals = replace(
+        record.intervals,
+        complete=counted.complete,
+        failed=counted.failed,
+        failed_dates=counted.failed_dates,
+        failed_partitions=counted.failed_partitions,
+        never_started=counted.never_started,
+        unfinished=now.count("queued") + now.count("running"),
+    )
+    return replace(record, intervals=intervals)
+
+
+def approved_change_text(approval: Approval) -> str:
+    """`#41 <url>: base …, head …, merged as …; policy …; reviews that counted: bob (review 9001, commit abc…)`."""
+    reviews = ", ".join(
+        f"{r.login} (review {'id unknown' if r.review_id is None else r.review_id}, commit {r.commit_id[:12] or '?'})"
+        for r in approval.reviews
+    )
+    return f"{approval.change_text()}; reviews that counted: {reviews or 'none'}"
+
+
+def approvals_of(events: Iterable[AuditRecord]) -> tuple[Approval, ...]:
+    """The approval each create and unpause intent carried, once each, oldest first."""
+    found: list[Approval] = []
+    for event in events:
+        request = event.entry.request
+        if event.entry.phase != AuditPhase.INTENT or not isinstance(request, Mapping):
+            continue
+        approval = request.get("approval")
+        try:
+            made = Approval.from_json(approval) if isinstance(approval, Mapping) else None
+        except (KeyError, TypeError, ValueError):  # a record's body is outside text: never trusted to parse
+            made = None
+        if made is not None and made not in found:
+            found.append(made)
+    return tuple(found)
 
 
 def _created(event: AuditRecord) -> bool:
@@ -265,6 +375,7 @@ def _intervals(runs: RunSummary, created: CreateFacts) -> Intervals:
         skipped=None if in_range is None or to_create is None else in_range - to_create,
         in_range=in_range,
         reruns=tuple(runs.reruns),
+        skipped_slots=runs.skipped,
     )
 
 
@@ -307,5 +418,6 @@ def ran_on(events: Iterable[AuditRecord], runs: Iterable[DagRun]) -> RanOn:
         if value not in sent:
             sent.append(value)
     counts = Counter(run.dag_versions[-1] if run.dag_versions else None for run in runs)
-    order = sorted(counts, key=lambda v: (v is None, -(v.number if v is not None else 0), v.text() if v else ""))
+    known = sorted((v for v in counts if v is not None), key=lambda v: (-v.number, v.text()))
+    order: list[DagVersion | None] = [*known, *([None] if None in counts else [])]  # the newest first, unknown last
     return RanOn(tuple(releases), tuple(sent), tuple(VersionRuns(v, counts[v]) for v in order))

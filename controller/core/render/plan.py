@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, time
 
 from controller.core.documents.escaping import md_code, md_text, plain_lines
+from controller.core.model.binding import Phase
 from controller.core.model.load import load_lines
 from controller.core.model.spec import format_utc
 from controller.core.plan.values import INCOMPLETE, Finding, Item, Kind, Plan, in_flight_text, summary_counts
@@ -142,23 +144,42 @@ def findings(plan: Plan) -> Iterator[tuple[str, str]]:
             yield INCOMPLETE, f"DAGs {', '.join(f.dag_id for f in group)} were not fully observed: {cause}"
 
 
-def plan_text(plan: Plan, width: int | None = None) -> str:
+def plan_text(plan: Plan, width: int | None = None, *, show_unchanged: bool = True) -> str:
     """One line per action, its first columns aligned; a line longer than `width` puts the facts on indented
-    lines below it (a fact is never broken, a name never cut)."""
-    spec_w = max((len(i.spec) for i in plan.items), default=0)
-    dag_w = max((len(i.dag_id) for i in plan.items), default=0)
+    lines below it (a fact is never broken, a name never cut). Without `show_unchanged`, the specs in sync are one
+    summary line (Terraform shows only changes); everything else — changes, queued, blocked, orphaned — is listed."""
+    shown = [i for i in plan.items if show_unchanged or not unchanged(i)]
+    spec_w = max((len(i.spec) for i in shown), default=0)
+    dag_w = max((len(i.dag_id) for i in shown), default=0)
     lines = []
-    for i in plan.items:
+    for i in shown:
         head = f"{SYMBOLS[i.kind]} {label(i):<9} {i.spec:<{spec_w}}  {i.dag_id:<{dag_w}}"
         line = f"{head}  {facts(i)}  [{i.phase.value}]"
         lines += [line] if width is None or len(line) <= width else _folded(i, f"{head}  [{i.phase.value}]", width)
         flying = in_flight_text(i)
         lines += hang(f"    {flying}", width) if flying else []
+        lines += hang(f"    {i.code_in_range.text()}", width) if i.code_in_range is not None else []
+        lines += hang(f"    {i.selection.text()}", width) if i.selection is not None else []
         lines += [w for extra in item_load(i) for w in hang(f"    {extra}", width)]
     lines += [w for kind, message in findings(plan) for w in hang(f"! {kind}: {message}", width)]
     lines += [w for b in plan.budgets for w in hang(f"Load: {b.text()}", width)]
+    hidden = len(plan.items) - len(shown)
+    lines += [unchanged_line(plan)] if hidden else []
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return plain_lines(lines)
+
+
+def unchanged(item: Item) -> bool:
+    """In sync: nothing to do and nothing to see (a deleted spec's backfill still running is something to see)."""
+    return item.kind is Kind.NOOP and not item.error and item.phase is not Phase.ORPHANED
+
+
+def unchanged_line(plan: Plan) -> str:
+    """`12 specs unchanged (10 Succeeded, 2 Running): --show-unchanged lists them`."""
+    phases = Counter(i.phase.value for i in plan.items if unchanged(i))
+    count = sum(phases.values())
+    by_phase = ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items(), key=lambda p: (-p[1], p[0])))
+    return f"{count} spec{'' if count == 1 else 's'} unchanged ({by_phase}): --show-unchanged lists them"
 
 
 def _folded(item: Item, aligned: str, width: int) -> list[str]:
@@ -186,11 +207,13 @@ def _below(item: Item, parts: list[str], width: int) -> list[str]:
     return lines + ([NOTE_INDENT + w for w in wrap(reason, width - len(NOTE_INDENT))] if reason else [])
 
 
-def item_load(item: Item) -> list[str]:
-    """A create's hidden-load lines: the DAGs its asset events trigger, its pools, its metadata rows."""
+def item_load(item: Item, *, drain: bool = True) -> list[str]:
+    """A create's hidden-load lines: the DAGs its asset events trigger, its pools, its metadata rows, and with
+    `drain_dag` (unless `drain` is False: said elsewhere) the DAG's own runs it holds back."""
+    drained = item.drain.lines() if item.drain is not None and drain else []
     if item.load is None or item.runs_to_create is None:
-        return []
-    return load_lines(item.load, item.runs_to_create)
+        return drained
+    return load_lines(item.load, item.runs_to_create) + drained
 
 
 def md(text: str, limit: int = MARKDOWN_TEXT_LIMIT) -> str:
@@ -241,9 +264,12 @@ _NOT_LISTED = (
     "last_partition",
     "in_flight",
     "in_flight_more",
+    "code_in_range",
+    "selection",
     "chunk",
     "chunking",
     "load",
+    "drain",
 )
 
 
@@ -259,6 +285,10 @@ def _details(item: Item) -> str:
     flying = in_flight_text(item)
     if flying:
         lines.append(f"- {md(flying)}")
+    if item.code_in_range is not None:
+        lines.append(f"- {md(item.code_in_range.text())}")
+    if item.selection is not None:
+        lines.append(f"- {md(item.selection.text())}")
     chunks = chunks_text(item)
     if chunks:
         lines.append(f"- chunks: {chunks}")

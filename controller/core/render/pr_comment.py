@@ -92,6 +92,7 @@ def pr_comment(
     ]
     head += _older_code(planned, airflow)
     head += _triggered(planned)
+    head += _drained(planned)
     head += _writes(planned)
     if not plan.complete:
         head += [
@@ -202,6 +203,20 @@ def _triggered(items: Sequence[Item]) -> list[str]:
     ]
 
 
+def _drained(items: Sequence[Item]) -> list[str]:
+    """The PR's creates that drain their DAG: what they hold back and what unpausing it does (owners approve)."""
+    lines = [f"- {code(item.spec)}: {escape(line)}" for item in items if item.drain for line in item.drain.lines()]
+    if not lines:
+        return []
+    return [
+        "**Drains: these specs stop their DAG's own runs while they run and leave it paused** (the owners of the "
+        "systems it loads approve; backfillctl never unpauses it):",
+        "",
+        *lines,
+        "",
+    ]
+
+
 def _writes(items: Sequence[Item]) -> list[str]:
     """What the PR's specs rewrite and how each is undone: what a reviewer weighs before approving."""
     lines = [
@@ -300,14 +315,18 @@ def _details(item: Item, note: SpecNote | None) -> str:
     if note:
         lines.append(f"- reason: {escape(note.reason)}")
     for key, value in sorted(item.facts.items()):  # the spec's facts as the plan's JSON says them
-        if key in ("request", "runs", "load") or value is None:
+        if key in ("request", "runs", "load", "drain", "code_in_range", "selection") or value is None:
             continue
         lines.append(f"- {code(key)}: {escape(_show(value))}")
     lines += [f"- {line}" for line in _stages(item.source)]
     if item.first_date is not None and item.last_date is not None:
         first, last = format_utc(item.first_date), format_utc(item.last_date)
         lines.append(f"- first and last dates to run: {escape(first)} … {escape(last)}")
-    lines += [f"- {escape(extra)}" for extra in item_load(item)]
+    lines += [f"- {escape(extra)}" for extra in item_load(item, drain=False)]  # the drain is said at the top
+    if item.code_in_range is not None:  # which code made the runs it re-runs, before the merge
+        lines.append(f"- {escape(item.code_in_range.text())}")
+    if item.selection is not None:  # what a `select` spec re-runs, before the merge
+        lines.append(f"- {escape(item.selection.text())}")
     if item.reason:
         lines.append(f"- {'error: ' if item.error else ''}{escape(item.reason)}")
     return "\n".join([*lines, "", "</details>", ""])

@@ -1,7 +1,9 @@
 """`backfillctl report NAME --format html`: a self-contained change record (pure: data in, one HTML string out).
 
-Inline CSS, no scripts, no external assets, every text escaped. The calendar heat map shows one cell per
-interval or partition; the legend and the counts beside it say what each colour means.
+Inline CSS, no scripts, no external assets, every text escaped, and a Content-Security-Policy that lets the page
+load nothing but its own inline style (a text that escaped its escaping still runs no script and loads nothing).
+The calendar heat map shows one cell per interval or partition; the legend and the counts beside it say what
+each colour means.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from html import escape
 
 from controller.core.audit.chain import AuditRecord
 from controller.core.model.spec import format_utc
-from controller.core.render.change_record import ChangeRecord, ChunkRow
+from controller.core.render.change_record import ChangeRecord, ChunkRow, approved_change_text
+from controller.core.render.coverage_text import coverage_facts
 from controller.core.render.heatmap import LABELS, STATES, HeatMap, calendar
 
 COLOURS = {
@@ -21,6 +24,8 @@ COLOURS = {
     "never_started": "#d4a72c",
     "in_progress": "#0969da",
 }
+# what the page needs (its <style>), nothing else; base-uri and form-action do not fall back to default-src
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 STYLE = (
     "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1f2328;background:#fff;"
     "max-width:1100px}h1{font-size:22px}h2{font-size:17px;margin-top:28px}"
@@ -45,15 +50,18 @@ def report_html(record: ChangeRecord, heatmap: HeatMap) -> str:
         ("Reason", s.reason),
         ("Requested by", s.requested_by),
         ("Approved by", record.approved_by),
+        *(("Approved change", approved_change_text(a)) for a in record.approved_changes),
         ("DAG", s.dag_id),
         ("Range", f"{format_utc(s.from_date)} → {format_utc(s.to_date)}"),
         ("Run", f"reprocess {s.reprocess_behavior.value}, max_active_runs {s.max_active_runs}, {record.direction}"),
         ("Spec", f"{s.path} ({s.digest}) at commit {record.git_commit or 'unknown'}"),
         ("Created / completed", f"{record.created_at or '-'} / {record.completed_at or '-'}"),
         (
-            "Intervals",
-            f"{i.complete} complete, {i.failed} failed, {_q(i.skipped)} skipped of {_q(i.in_range)} "
-            f"in range" + (f", {i.never_started} never started" if i.never_started else ""),
+            "Intervals so far" if i.unfinished is not None else "Intervals",
+            f"{i.complete} complete, {i.failed} failed, "
+            + (f"{i.unfinished} queued or running, " if i.unfinished is not None else "")
+            + f"{_q(i.skipped)} skipped of {_q(i.in_range)} in range"
+            + (f", {i.never_started} never started" if i.never_started else ""),
         ),
     ]
     if s.retry_of:
@@ -62,9 +70,21 @@ def report_html(record: ChangeRecord, heatmap: HeatMap) -> str:
         facts.append(("Failed runs retried by", ", ".join(f"{r.spec} ({r.path})" for r in record.retried_by)))
     if record.ran_on is not None:
         facts.append(("Code", record.ran_on.text()))
+    facts += coverage_facts(record)
+    if record.edited:
+        facts.append(("Edited in place", record.edited))
+    if record.file_gone:
+        facts.append(("Spec file", record.file_gone))
+    if record.acknowledged:
+        facts.append(("Acknowledged", record.acknowledged))
+    facts += [(f"Stop #{h.stop.id}", h.text()) for h in record.stops]
     rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
+    if record.link:
+        link = escape(record.link)
+        rows += f'<dt>In Airflow</dt><dd><a href="{link}" rel="noopener noreferrer">{link}</a></dd>'
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>Change record: {escape(s.name)}</title><style>{STYLE}</style></head><body>\n"
         f"<h1>Change record: {escape(s.name)}</h1>\n<dl>{rows}</dl>\n"
         f"<h2>Calendar of the range</h2>\n{heatmap_html(heatmap)}\n{chunks_html(record.chunks)}"

@@ -10,7 +10,8 @@ from controller.core.model.airflow import Rerun
 from controller.core.model.spec import format_utc
 from controller.core.model.stages import Stage
 from controller.core.render.audit import record_line
-from controller.core.render.change_record import ChangeRecord, ChunkRow, RanOn
+from controller.core.render.change_record import ChangeRecord, ChunkRow, RanOn, approved_change_text
+from controller.core.render.coverage_text import coverage_facts
 from controller.core.render.heatmap import HeatMap, heatmap_text
 
 
@@ -39,19 +40,29 @@ def report_markdown(record: ChangeRecord, calendar: HeatMap | None = None, rerun
         f"- **Ticket**: {md_text(s.ticket)}",
         f"- **Reason**: {md_text(s.reason)}",
         f"- **Requested by**: {md_text(s.requested_by)}; **approved by**: {md_text(record.approved_by)}",
+        *[f"- **Approved change**: {md_text(approved_change_text(a))}" for a in record.approved_changes],
         f"- **Spec**: {md_code(s.path)} digest {md_code(s.digest)} at commit {md_code(record.git_commit or 'unknown')}",
         f"- **DAG**: {md_code(s.dag_id)}, {format_utc(s.from_date)} → {format_utc(s.to_date)}, reprocess "
         f"`{s.reprocess_behavior.value}`, max_active_runs {s.max_active_runs}, {record.direction}" + partitions,
         f"- **Created**: {record.created_at or '-'}; **completed**: {record.completed_at or '-'}",
-        f"- **Intervals**: {i.complete} complete, {i.failed} failed ({failed}), "
-        f"{_or_unknown(i.skipped)} skipped of {_or_unknown(i.in_range)} in range"
+        *([f"- **Edited in place**: {md_text(record.edited)}"] if record.edited else []),
+        *([f"- **Spec file**: {md_text(record.file_gone)}"] if record.file_gone else []),
+        *([f"- **Acknowledged**: {md_text(record.acknowledged)}"] if record.acknowledged else []),
+        *([f"- **In Airflow**: <{record.link}>"] if record.link else []),
+        f"- **Intervals{' so far' if i.unfinished is not None else ''}**: {i.complete} complete, {i.failed} failed "
+        f"({failed}), "
+        + (f"{i.unfinished} queued or running, " if i.unfinished is not None else "")
+        + f"{_or_unknown(i.skipped)} skipped of {_or_unknown(i.in_range)} in range"
         + (f", {i.never_started} never started (cancelled)" if i.never_started else ""),
         *[f"- **Re-run before its outcome was read**: {md_text(rerun_text(r))}" for r in i.reruns],
+        *[f"- **Skipped by Airflow**: {md_text(k.slot)} ({md_text(k.reason)})" for k in i.skipped_slots],
         *_chunk_lines(record.chunks),
         *_retry_lines(record),
         *_code_lines(record.ran_on),
+        *[f"- **{label}**: {md_text(text)}" for label, text in coverage_facts(record)],
         "",
         *_stage_lines(record),
+        *_stop_lines(record),
         *_since_lines(reruns_since if calendar is not None else ()),
         *_calendar_lines(calendar),
         "## Audit trail",
@@ -59,6 +70,13 @@ def report_markdown(record: ChangeRecord, calendar: HeatMap | None = None, rerun
         *md_fence([record_line(e) for e in record.events]),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _stop_lines(record: ChangeRecord) -> list[str]:
+    """Who stopped it, why, and who lifted each stop and why (none: no section)."""
+    if not record.stops:
+        return []
+    return ["## Stops", "", *[f"- {md_text(h.text())}" for h in record.stops], ""]
 
 
 def _stage_lines(record: ChangeRecord) -> list[str]:

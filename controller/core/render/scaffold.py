@@ -35,11 +35,18 @@ class NewSpec:
     reason: str = ""
     counted: DryRunCount | None = None  # Airflow's dry run, when expected_runs was not given
     retry: Retry | None = None  # --retry-failed-of: the finished spec whose failed runs this one re-runs
+    downstream: tuple[str, ...] = ()  # --downstream: the systems that will feel the load (their owners approve)
 
 
 def _text(value: str) -> str:
     """A YAML double-quoted scalar (JSON's string syntax is YAML's): any text stays one value."""
     return json.dumps(value, ensure_ascii=False)
+
+
+def _downstream_line(systems: tuple[str, ...]) -> str:
+    if not systems:
+        return "# downstream: []             # systems that will feel the load"
+    return f"downstream: [{', '.join(_text(s) for s in systems)}]   # systems that will feel the load (owners approve)"
 
 
 def expected_runs_line(new: NewSpec) -> str:
@@ -99,5 +106,5 @@ ticket: {_text(new.ticket)}
 reason: {_text(new.reason)}
 requested_by: {_text(new.requested_by)}
 approvers: [{approvers}]   # who must approve the pull request (not requested_by)
-# downstream: []             # systems that will feel the load
+{_downstream_line(new.downstream)}
 """

@@ -8,14 +8,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.core.documents.escaping import plain_lines
-from controller.core.model.airflow import RunSummary
+from controller.core.model.airflow import RunSummary, Skipped
 from controller.core.model.binding import Binding, Phase
-from controller.core.model.spec import BackfillSpec
+from controller.core.model.capabilities import Capabilities
+from controller.core.model.coverage import Coverage
+from controller.core.model.spec import BackfillSpec, InvalidSpec
 from controller.core.model.stages import Stage, StageRecord, StageState
 from controller.core.plan.admission import running_concurrency
-from controller.core.plan.values import Item, Kind, Plan
+from controller.core.plan.edits import Edit
+from controller.core.plan.values import LIFTED, UNOBSERVED, Item, Kind, Plan
 from controller.core.render.analysis import spec_analysis
 from controller.core.render.layout import Column, hang, left_out_line, table
+from controller.core.render.links import backfill_link
 from controller.core.rules.analysis import Verdict
 from controller.core.rules.chunks import chunk_text
 
@@ -36,31 +40,45 @@ class StatusRow:
     chunk: tuple[int, int] | None = None  # a chunked spec: its k-th chunk of about n
     backfills: tuple[int, ...] = ()  # a chunked spec: every chunk's backfill, in order
     refused: bool = False  # Blocked by a refusal (the dry run over expected_runs or max_runs), not by its DAG
+    stale: bool = False  # what the store last recorded, not observed now (Airflow unreachable, or offline)
+    observed_at: str | None = None  # a stale row's last good observation (the store's time of its binding)
+    link: str | None = None  # its backfill in Airflow's UI (`core.render.links`; None: no Airflow URL)
+    skipped: tuple[Skipped, ...] = ()  # slots Airflow created no run for, with its reason (3.4's slots)
+    refused_at_head: str | None = None  # queued, and reconcile will refuse it at the head (its dry run now)
+    coverage: Coverage | None = None  # a finished spec's version coverage, measured when it ended
 
     @property
     def progress(self) -> float:
         return 100.0 * (self.success + self.failed) / self.total if self.total else 0.0
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec,
-            "dag_id": self.dag_id,
-            "phase": self.phase,
-            "backfill_id": self.backfill_id,
-            "runs": {
-                "success": self.success,
-                "failed": self.failed,
-                "running": self.running,
-                "queued": self.queued,
-                "total": self.total,
-            },
-            "progress": round(self.progress, 1),
-            "eta_seconds": self.eta_seconds,
-            "note": self.note,
-            "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
-            "backfills": list(self.backfills),
-            "refused": self.refused,
-        }
+        return (
+            {
+                "spec": self.spec,
+                "dag_id": self.dag_id,
+                "phase": self.phase,
+                "backfill_id": self.backfill_id,
+                "runs": {
+                    "success": self.success,
+                    "failed": self.failed,
+                    "running": self.running,
+                    "queued": self.queued,
+                    "total": self.total,
+                },
+                "progress": round(self.progress, 1),
+                "eta_seconds": self.eta_seconds,
+                "note": self.note,
+                "chunk": None if self.chunk is None else {"index": self.chunk[0], "count": self.chunk[1]},
+                "backfills": list(self.backfills),
+                "refused": self.refused,
+                "stale": self.stale,
+                "observed_at": self.observed_at,
+                "link": self.link,
+            }
+            | ({"skipped": [k.as_json() for k in self.skipped]} if self.skipped else {})
+            | ({"refused_at_head": self.refused_at_head} if self.refused_at_head is not None else {})
+            | ({"coverage": self.coverage.as_json()} if self.coverage is not None else {})
+        )
 
 
 def status_rows(
@@ -70,10 +88,41 @@ def status_rows(
     stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
 ) -> list[StatusRow]:
     """A row per spec; `analysis`: the verdicts, in the note of each unfinished spec that lists the system;
-    `stages`: a rehearsed spec's note says how its rehearsal went."""
-    rows = [_last_decision(_row(item, bindings.get(item.spec)), item, bindings.get(item.spec)) for item in plan.items]
-    rows = [_with_analysis(row, item, analysis) for row, item in zip(rows, plan.items, strict=True)]
-    return [_with_rehearsal(row, item, stages or {}) for row, item in zip(rows, plan.items, strict=True)]
+    `stages`: a rehearsed spec's note says how its rehearsal went. A pause or unpause the next pass makes is said
+    as such: the row shows the phase the backfill is in now, never the one the change will bring."""
+    return [_status_row(item, bindings.get(item.spec), analysis, stages or {}) for item in plan.items]
+
+
+def _status_row(
+    item: Item,
+    binding: Binding | None,
+    analysis: Mapping[str, Verdict] | None,
+    stages: Mapping[tuple[str, Stage], StageRecord],
+) -> StatusRow:
+    row = _pending_steer(_last_decision(_row(item, binding), item, binding), item)
+    return with_coverage(_with_rehearsal(_with_analysis(row, item, analysis), item, stages), binding)
+
+
+def with_coverage(row: StatusRow, binding: Binding | None) -> StatusRow:
+    """A finished spec's version coverage, in one line after its note (measured when it ended)."""
+    if binding is None or binding.coverage is None or not binding.phase.terminal or row.phase != binding.phase.value:
+        return row
+    shown = binding.coverage.text()
+    return replace(row, coverage=binding.coverage, note=f"{row.note} · {shown}" if row.note else shown)
+
+
+LIFT_RECORDED = "lift recorded; unpause at the next pass"
+NOW_AND_NEXT = {Kind.UNPAUSE: (Phase.PAUSED, "unpause"), Kind.PAUSE: (Phase.RUNNING, "pause")}
+
+
+def _pending_steer(row: StatusRow, item: Item) -> StatusRow:
+    """`Paused — lift recorded; unpause at the next pass`, not `Running` (nor `resumed`) before it is: between an
+    owner's lift and the pass that acts on it, Airflow's backfill is still paused."""
+    if item.kind not in NOW_AND_NEXT:
+        return row
+    now, verb = NOW_AND_NEXT[item.kind]
+    note = LIFT_RECORDED if item.reason == LIFTED else f"{verb} at the next pass: {item.reason}"
+    return replace(row, phase=now.value, note=note)
 
 
 def _with_rehearsal(row: StatusRow, item: Item, stages: Mapping[tuple[str, Stage], StageRecord]) -> StatusRow:
@@ -108,6 +157,10 @@ def _last_decision(row: StatusRow, item: Item, binding: Binding | None) -> Statu
 
 
 def _row(item: Item, binding: Binding | None) -> StatusRow:
+    if item.unobserved:  # Airflow not observed: what was last seen, marked stale, never Blocked for it
+        why = item.reason.removeprefix(f"{UNOBSERVED}: ")
+        last = f"last observed {_when(binding)}: {binding.reason}" if binding is not None else "never observed yet"
+        return replace(_stored(item.spec, item.dag_id, binding), note=f"stale: not observed now ({why}); {last}")
     runs = item.runs or (binding.runs if binding else None) or RunSummary({})
     running, queued = runs.count("running"), runs.count("queued")
     mar = running_concurrency(item, item.source) if item.source is not None else 1
@@ -130,6 +183,8 @@ def _row(item: Item, binding: Binding | None) -> StatusRow:
         item.chunk,
         progress.ids if progress is not None else (),
         refused=item.kind is Kind.REFUSE,
+        skipped=runs.skipped,
+        refused_at_head=item.refused_at_head,
     )
 
 
@@ -151,31 +206,52 @@ def _eta(item: Item, mean: float | None, left: int, mar: int) -> float | None:
     return math.ceil(left / mar) * mean + boundaries * CHUNK_GAP_SECONDS
 
 
-def stored_rows(specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> list[StatusRow]:
-    """Offline status: what the store last recorded (no Airflow call), for every spec in the tree."""
-    rows = []
-    for spec in specs:
-        binding = bindings.get(spec.name)
-        runs = (binding.runs if binding else None) or RunSummary({})
-        reason = binding.reason if binding else "not reconciled yet"
-        rows.append(
-            StatusRow(
-                spec.name,
-                spec.dag_id,
-                binding.phase.value if binding else "Pending",
-                binding.backfill_id if binding else None,
-                runs.count("success"),
-                runs.count("failed"),
-                runs.count("running"),
-                runs.count("queued"),
-                runs.total,
-                None,
-                f"(stored {binding.updated_at if binding else '-'}) {reason}",
-                backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
-                refused=binding is not None and binding.phase is Phase.BLOCKED and binding.refused,
-            )
-        )
+def stored_rows(
+    specs: Sequence[BackfillSpec],
+    bindings: Mapping[str, Binding],
+    invalid: Sequence[InvalidSpec] = (),
+    edits: Mapping[str, Edit] | None = None,
+) -> list[StatusRow]:
+    """Offline status: what the store last recorded (no Airflow call), for every spec in the tree; an invalid file
+    and an applied spec edited in place are Blocked here as a pass shows them."""
+    rows = [_stored(spec.name, spec.dag_id, bindings.get(spec.name), (edits or {}).get(spec.name)) for spec in specs]
+    rows = [with_coverage(row, bindings.get(row.spec)) for row in rows]
+    names = {spec.name for spec in specs}
+    for spec in sorted(invalid, key=lambda s: s.path):
+        own = spec.name not in names
+        binding = bindings.get(spec.name) if own else None
+        rows.append(_stored(spec.name if own else spec.path, spec.dag_id, binding, blocked=spec.reason()))
     return rows
+
+
+def _when(binding: Binding) -> str:
+    return f"{binding.updated_at[:19]}Z" if binding.updated_at else "at an unknown time"
+
+
+def _stored(name: str, dag_id: str, binding: Binding | None, edit: Edit | None = None, blocked: str = "") -> StatusRow:
+    runs = (binding.runs if binding else None) or RunSummary({})
+    reason = (
+        blocked or (edit.text() if edit is not None else "") or (binding.reason if binding else "not reconciled yet")
+    )
+    held = bool(blocked) or edit is not None
+    return StatusRow(
+        name,
+        dag_id or (binding.dag_id if binding else ""),
+        Phase.BLOCKED.value if held else (binding.phase.value if binding else "Pending"),
+        binding.backfill_id if binding else None,
+        runs.count("success"),
+        runs.count("failed"),
+        runs.count("running"),
+        runs.count("queued"),
+        runs.total,
+        None,
+        reason if held else f"(stored {binding.updated_at if binding else '-'}) {reason}",
+        backfills=binding.progress.ids if binding is not None and binding.progress is not None else (),
+        refused=not held and binding is not None and binding.phase is Phase.BLOCKED and binding.refused,
+        stale=True,
+        observed_at=binding.updated_at if binding is not None else None,
+        skipped=runs.skipped,
+    )
 
 
 def eta_text(seconds: float | None) -> str:
@@ -243,4 +319,15 @@ def spec_findings(rows: Sequence[StatusRow]) -> list[tuple[str, str]]:
 def status_report(rows: Sequence[StatusRow], width: int | None = None) -> str:
     """`status` as text: the counts per phase first, the table, then every blocked or refused spec."""
     found = [w for kind, message in spec_findings(rows) for w in hang(f"! {kind}: {message}", width)]
-    return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found)
+    skipped = [w for r in rows if r.skipped for w in hang(f"{r.spec}: {skipped_text(r.skipped)}", width)]
+    return plain_lines([phase_line(rows)]) + status_text(rows, width) + plain_lines(found + skipped)
+
+
+def skipped_text(skipped: Sequence[Skipped]) -> str:
+    """`skipped by Airflow: 2021-03-02 (in flight), 2021-03-04 (already exists)`: Airflow's own reasons."""
+    return "skipped by Airflow: " + ", ".join(f"{k.slot} ({k.reason})" for k in skipped)
+
+
+def with_links(rows: Sequence[StatusRow], base: str | None, server: Capabilities | None) -> list[StatusRow]:
+    """Each row with the link to its backfill in Airflow's UI (`base`: the Airflow URL without credentials)."""
+    return [replace(r, link=backfill_link(base, server, r.dag_id, r.backfill_id)) for r in rows]

@@ -6,11 +6,14 @@ text is escaped. It shows what `backfillctl status` shows, never a secret: no UR
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from html import escape
 
-from controller.core.render.status import StatusRow, eta_text, phase_line, spec_findings
+from controller.core.model.binding import Phase
+from controller.core.render.status import StatusRow, eta_text, phase_counts, phase_line, spec_findings
+
+FINISHED_SHOWN = 50  # finished specs listed, the most recent; the rest are counted (the page must not grow with them)
 
 PHASE_COLOURS = {
     "Succeeded": "#1a7f37",
@@ -46,11 +49,15 @@ def status_page(
     *,
     refresh_seconds: int = 15,
     health: str = "ok",
+    finished_at: Mapping[str, str] | None = None,
+    finished_shown: int = FINISHED_SHOWN,
 ) -> str:
     """The whole page; `now` and the health line are given (no clock here). `health` is the reconciler's (the
     process, as /healthz); the specs' own health leads the page: counts per phase, and each blocked or refused
-    spec a finding."""
-    body = "\n".join(_row(r) for r in rows) or '<tr><td colspan="9">No specs.</td></tr>'
+    spec a finding. Every live spec is listed; of the finished ones only the `finished_shown` that finished last
+    (`finished_at`: spec → when the store last recorded it), the others counted in one line."""
+    shown, hidden = _listed(rows, finished_at or {}, finished_shown)
+    body = "\n".join(_row(r) for r in shown) + _hidden_line(hidden, finished_shown)
     found = "\n".join(
         f'<li><span class="kind">{escape(kind)}</span> {escape(message)}</li>'
         for kind, message in [*spec_findings(rows), *findings]
@@ -68,12 +75,43 @@ reconciler: <span id="health">{escape(health)}</span></div>
 <table id="specs"><thead><tr><th>spec</th><th>DAG</th><th>phase</th><th>backfill</th><th>progress</th>
 <th>runs ok / failed / running / queued of total</th><th>ETA</th><th>note</th></tr></thead>
 <tbody>
-{body}
+{body or '<tr><td colspan="8">No specs.</td></tr>'}
 </tbody></table>
 <h2>Findings</h2>
 <ul class="findings" id="findings">{found or "<li>none</li>"}</ul>
 </body></html>
 """
+
+
+def _listed(
+    rows: Sequence[StatusRow], finished_at: Mapping[str, str], keep: int
+) -> tuple[list[StatusRow], list[StatusRow]]:
+    """(rows shown, in their order; finished rows left out): every live row, and the `keep` latest finished."""
+    finished = [r for r in rows if Phase(r.phase).terminal]
+    latest = sorted(finished, key=lambda r: (finished_at.get(r.spec, ""), r.spec), reverse=True)[:keep]
+    kept = {r.spec for r in latest}
+    return [r for r in rows if r.spec in kept or not Phase(r.phase).terminal], [
+        r for r in finished if r.spec not in kept
+    ]
+
+
+def _hidden_line(hidden: Sequence[StatusRow], keep: int) -> str:
+    if not hidden:
+        return ""
+    counts = ", ".join(f"{n:,} {phase}" for phase, n in phase_counts(hidden).items())
+    more = f"{len(hidden):,} more finished spec{'' if len(hidden) == 1 else 's'} ({counts})"
+    return (
+        f'\n<tr class="more" id="more-finished"><td colspan="8" class="note">{escape(more)} not listed: the page shows '
+        f"every live spec and the {keep} that finished last; <code>backfillctl status</code> lists them all.</td></tr>"
+    )
+
+
+def _backfill(r: StatusRow) -> str:
+    """The backfill id, a link to it in Airflow's UI where there is one (a plain link: the CSP allows no script)."""
+    shown = escape(str(r.backfill_id or "-"))
+    if r.link is None:
+        return shown
+    return f'<a href="{escape(r.link)}" rel="noopener noreferrer" title="in Airflow">{shown}</a>'
 
 
 def _row(r: StatusRow) -> str:
@@ -84,7 +122,7 @@ def _row(r: StatusRow) -> str:
         f'<tr class="spec" data-spec="{escape(r.spec)}" data-phase="{escape(r.phase)}">'
         f'<td class="nowrap">{escape(r.spec)}</td><td class="nowrap">{escape(r.dag_id)}</td>'
         f'<td><span class="phase" style="background:{colour}">{escape(r.phase)}</span></td>'
-        f'<td class="num">{escape(str(r.backfill_id or "-"))}</td>'
+        f'<td class="num">{_backfill(r)}</td>'
         f'<td class="nowrap"><span class="bar" role="progressbar" aria-valuemin="0" aria-valuemax="100" '
         f'aria-valuenow="{r.progress:.0f}" title="{r.progress:.0f}% finished">'
         f'<span class="ok" style="width:{ok:.1f}%"></span><span class="failed" style="width:{bad:.1f}%"></span>'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.core.checks.validation import ValidationResult
+from controller.core.checks.result import ValidationResult
 from controller.core.documents.diagnostics import Diagnostic, json_path
 from controller.core.documents.escaping import plain_lines
 
@@ -32,6 +32,11 @@ def _summary(result: ValidationResult) -> str:
     return f"OK: {plural(len(result.specs), 'spec')} valid ({files}, {plural(warnings, 'warning')})."
 
 
+def skipped_text(result: ValidationResult) -> str:
+    """The checks this run did not make, one line each for stderr (stdout stays the report)."""
+    return plain_lines([f"note: not checked: {what}" for what in result.skipped])
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -45,6 +50,8 @@ def validation_json(result: ValidationResult) -> str:
         "diagnostics": [_diagnostic_json(d) for d in result.diagnostics],
         "summary": {"errors": len(result.errors), "warnings": len(result.warnings)},
     }
+    if result.skipped:  # only then: a run that checked everything reads as it always did
+        document["skipped"] = list(result.skipped)
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, ClassVar
 
@@ -34,6 +34,8 @@ from controller.core.model.analysis import (
 )
 
 _QUERY_SHOWN = 120  # a query longer than this is cut in reasons (the audit keeps it whole)
+# a sample stamped later than now by more than this is not believed: it would be fresh for as long as it is ahead
+MAX_FUTURE_SKEW = timedelta(seconds=60)
 
 
 # --- state between passes -----------------------------------------------------------------------------------------
@@ -141,6 +143,12 @@ def evaluate(
     """The system's verdict for this pass, and the state the next pass starts from."""
     if isinstance(observation, Sample):
         age = now - observation.time
+        if -age > MAX_FUTURE_SKEW:
+            ahead = (
+                f"sample stamped {format_duration(-age)} in the future (more than {format_duration(MAX_FUTURE_SKEW)} "
+                "ahead): the clock of Prometheus or of backfillctl is wrong"
+            )
+            return _inconclusive(config, previous, ahead, now)
         if age > config.max_sample_age:
             stale = f"sample {format_duration(age)} old > max_sample_age {format_duration(config.max_sample_age)}"
             return _inconclusive(config, previous, stale, now)

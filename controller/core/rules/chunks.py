@@ -74,6 +74,8 @@ def _policy_size(spec: BackfillSpec, policy: Policy, runs: int) -> int | None:
 def next_size(spec: BackfillSpec, policy: Policy, progress: Progress) -> int | None:
     """Runs of the next chunk (None: all that is left), from the spec as it is now (execution is mutable):
     the canary while no chunk exists yet."""
+    if progress.sub_ranges is not None:  # a `select` spec: each chunk is a whole sub-range
+        return None
     plan = chunking(spec, policy, progress.created if progress.total is None else progress.total) or Chunking(None)
     return plan.size if progress.chunks else plan.first()
 
@@ -96,11 +98,15 @@ def request_for(spec: BackfillSpec, chunk: Slice) -> BackfillRequest:
         from_date=chunk.first,
         to_date=chunk.last,
         max_active_runs=chunk.max_active_runs,
+        # a `select` spec's runs move to the latest code: without it a re-run keeps the code it first ran with
+        run_on_latest_version=True if spec.select is not None else spec.run_on_latest_version,
     )
 
 
 def remaining(spec: BackfillSpec, progress: Progress) -> tuple[datetime, datetime] | None:
-    """What is left of the spec's range after its chunks (None: nothing)."""
+    """What is left of the spec's range after its chunks (None: nothing); a `select` spec's: its next sub-range."""
+    if progress.sub_ranges is not None:
+        return next_selected(progress, backwards=spec.run_backwards)
     if not progress.chunks:
         return spec.from_date, spec.to_date
     if spec.run_backwards:
@@ -110,9 +116,21 @@ def remaining(spec: BackfillSpec, progress: Progress) -> tuple[datetime, datetim
     return None if low > high else (low, high)
 
 
+def next_selected(progress: Progress, *, backwards: bool) -> tuple[datetime, datetime] | None:
+    """A `select` spec's next sub-range in its direction: the first beyond its chunks (None: none left)."""
+    ranges = progress.sub_ranges or ()
+    if backwards:
+        low = min((c.first for c in progress.chunks), default=None)
+        return next((r for r in reversed(ranges) if low is None or r[1] < low), None)
+    high = max((c.last for c in progress.chunks), default=None)
+    return next((r for r in ranges if high is None or r[0] > high), None)
+
+
 def chunk_count(spec: BackfillSpec, policy: Policy, progress: Progress) -> int:
     """Chunks so far plus those the runs not yet created still need (an estimate from the first count);
-    0 when that is not known."""
+    0 when that is not known. A `select` spec: one a sub-range."""
+    if progress.sub_ranges is not None:
+        return len(progress.sub_ranges)
     left = progress.uncreated
     if left is None:
         return 0

@@ -29,6 +29,17 @@ class Retry:
     failed: int  # the failed runs the store recorded: the follow-up's expected_runs
     whole_range: bool  # the store did not list every failed date: the original's range is retried
     reason: str
+    never_started: int = 0  # of `failed`, the runs a cancel failed while they were queued: they never ran
+
+    def text(self) -> str:
+        """What `new` says it wrote: the failed runs, and those of a cancel that never ran."""
+        said = f"retries the {self.failed} failed run(s) of {self.original}"
+        if self.never_started:
+            said += (
+                f"; {self.never_started} of them never started: {self.original} was cancelled while they were "
+                "queued (Airflow marks them failed), so they re-run work that never ran, not a failure"
+            )
+        return said
 
 
 def retry_of(spec: BackfillSpec, binding: Binding | None) -> Retry:
@@ -54,7 +65,7 @@ def retry_of(spec: BackfillSpec, binding: Binding | None) -> Retry:
     reason = f"Retry the {failed} failed run(s) of {spec.name} ({binding.phase.value}" + (
         f": {shown})" if shown else ")"
     )
-    return Retry(spec.name, spec.dag_id, _when(first), _when(last), failed, whole, reason)
+    return Retry(spec.name, spec.dag_id, _when(first), _when(last), failed, whole, reason, runs.never_started)
 
 
 def _when(moment: datetime) -> str:

@@ -86,7 +86,18 @@ class Backoff:
     attempts: int = 4
 
     def delay(self, attempt: int, unit_random: float, retry_after: float | None = None) -> float:
-        """Delay before attempt `attempt + 1` (attempt counts from 1); `unit_random` in [0, 1)."""
+        """Delay before attempt `attempt + 1` (attempt counts from 1); `unit_random` in [0, 1); a server's
+        `retry_after` is waited when it is longer, up to RETRY_AFTER_LIMIT (`waits_too_long` says when it is not)."""
         raw: float = min(self.cap, self.base * 2.0 ** (attempt - 1))
         delay = raw + raw * self.jitter * unit_random
-        return max(delay, retry_after or 0.0)
+        asked = retry_after if retry_after is not None and 0.0 <= retry_after <= RETRY_AFTER_LIMIT else 0.0
+        return max(delay, asked)
+
+
+RETRY_AFTER_LIMIT = 60.0  # seconds: a longer Retry-After is not waited within a pass (the next pass asks again)
+
+
+def waits_too_long(retry_after: float | None) -> bool:
+    """A server's Retry-After a pass does not wait: longer than RETRY_AFTER_LIMIT (`inf` too; a negative one or
+    `nan` is no wait at all, and the backoff's own delay applies)."""
+    return retry_after is not None and retry_after > RETRY_AFTER_LIMIT

@@ -1,0 +1,148 @@
+"""What the approval gate reads of git history (GitPython's command runner only): the blob each spec and policy
+file reads at a commit, ancestry, first parents, the branch's commits, the commit that last changed a file.
+
+Only `git` commands, never GitPython's object database: that keeps `git cat-file` processes open for as long as
+the repository object lives, and a reconciler under `--watch` lives long. Failures are `GitError`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from pathlib import Path
+
+import git
+
+from controller.adapters.files import has_spec_suffix
+from controller.errors import GitError
+
+REGULAR = ("100644", "100755")  # git's modes of ordinary files
+LINK = "120000"  # git's mode of a symlink
+SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")  # no option injection: never starts with `-`
+LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
+
+
+class GitHistory:
+    def __init__(self, repo: git.Repo, root: Path) -> None:
+        self._repo, self.root = repo, root
+
+    def relative(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()
+
+    def _git(self, command: str, *args: str) -> str:
+        """`git COMMAND ARGS`; a failure is a GitError naming the command."""
+        try:
+            return str(self._repo.git.execute(["git", command, *args]))
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git {command} failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+
+    def blob(self, sha: str) -> bytes:
+        """A blob's bytes."""
+        try:
+            raw = self._repo.git.execute(
+                ["git", "cat-file", "blob", sha], stdout_as_string=False, strip_newline_in_stdout=False
+            )
+        except git.GitCommandError as exc:
+            raise GitError(
+                f"git cat-file failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        return bytes(raw)
+
+    def has_commit(self, sha: str) -> bool:
+        """Whether this clone holds the commit and its tree (a shallow or partial clone may not; a force-push's
+        old commits may be gone)."""
+        if not SAFE_REF.match(sha):
+            return False
+        try:
+            self._repo.git.execute(["git", "cat-file", "-e", f"{sha}^{{tree}}"])
+        except git.GitCommandError:
+            return False
+        return True
+
+    def commit_of(self, ref: str) -> str:
+        """The commit `ref` names (a GitError when this clone does not hold it)."""
+        if not SAFE_REF.match(ref) or not self.has_commit(ref):
+            raise GitError(f"commit {ref!r} is not in this repository", hint="fetch it first, e.g. git fetch origin")
+        return self._git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}").strip()
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is in `newer`'s history (itself included)."""
+        try:
+            self._repo.git.execute(["git", "merge-base", "--is-ancestor", self.commit_of(older), self.commit_of(newer)])
+        except git.GitCommandError as exc:
+            if exc.status == 1:
+                return False
+            raise GitError(
+                f"git merge-base failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
+            ) from None
+        return True
+
+    def first_parent(self, sha: str) -> str | None:
+        """The commit's first parent (None: a root commit)."""
+        parents = self.parents(sha)
+        return parents[0] if parents else None
+
+    def parents(self, sha: str) -> list[str]:
+        """The commit's parents, first parent first (two or more: a merge commit)."""
+        return self._git("log", "-1", "--format=%P", self.commit_of(sha)).split()
+
+    def file_blobs(self, ref: str, folder: Path) -> dict[str, str]:
+        """Repository-relative path → the blob each spec or policy file under `folder` reads at `ref`: a symlink's
+        is the blob its chain leads to inside the folder (one that leads out is left out, as the reader does)."""
+        sha = self.commit_of(ref)
+        prefix = self.relative(folder)
+        where = [] if prefix in ("", ".") else ["--", prefix]
+        entries: dict[str, tuple[str, str]] = {}  # every blob under the folder: path → (mode, blob)
+        for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
+            meta, path = entry.split("\t", 1)
+            mode, kind, blob = meta.split(" ")
+            if kind == "blob":
+                entries[path] = (mode, blob)
+        found: dict[str, str] = {}
+        for path, (mode, blob) in entries.items():
+            if not has_spec_suffix(path.rpartition("/")[2]):
+                continue
+            target = blob if mode in REGULAR else self._link_target(path, entries, prefix) if mode == LINK else None
+            if target is not None:
+                found[path] = target
+        return found
+
+    def _link_target(self, path: str, entries: dict[str, tuple[str, str]], prefix: str) -> str | None:
+        """The blob a symlink chain leads to while it stays in the folder (None: out, nowhere, a loop)."""
+        for _ in range(LINK_HOPS):
+            mode, blob = entries[path]
+            if mode in REGULAR:
+                return blob
+            if mode != LINK:
+                return None
+            target = self.blob(blob).decode("utf-8", "surrogateescape")
+            path = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+            inside = prefix in ("", ".") or path.startswith(f"{prefix}/")
+            if not inside or path.startswith(("/", "../")) or path not in entries:
+                return None
+        return None
+
+    def branch_commits(self, since: str | None, head: str, folder: Path) -> list[str]:
+        """The commits on the branch (first parents) after `since` up to `head` that touched `folder`, oldest first;
+        `since` None: every one."""
+        tip = self.commit_of(head)
+        span = [tip] if since is None else [f"{self.commit_of(since)}..{tip}"]
+        out = self._git("log", "--first-parent", "--reverse", "--format=%H", *span, "--", str(folder.resolve()))
+        return [line for line in out.splitlines() if line]
+
+    def depth(self, sha: str) -> int:
+        """How many commits `sha`'s history holds (itself included): a later commit on a branch has more."""
+        return int(self._git("rev-list", "--count", self.commit_of(sha)).strip() or 0)
+
+    @property
+    def shallow(self) -> bool:
+        """A shallow clone: commits older than its depth are not here (a reconciled one may be among them)."""
+        return Path(self._repo.git_dir, "shallow").exists()
+
+    def carrier(self, head: str, path: str) -> str | None:
+        """The last commit on the branch (first parents) up to `head` that changed `path` (repository-relative)."""
+        tip = self.commit_of(head)
+        out = self._git("log", "--first-parent", "-1", "--format=%H", tip, "--", f":(top,literal){path}")
+        return out.strip() or None

@@ -1,0 +1,280 @@
+"""Selecting by code (pure): the intervals a `select` spec re-runs, the sub-ranges they form, the bound."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from controller.core.checks.changes import FieldChange, edited_fields
+from controller.core.model.airflow import DagRun, DagVersion
+from controller.core.model.policy import Policy, Rule
+from controller.core.model.spec import ReprocessBehavior, Select
+from controller.core.rules.selection import (
+    MAX_BACKFILLS,
+    Selection,
+    all_on_target,
+    code_moved,
+    in_flight,
+    latest_runs,
+    max_backfills,
+    on_target,
+    select,
+    sub_ranges,
+    too_many,
+)
+from tests.core.test_plan import spec
+
+DAY = timedelta(days=1)
+JAN1 = datetime(2025, 1, 1, tzinfo=UTC)
+V3, V4, V5 = DagVersion(3), DagVersion(4), DagVersion(5)
+V4_TARGET = Select(code_version=4)
+
+NEW_TARGET = (  # what a code-changed pause tells to do: select cannot change once applied
+    "a new target is a new spec (select cannot change once applied): cancel this one (state: cancelled) and add a "
+    "spec selecting the new target"
+)
+
+
+def _d(day: int) -> datetime:
+    return JAN1 + (day - 1) * DAY
+
+
+def _run(day: int, state: str, *versions: DagVersion, queued: int = 0, partition: bool = False) -> DagRun:
+    return DagRun(
+        f"r{day}-{queued}",
+        None if partition else _d(day),
+        state,
+        None,
+        None,
+        partition_key=f"p{day}" if partition else None,
+        partition_date=_d(day) if partition else None,
+        queued_at=JAN1 + queued * timedelta(minutes=1),
+        dag_versions=versions,
+    )
+
+
+def _days(*days: int) -> list[datetime]:
+    return [_d(d) for d in days]
+
+
+def test_failed_never_ran_and_older_code_are_selected_and_grouped_into_contiguous_sub_ranges() -> None:
+    runs = [
+        _run(1, "success", V4),
+        _run(2, "success", V3),
+        _run(3, "failed", V4),
+        _run(5, "success", V4),
+        _run(6, "success", DagVersion(2)),
+        _run(7, "success", V4),
+    ]
+    got = select(_days(1, 2, 3, 4, 5, 6, 7), runs, V4_TARGET)
+    assert got == Selection(
+        V4_TARGET,
+        intervals=7,
+        selected=tuple(_days(2, 3, 4, 6)),
+        failed=1,
+        never_ran=1,
+        off_target=2,
+        newer=0,
+        sub_ranges=((_d(2), _d(4)), (_d(6), _d(6))),
+    )
+    assert got.on_target == 3
+    assert got.text() == (
+        "re-runs 4 of 7 intervals in 2 backfills: 2 on version 3 or older; 1 failed; 1 never ran; "
+        "3 already on version 4"
+    )
+    assert got.as_json() == {
+        "code_version": 4,
+        "bundle_version": None,
+        "intervals": 7,
+        "selected": 4,
+        "failed": 1,
+        "never_ran": 1,
+        "off_target": 2,
+        "on_target": 3,
+        "in_flight": 0,
+        "sub_ranges": [
+            ["2025-01-02T00:00:00+00:00", "2025-01-04T00:00:00+00:00"],
+            ["2025-01-06T00:00:00+00:00", "2025-01-06T00:00:00+00:00"],
+        ],
+    }
+
+
+def test_a_run_on_two_versions_is_on_target_only_when_each_is_and_an_interval_counts_by_its_latest_run() -> None:
+    runs = [
+        _run(1, "success", V3, V4),  # some tasks cleared onto version 4, the others ran on 3: other code
+        _run(2, "success", V4, V3),  # its last task ran on version 3: other code
+        _run(3, "success", V4, queued=1),
+        _run(3, "failed", V3, queued=9),  # the latest run of day 3 failed, on old code
+        _run(4, "failed", V3, queued=1),
+        _run(4, "success", V4, V4, queued=9),  # re-run since on the target: never selected
+    ]
+    got = select(_days(1, 2, 3, 4), runs, V4_TARGET)
+    assert got.selected == tuple(_days(1, 2, 3))
+    assert (got.failed, got.off_target, got.never_ran, got.on_target) == (1, 2, 0, 1)
+    assert got.sub_ranges == ((_d(1), _d(3)),)
+    assert got.text() == (
+        "re-runs 3 of 4 intervals in 1 backfill: 2 on version 3 or older; 1 failed; 1 already on version 4"
+    )
+    assert [all_on_target(v, V4_TARGET) for v in ((), (V4,), (V3, V4), (V4, V4))] == [False, True, False, True]
+
+
+def test_same_queue_time_the_later_listed_run_counts_and_no_queue_time_is_earliest() -> None:
+    first = _run(1, "success", V4)
+    second = _run(1, "failed", V4)
+    assert latest_runs([first, second]) == {_d(1): second}
+    unqueued = DagRun("u", _d(2), "failed", None, None, dag_versions=(V3,))
+    queued = _run(2, "success", V4)
+    assert latest_runs([queued, unqueued]) == {_d(2): queued}
+    assert latest_runs([unqueued, queued]) == {_d(2): queued}
+    assert latest_runs([DagRun("x", None, "success", None, None)]) == {}
+
+
+def test_a_bundle_version_change_with_the_same_version_number_is_other_code() -> None:
+    target = Select(bundle_version="abc123")
+    runs = [
+        _run(1, "success", DagVersion(4, "abc123")),
+        _run(2, "success", DagVersion(4, "fff000")),  # same number, another commit: SHAs have no order
+        _run(3, "success", DagVersion(4)),  # an unversioned bundle's run: not the commit
+        _run(4, "success", DagVersion(9, "abc123")),
+    ]
+    got = select(_days(1, 2, 3, 4), runs, target)
+    assert got.selected == tuple(_days(2, 3))
+    assert got.text() == (
+        "re-runs 2 of 4 intervals in 1 backfill: 2 on other bundle versions; 2 already on bundle abc123"
+    )
+
+
+def test_on_target_rules() -> None:
+    assert on_target(V4, V4_TARGET) is True
+    assert on_target(V5, V4_TARGET) is True
+    assert on_target(V3, V4_TARGET) is False
+    assert on_target(None, V4_TARGET) is False
+    assert on_target(DagVersion(4, "a"), Select(bundle_version="a")) is True
+    assert on_target(DagVersion(4, "b"), Select(bundle_version="a")) is False
+    assert on_target(V4, Select()) is False
+
+
+def test_a_run_without_a_recorded_version_and_newer_code() -> None:
+    runs = [_run(1, "success"), _run(2, "success", V5), _run(3, "success", V4)]  # a run that names no code: other code
+    got = select(_days(1, 2, 3), runs, V4_TARGET)
+    assert (got.selected, got.off_target, got.newer) == ((_d(1),), 1, 1)
+    assert got.text() == (
+        "re-runs 1 of 3 intervals in 1 backfill: 1 on version 3 or older; 2 already on version 4 or newer"
+    )
+
+
+def test_partitions_are_selected_by_partition_date() -> None:
+    runs = [
+        _run(1, "success", V3, partition=True),
+        _run(2, "success", V4, partition=True),
+        _run(3, "success", V3, partition=True),
+    ]
+    got = select(_days(3, 1, 2, 1), runs, V4_TARGET)  # the dry run's order and repeats do not matter
+    assert got.intervals == 3
+    assert got.sub_ranges == ((_d(1), _d(1)), (_d(3), _d(3)))
+
+
+def test_an_empty_selection_has_nothing_to_re_run() -> None:
+    got = select(_days(1, 2), [_run(1, "success", V4), _run(2, "success", V4)], V4_TARGET)
+    assert (got.selected, got.sub_ranges) == ((), ())
+    assert got.text() == "re-runs 0 of 2 intervals: nothing to re-run; 2 already on version 4"
+    one = select(_days(1), [_run(1, "success", V4)], Select(code_version=1))
+    assert one.text() == "re-runs 0 of 1 interval: nothing to re-run; 1 already on version 1 or newer"
+
+
+def test_everything_selected_says_no_on_target_part() -> None:
+    got = select(_days(1, 2), [], V4_TARGET)
+    assert got.text() == "re-runs 2 of 2 intervals in 1 backfill: 2 never ran"
+    assert got.sub_ranges == ((_d(1), _d(2)),)
+
+
+def test_sub_ranges_at_both_ends() -> None:
+    ordered = _days(1, 2, 3, 4, 5)
+    assert sub_ranges(ordered, _days(1, 5)) == ((_d(1), _d(1)), (_d(5), _d(5)))
+    assert sub_ranges(ordered, _days(1, 2, 4, 5)) == ((_d(1), _d(2)), (_d(4), _d(5)))
+    assert sub_ranges(ordered, []) == ()
+
+
+def test_the_max_backfills_bound_refuses_with_the_count() -> None:
+    runs = [_run(d, "success", V3 if d % 2 else V4) for d in range(1, 46)]  # 23 odd days on old code, alone
+    got = select(_days(*range(1, 46)), runs, V4_TARGET)
+    assert len(got.sub_ranges) == 23
+    assert too_many(got, 20) == (
+        "select makes 23 backfills (contiguous sub-ranges of the 23 selected intervals); the policy allows at most "
+        "20 (max_backfills): narrow the range, or raise max_backfills in a reviewed policy change"
+    )
+    assert too_many(got, 23) is None
+    assert too_many(got, 22) is not None
+
+
+def test_max_backfills_defaults_to_20_and_reads_the_matching_rule() -> None:
+    assert MAX_BACKFILLS == 20
+    assert max_backfills(Policy(), "d") == 20
+    assert max_backfills(Policy(rules=(Rule(("d*",)),)), "d") == 20
+    assert max_backfills(Policy(rules=(Rule(("d*",), max_backfills=3),)), "dx") == 3
+    assert max_backfills(Policy(rules=(Rule(("e*",), max_backfills=3),)), "dx") == 20
+
+
+def test_code_moved_says_when_the_latest_code_is_not_the_target() -> None:
+    assert code_moved(V4_TARGET, V4) is None
+    assert code_moved(V4_TARGET, None) is None
+    assert code_moved(V4_TARGET, V5) == (
+        "the DAG's latest code is DAG version 5, not the reviewed target (version 4): its runs would use code nobody "
+        "reviewed for this backfill; " + NEW_TARGET
+    )
+    assert code_moved(V4_TARGET, V3) is not None  # older than the target: the selected runs would not reach it
+    sha = Select(bundle_version="abc")
+    assert code_moved(sha, DagVersion(7, "abc")) is None
+    assert code_moved(sha, DagVersion(7, "def")) == (
+        "the DAG's latest code is DAG version 7 (bundle def), not the reviewed target (bundle abc): its runs would "
+        "use code nobody reviewed for this backfill; " + NEW_TARGET
+    )
+    assert code_moved(sha, DagVersion(7)) is not None
+
+
+def test_more_failed_intervals_are_each_counted() -> None:
+    runs = [_run(1, "failed", V4), _run(2, "failed", V4), _run(3, "success", V4)]
+    got = select(_days(1, 2, 3), runs, V4_TARGET)
+    assert (got.failed, got.never_ran, got.off_target) == (2, 0, 0)
+
+
+def test_a_run_without_a_date_does_not_end_the_reading() -> None:
+    undated = DagRun("x", None, "success", None, None)
+    assert latest_runs([undated, _run(1, "success", V4)]) == {_d(1): _run(1, "success", V4)}
+
+
+def test_select_cannot_change_once_applied_its_sub_ranges_were_chosen_for_its_target() -> None:
+    applied = spec("s", reprocess_behavior=ReprocessBehavior.COMPLETED, select=Select(4))
+    assert applied.identity()["select"] == {"code_version": 4}
+    assert applied.with_identity(applied.identity()).select == Select(4)
+    assert edited_fields(applied.identity(), False, replace(applied, select=Select(5))) == (
+        FieldChange("select", {"code_version": 4}, {"code_version": 5}),
+    )
+    bundle = replace(applied, select=Select(bundle_version="abc"))
+    assert edited_fields(applied.identity(), False, bundle) == (
+        FieldChange("select", {"code_version": 4}, {"bundle_version": "abc"}),
+    )
+    assert edited_fields(applied.identity(), False, replace(applied, select=None))[0].after is None
+    assert "select" not in spec("t").identity()  # identities stored before select hold
+    assert edited_fields(applied.identity(), False, applied) == ()
+
+
+def test_an_interval_in_flight_is_never_re_run_and_splits_the_sub_range_around_it() -> None:
+    runs = [
+        _run(1, "success", V3),
+        _run(2, "running", V4),  # cleared by hand, running on the target now: Airflow's dry run leaves it out
+        _run(3, "success", V3),
+        _run(4, "queued"),  # queued, no code yet: in flight all the same
+        _run(5, "success", V3),
+    ]
+    assert in_flight(runs) == (_d(2), _d(4))
+    got = select([_d(1), _d(3), _d(5), *in_flight(runs)], runs, V4_TARGET)
+    assert got.selected == (_d(1), _d(3), _d(5))
+    assert got.sub_ranges == ((_d(1), _d(1)), (_d(3), _d(3)), (_d(5), _d(5)))
+    assert (got.in_flight, got.on_target, got.as_json()["in_flight"]) == (2, 0, 2)
+    assert got.text() == (
+        "re-runs 3 of 5 intervals in 3 backfills: 3 on version 3 or older; 0 already on version 4; 2 in flight "
+        "(never re-run)"
+    )
+    quiet = select([_d(1)], runs[:1], V4_TARGET)
+    assert (quiet.in_flight, quiet.text()) == (0, "re-runs 1 of 1 interval in 1 backfill: 1 on version 3 or older")

@@ -1,0 +1,150 @@
+"""A local OIDC issuer for the stop workflow's tokens: RSA keys made by `openssl genrsa` (read back with
+`openssl rsa -text -noout`), tokens signed in the test with pow(m, d, n), and the key set served by a loopback
+http.server, as GitHub serves https://token.actions.githubusercontent.com/.well-known/jwks."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import json
+import re
+import subprocess
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core.rules.rs256 import encoded
+
+REPOSITORY = "acme/backfill-specs"
+WORKFLOW = "acme/backfillctl/.github/workflows/reusable-backfill-stop.yml"
+NOW = 1_767_225_600  # 2026-01-01T00:00:00Z
+
+
+@dataclass(frozen=True)
+class RsaKey:
+    n: int
+    e: int
+    d: int
+    kid: str
+
+    @property
+    def size(self) -> int:
+        return (self.n.bit_length() + 7) // 8
+
+    def sign(self, message: bytes) -> bytes:
+        """RS256: EMSA-PKCS1-v1_5 of SHA-256, then the private-key operation."""
+        return self.raw(encoded(message, self.size))
+
+    def raw(self, block: bytes) -> bytes:
+        """The private-key operation on any block (a test forges padding with it)."""
+        return pow(int.from_bytes(block, "big"), self.d, self.n).to_bytes(self.size, "big")
+
+    def jwk(self) -> dict[str, str]:
+        return {
+            "kty": "RSA",
+            "kid": self.kid,
+            "use": "sig",
+            "alg": "RS256",
+            "n": b64(_bytes(self.n)),
+            "e": b64(_bytes(self.e)),
+        }
+
+
+@functools.cache
+def rsa_key(kid: str, bits: int = 2048) -> RsaKey:
+    """A fresh RSA key from openssl (one per kid and size in a test process)."""
+    pem = subprocess.run(["openssl", "genrsa", str(bits)], capture_output=True, check=True).stdout
+    text = subprocess.run(
+        ["openssl", "rsa", "-text", "-noout"], input=pem, capture_output=True, check=True
+    ).stdout.decode()
+    return RsaKey(_field(text, "modulus"), _exponent(text), _field(text, "privateExponent"), kid)
+
+
+def _field(text: str, name: str) -> int:
+    block = re.search(rf"^{name}:\n((?:\s+[0-9a-f:]+\n)+)", text, re.MULTILINE)
+    assert block is not None, f"openssl printed no {name}"
+    return int(re.sub(r"[\s:]", "", block.group(1)), 16)
+
+
+def _exponent(text: str) -> int:
+    found = re.search(r"^publicExponent: (\d+)", text, re.MULTILINE)
+    assert found is not None
+    return int(found.group(1))
+
+
+def _bytes(value: int) -> bytes:
+    return value.to_bytes((value.bit_length() + 7) // 8, "big")
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def part(value: Any) -> str:
+    return b64(json.dumps(value).encode())
+
+
+def claims(issuer: str, at: int = NOW, **changed: Any) -> dict[str, Any]:
+    """What GitHub's token for the stop workflow says, issued at `at` (a claim set to None is left out)."""
+    base = {
+        "iss": issuer,
+        "aud": "backfillctl",
+        "sub": f"repo:{REPOSITORY}:ref:refs/heads/main",
+        "repository": REPOSITORY,
+        "repository_owner": "acme",
+        "ref": "refs/heads/main",
+        "actor": "wh-owner",
+        "triggering_actor": "wh-owner",
+        "event_name": "workflow_dispatch",
+        "workflow_ref": f"{REPOSITORY}/.github/workflows/backfill-stop.yml@refs/heads/main",
+        "job_workflow_ref": f"{WORKFLOW}@refs/tags/v1.4.0",
+        "iat": at - 10,
+        "nbf": at - 10,
+        "exp": at + 290,
+    }
+    return {k: v for k, v in {**base, **changed}.items() if v is not None}
+
+
+def token(key: RsaKey, body: Mapping[str, Any], **header: Any) -> str:
+    """A compact JWS signed with `key` (its header: RS256 and the key's id, unless changed)."""
+    head = part({"typ": "JWT", "alg": "RS256", "kid": key.kid, **header})
+    signed = f"{head}.{part(body)}"
+    return f"{signed}.{b64(key.sign(signed.encode()))}"
+
+
+@contextmanager
+def issuer(*keys: RsaKey) -> Iterator[str]:
+    """A loopback issuer serving `keys` at /.well-known/jwks; yields its URL. Every path it was asked is kept in
+    the handler's `asked` (the key set is read only when a token's header passed)."""
+    body = json.dumps({"keys": [k.jwk() for k in keys]}).encode()
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            found = self.path == "/.well-known/jwks"
+            self.send_response(200 if found else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if found else b"{}")
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        ISSUED[url] = asked
+        yield url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+ISSUED: dict[str, list[str]] = {}  # issuer URL → the paths it was asked (while it serves)
