@@ -349,7 +349,16 @@ def test_stuck_when_the_dag_is_paused_is_notified_once_with_the_cause(bench: Ben
     try:
         wait_for("the created notification", lambda: bool(events("created")), timeout=120)
         set_dag_paused(bench.url, "demo_slow", True)  # queued runs wait (all 4 if none started)
-        wait_for("a stuck notification", lambda: bool(events("stuck")), timeout=300)
+        try:
+            wait_for("a stuck notification", lambda: bool(events("stuck")), timeout=300)
+        except AssertionError as exc:  # what the watch saw, so a timeout under load says why
+            watch.send_signal(signal.SIGTERM)
+            _out, err = watch.communicate(timeout=120)
+            seen = [(e.entry.action, e.entry.outcome, e.entry.message) for e in bench.events("stuck-slow")]
+            raise AssertionError(
+                f"{exc}; received {[r['body']['event'] for r in receiver.received]}; "
+                f"recorded {seen}; the watch's log ends:\n{err[-6000:]}"
+            ) from None
         time.sleep(25)  # two more passes: the same situation is not notified again
         (stuck,) = events("stuck")
         assert stuck["spec"] == "stuck-slow"
