@@ -32,8 +32,8 @@ import httpx
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.commands.reconcile import PassResult, Reconciler
-from controller.commands.settings import Settings
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.commands.runtime.settings import Settings
 from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.capabilities import newest

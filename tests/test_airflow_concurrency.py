@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.session import make_client
-from controller.commands.settings import Settings
+from controller.commands.runtime.session import make_client
+from controller.commands.runtime.settings import Settings
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import RETRY_AFTER_LIMIT, Backoff, waits_too_long
 from controller.errors import AirflowUnavailable, ConfigError

@@ -20,7 +20,7 @@ from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.decode import dag_info_from_json
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.airflow import BackfillRequest, periodic_from_summary
 from controller.core.model.capabilities import (
     RUN_FILTERS,

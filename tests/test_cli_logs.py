@@ -21,9 +21,9 @@ import pytest
 from controller import cli
 from controller.adapters import logsetup
 from controller.cli import main
-from controller.commands.reconcile import Reconciler
-from controller.commands.session import Shutdown
-from controller.commands.settings import Settings
+from controller.commands.reconcile.reconciler import Reconciler
+from controller.commands.runtime.session import Shutdown
+from controller.commands.runtime.settings import Settings
 from tests.fakes.airflow import FakeAirflow
 from tests.logcheck import TEXT_LINE, json_objects, message_of, reports
 from tests.reconcile.harness import Bench, in_process
@@ -263,7 +263,7 @@ def test_a_traceback_a_library_prints_line_by_line_is_one_json_object(capsys: py
 def test_a_repeating_reconcile_says_an_error_again_only_when_it_changed(capsys: pytest.CaptureFixture[str]) -> None:
     """--until-complete as --watch: the same error every pass is one line, a new one is said."""
     from controller.cli.output import PassView  # noqa: PLC0415
-    from controller.commands.reconcile import PassResult  # noqa: PLC0415
+    from controller.commands.reconcile.reconciler import PassResult  # noqa: PLC0415
     from controller.core.plan.values import Plan  # noqa: PLC0415
 
     view = PassView(dry_run=False, mode="text", watch=True)

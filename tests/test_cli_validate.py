@@ -119,7 +119,7 @@ def test_unknown_command_exits_2(tree: Path) -> None:
 
 def test_unexpected_error_exits_3_without_traceback_or_locals(tree: Path, tmp_path: Path) -> None:
     script = (
-        "import sys; import controller.commands.validate as v\n"
+        "import sys; import controller.commands.reconcile.specfiles as v\n"
         "secret_local = 'CANARY-LOCAL-123'\n"
         "def boom(*a, **k):\n    token = 'CANARY-LOCAL-456'\n    raise RuntimeError('boom')\n"
         "v.validate_paths = boom\n"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 import controller.cli as cli
-from controller.commands import collector
+from controller.commands.runtime import collector
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from controller.commands.concurrency import alongside
+from controller.commands.runtime.concurrency import alongside
 
 
 def test_both_run_at_once_and_their_results_come_back_in_order() -> None:

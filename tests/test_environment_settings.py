@@ -10,9 +10,9 @@ import pytest
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
 from controller.cli import main
-from controller.commands import session
-from controller.commands.environments import check_production, production_settings
-from controller.commands.settings import Settings
+from controller.commands.runtime import session
+from controller.commands.runtime.environments import check_production, production_settings
+from controller.commands.runtime.settings import Settings
 from controller.core.model.policy import parse_policy
 from controller.core.model.stages import PRODUCTION, Environment
 from controller.errors import ConfigError

@@ -25,7 +25,7 @@ import pytest
 from controller.adapters import logsetup
 from controller.adapters.store.outbox import OutboxRow
 from controller.cli import _report_error, main
-from controller.commands.notify import NotifyStatus, status_render
+from controller.commands.loop.notify import NotifyStatus, status_render
 from controller.core.audit.chain import AuditEntry, AuditRecord, seal
 from controller.core.audit.notify import Delivery, enrich, payload
 from controller.core.checks.result import ValidationResult

@@ -21,7 +21,7 @@ from rich.console import Console
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.decode import backfill_from_json
 from controller.cli.output import status_rich
-from controller.commands.settings import Settings
+from controller.commands.runtime.settings import Settings
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.render import plan as plan_render

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from controller.adapters.gitsource import GitSource
-from controller.commands.pr_comment import read_changed
+from controller.commands.verbs.pr_comment import read_changed
 from controller.core.plan.provenance import SpecOrigin
 from controller.core.plan.values import Plan
 from controller.core.render.pr_comment import pr_comment

@@ -23,7 +23,7 @@ from controller.adapters.files import display
 from controller.adapters.logsetup import TextFormatter
 from controller.adapters.store import Store
 from controller.cli import main
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.plan.values import Plan

@@ -22,7 +22,7 @@ import pytest
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.prometheus import PrometheusClient
 from controller.cli import main
-from controller.commands.analysis import Analyst
+from controller.commands.reconcile.analysis import Analyst
 from controller.core.model.analysis import Inconclusive
 from controller.core.model.capabilities import judge
 from controller.core.model.secret import Secret

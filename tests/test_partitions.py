@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from controller.adapters.airflow.decode import dag_run_from_json, planned_run_from_json, schedule_from_json
-from controller.commands.validate import check_dags, validate_paths
+from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.verbs.validate import check_dags
 from controller.core.model.airflow import Backfill, DagInfo, DagRun, PlannedRun, Schedule, summarise
 from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.capabilities import newest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands.run import _provided
-from controller.commands.settings import Settings
+from controller.commands.loop.run import _provided
+from controller.commands.runtime.settings import Settings
 from controller.errors import ConfigError
 from tests.fakes.loopback import serving
 
@@ -28,7 +28,7 @@ CUT = (
     "controller.adapters.github",
     "controller.adapters.pageserver",
     "controller.adapters.prometheus",
-    "controller.commands.forge",
+    "controller.commands.loop.forge",
     "controller.core.render.change_record",
     "controller.core.render.report_markdown",
     "controller.core.render.heatmap",
@@ -74,7 +74,7 @@ def imported(tmp_path: Path, url: str, *args: str) -> set[str]:
 
 def test_a_pass_once_imports_none_of_what_it_does_not_use(tmp_path: Path, airflow: str) -> None:
     modules = imported(tmp_path, airflow, "reconcile", "--once")
-    assert {"controller.commands.passhooks", "controller.adapters.monitor", "sqlalchemy"} <= modules  # it ran
+    assert {"controller.commands.loop.passhooks", "controller.adapters.monitor", "sqlalchemy"} <= modules  # it ran
     assert sorted(m for m in modules if m in CUT or m.partition(".")[0] in CUT) == []
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main
-from controller.commands.validate import REVIEWS_MAX_BYTES
+from controller.commands.reconcile.specfiles import REVIEWS_MAX_BYTES
 
 SPEC = """version: 1
 name: walk

@@ -50,7 +50,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from controller.commands import validate
+from controller.commands.reconcile import specfiles
 from controller.core.model.binding import Phase
 from tests.fakes.airflow import Reply
 from tests.reconcile_world import CREATE, DAGS, Crash, Fault, PassRecord, SpecModel, World
@@ -475,7 +475,7 @@ def awaiting_dry_run(record: PassRecord) -> bool:
 @pytest.fixture(autouse=True)
 def _one_validator(monkeypatch: pytest.MonkeyPatch) -> None:
     """The validator is stateless; building it (metaschema checks) per pass would be most of the run time."""
-    monkeypatch.setattr(validate, "build_validator", functools.cache(validate.build_validator))
+    monkeypatch.setattr(specfiles, "build_validator", functools.cache(specfiles.build_validator))
 
 
 ReconcileMachine.TestCase.settings = settings(

@@ -21,8 +21,8 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.logsetup import Redactor
-from controller.commands.notify import deliver
-from controller.commands.reconcile import Reconciler
+from controller.commands.loop.notify import deliver
+from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowAuthError, AirflowError

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from controller.commands.validate import validate_paths
+from controller.commands.reconcile.specfiles import validate_paths
 from controller.core.documents.yamlsafe import load_document
 from controller.core.model.spec import BackfillSpec, SourceFile, parse_spec
 from tests.core.specs import text
@@ -50,7 +50,8 @@ MEASURE = """
 import gc, json, sys, tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
-from controller.commands.validate import build_validator, validate_paths
+from controller.commands.runtime.validator import build_validator
+from controller.commands.reconcile.specfiles import validate_paths
 
 validator = build_validator()
 gc.collect()

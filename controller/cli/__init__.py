@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from controller.adapters.logsetup import json_logs
 from controller.cli.quick import plain_validate, run_validate
-from controller.commands import collector
+from controller.commands.runtime import collector
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
 
@@ -79,7 +79,7 @@ def entry() -> NoReturn:
 
 
 def _main(args: list[str]) -> int:
-    from controller.commands.logs import logging_for
+    from controller.commands.runtime.logs import logging_for
 
     with logging_for(_log_format(args), os.environ):
         return _run(args)

@@ -17,7 +17,7 @@ import typer
 
 from controller import __version__
 from controller.cli.output import out
-from controller.commands.settings import Settings
+from controller.commands.runtime.settings import Settings
 
 app = typer.Typer(
     name="backfillctl",

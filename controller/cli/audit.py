@@ -78,7 +78,7 @@ def audit_show(
 ) -> int:
     """Print audit events, oldest first."""
     from controller.adapters.store.audit_log import EventFilter
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
     if limit is not None and tail is not None:
@@ -112,7 +112,7 @@ def audit_verify(
     ] = None,
 ) -> int:
     """Recompute the hash chain; exit 1 at the first edited, missing, reordered or truncated record."""
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
     result = audit_cmd.verify(load_settings(), expect_head)
@@ -133,7 +133,7 @@ def audit_adopt_key(
     ] = None,
 ) -> int:
     """Key an unkeyed audit chain with BACKFILLCTL_AUDIT_KEY (audited): the only way a chain becomes keyed."""
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
     out(audit_render.key_record_text(audit_cmd.adopt_key(load_settings(), expect_head)))
@@ -143,7 +143,7 @@ def audit_adopt_key(
 @audit_app.command("rotate-key")
 def audit_rotate_key() -> int:
     """Rotate the chain's key: from the one in BACKFILLCTL_AUDIT_KEYS_PREVIOUS to BACKFILLCTL_AUDIT_KEY (audited)."""
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
     out(audit_render.key_record_text(audit_cmd.rotate_key(load_settings())))
@@ -167,7 +167,7 @@ def audit_export(
 ) -> int:
     """Stream every event as one canonical JSON object per line (for a central log platform)."""
     from controller.adapters.store.audit_log import EventFilter
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
     from controller.core.render import audit as audit_render
 
     printed = audit_cmd.print_events(load_settings(), EventFilter(spec=spec, since=since), audit_render.record_jsonl)
@@ -181,7 +181,7 @@ def store_migrate() -> int:
     reconcile and store unlock create or upgrade the store when they open it; the read-only commands (plan,
     status, report, audit, notify status) never do: they refuse a missing or older store and name this command.
     """
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
 
     before, after = audit_cmd.migrate(load_settings())
     out(f"store schema at revision {after}" + (f" (was {before})" if before != after else " (already current)") + "\n")
@@ -193,7 +193,7 @@ def store_unlock(
     lease_id: Annotated[str, typer.Argument(metavar="LEASE_ID", help="The exact lease id to release.")],
 ) -> int:
     """Release a stuck reconcile lease (audited)."""
-    from controller.commands import audit as audit_cmd
+    from controller.commands.verbs import audit as audit_cmd
 
     released = audit_cmd.unlock(load_settings(), lease_id)
     out(plain_lines([f"released the lease of {released.describe()}"]))

@@ -42,7 +42,7 @@ def dag_ids(incomplete: str) -> list[str]:
 def stop_ids(incomplete: str) -> list[str]:
     """The stops in force as `#id` (and their target), from the store when it answers."""
     from controller.adapters.store import Store
-    from controller.commands.settings import Settings
+    from controller.commands.runtime.settings import Settings
     from controller.errors import ControllerError
 
     try:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # rich loads only in the views that draw with it
     from rich.console import Group, RenderableType
     from rich.table import Table
 
-    from controller.commands.reconcile import PassResult
+    from controller.commands.reconcile.reconciler import PassResult
     from controller.core.render.status import StatusRow
 
 

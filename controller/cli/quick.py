@@ -56,23 +56,24 @@ def plain_validate(argv: Sequence[str]) -> ValidateArgs | None:
 def run_validate(args: ValidateArgs) -> int:
     """`backfillctl validate`: check the specs, print the report, exit 0 when every spec is valid, else 1."""
     from controller.cli.output import out, utc_now
-    from controller.commands import validate as validate_cmd
-    from controller.commands.settings import Settings
+    from controller.commands.reconcile import specfiles
+    from controller.commands.runtime.settings import Settings
+    from controller.commands.verbs import validate as validate_cmd
     from controller.core.render import validation as render
     from controller.errors import ExitCode
 
     settings = Settings.from_env(os.environ)
-    checks = validate_cmd.GitChecks(args.base, args.pr_reviews, args.pr_author, args.head_sha)
+    checks = specfiles.GitChecks(args.base, args.pr_reviews, args.pr_author, args.head_sha)
     now = utc_now()
-    result = validate_cmd.validate_paths(
+    result = specfiles.validate_paths(
         args.paths, settings.specs_dir, now, checks=checks, changed_since=args.changed_since
     )
     if result.loaded:  # with production's Airflow configured (as the policy names it), check each spec's DAG too
-        from controller.commands.environments import production_settings
+        from controller.commands.runtime.environments import production_settings
 
         settings = production_settings(settings)
     if settings.airflow_url and result.loaded:
-        from controller.commands.session import make_client
+        from controller.commands.runtime.session import make_client
 
         result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
     elif result.loaded:  # an OK must not read as "the DAG ids were checked"

@@ -20,8 +20,8 @@ from controller.errors import ExitCode
 if TYPE_CHECKING:
     from rich.live import Live
 
-    from controller.commands.gate import EvidenceGiven
-    from controller.commands.reconcile import PassResult
+    from controller.commands.reconcile.gate import EvidenceGiven
+    from controller.commands.reconcile.reconciler import PassResult
     from controller.core.plan.values import Plan
 
 
@@ -60,10 +60,9 @@ def plan(
     Exits 5 when reconcile would refuse a create (the dry run counts more runs than expected_runs or the
     policy's max_runs), so a pull request check fails before the merge, not after it.
     """
-    from controller.commands import pr_comment as pr_comment_cmd
-    from controller.commands.analysis import analysed_names
-    from controller.commands.lookahead import look_ahead
-    from controller.commands.session import open_reconciler
+    from controller.commands.reconcile.analysis import analysed_names
+    from controller.commands.reconcile.opening import open_reconciler
+    from controller.commands.verbs import pr_comment as pr_comment_cmd
     from controller.core.plan.values import refusals
     from controller.core.render import plan as plan_render
     from controller.core.render.analysis import analysis_text, scope_text
@@ -73,10 +72,7 @@ def plan(
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     only = None if changed is None else pr_comment_cmd.changed_specs(changed)
     with open_reconciler(load_settings(), read_only=True, no_store=no_store) as reconciler:
-        result, specs, world = reconciler.plan()
-        result = look_ahead(
-            result, specs, policy=reconciler.policy, world=world, observer=reconciler.observer, only=only
-        )
+        result, specs, world = reconciler.plan(ahead=True, only=only)
     renderers: dict[PlanFormat, Callable[[Plan], str]] = {
         PlanFormat.text: lambda p: plan_render.plan_text(p, width(), show_unchanged=show_unchanged),
         PlanFormat.markdown: plan_render.plan_markdown,
@@ -251,8 +247,8 @@ def reconcile(
     ] = None,
 ) -> int:
     """Make Airflow's backfills match the specs, auditing every action; deliver notifications after each pass."""
-    from controller.commands.passhooks import MonitorOptions
-    from controller.commands.run import LoopOptions, Repeat, reconcile_loop
+    from controller.commands.loop.passhooks import MonitorOptions
+    from controller.commands.loop.run import LoopOptions, Repeat, reconcile_loop
     from controller.core.model.policy import parse_span
 
     if once and (watch or until_complete):
@@ -295,7 +291,7 @@ def reconcile(
     with live or contextlib.nullcontext():
         end = reconcile_loop(load_settings(), options, on_pass)
     if result_dir is not None:
-        from controller.commands.pr_result import write_result
+        from controller.commands.loop.pr_result import write_result
 
         write_result(load_settings(), end.last, given, result_dir)
     for line in end.last.stuck_lines() if until_complete and not end.timed_out else []:
@@ -317,8 +313,8 @@ def _evidence(
 ) -> "EvidenceGiven":
     """The documents read and checked (exit 1 on the first bad one), the commits whose evidence is missing, and the
     deprecated `--pr-reviews --pr-number --pr-author` (the three together) as one more document for HEAD."""
-    from controller.commands.evidence import read_document
-    from controller.commands.gate import EvidenceGiven
+    from controller.commands.reconcile.evidence import read_document
+    from controller.commands.reconcile.gate import EvidenceGiven
 
     read = [read_document(path) for path in documents]
     reviews, number, author = old
@@ -327,7 +323,7 @@ def _evidence(
             raise typer.BadParameter("--pr-reviews, --pr-number and --pr-author go together", param_hint="--pr-reviews")
         return EvidenceGiven(tuple(read), tuple(unavailable))
     from controller.adapters.gitsource import GitSource
-    from controller.commands.evidence import from_reviews
+    from controller.commands.reconcile.evidence import from_reviews
 
     made = from_reviews(reviews, number, author, GitSource(load_settings().specs_dir))
     return EvidenceGiven((*read, made), tuple(unavailable))
@@ -372,7 +368,7 @@ def evidence_needed() -> int:
     """
     import json
 
-    from controller.commands.evidence import needed
+    from controller.commands.reconcile.evidence import needed
 
     out(json.dumps(needed(load_settings()), indent=2) + "\n")
     return ExitCode.OK
@@ -386,7 +382,7 @@ def evidence_check(
     error with its JSON path (exit 1)."""
     import json
 
-    from controller.commands.evidence import read_document, summary
+    from controller.commands.reconcile.evidence import read_document, summary
 
     out(json.dumps(summary(read_document(document)), indent=2) + "\n")
     return ExitCode.OK

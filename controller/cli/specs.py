@@ -180,7 +180,7 @@ def new(
     With BACKFILLCTL_AIRFLOW_URL set, expected_runs is what Airflow's dry run counts; without it, it is left out
     and `backfillctl plan` shows the count. With --retry-failed-of SPEC, the spec re-runs SPEC's failed runs.
     """
-    from controller.commands.new import new_spec, requester, retry_spec
+    from controller.commands.verbs.new import new_spec, requester, retry_spec
     from controller.core.render import validation as render
     from controller.core.render.scaffold import NewSpec
 
@@ -279,7 +279,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite files that exist already.")] = False,
 ) -> int:
     """Scaffold a team's specs repository: policy, an example spec, pre-commit, workflows, CODEOWNERS, README."""
-    from controller.commands.init import init_repository, own_pin, pin_note
+    from controller.commands.verbs.init import init_repository, own_pin, pin_note
     from controller.core.documents.starter import StarterOptions
 
     pin = own_pin() if ref is None else None

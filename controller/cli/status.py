@@ -17,7 +17,7 @@ from controller.core.documents.escaping import plain
 from controller.errors import ExitCode
 
 if TYPE_CHECKING:
-    from controller.commands.settings import Settings
+    from controller.commands.runtime.settings import Settings
 
 
 class StatusFormat(StrEnum):
@@ -56,7 +56,7 @@ def status_command(
     """
     from rich.console import Console
 
-    from controller.commands.status import status_view
+    from controller.commands.verbs.status import status_view
     from controller.core.model.policy import parse_span
     from controller.core.render import status
 
@@ -131,7 +131,7 @@ def report(
 
     With BACKFILLCTL_AIRFLOW_URL set, the calendar (markdown and html) has a cell for every run of the range.
     """
-    from controller.commands import report as report_cmd
+    from controller.commands.verbs import report as report_cmd
     from controller.core.render.report_text import report_text
 
     settings = load_settings()
@@ -155,8 +155,8 @@ def report(
 
 def _check(settings: "Settings", name: str, output: ReportFormat | None, output_file: Path | None) -> int:
     """`report NAME --check`: the coverage verdict (text or json) and its exit code, 1 when it does not hold."""
-    from controller.commands import report as report_cmd
-    from controller.commands.status import report_document
+    from controller.commands.verbs import report as report_cmd
+    from controller.commands.verbs.status import report_document
 
     if output in (ReportFormat.markdown, ReportFormat.html):
         raise typer.BadParameter("--check writes text or json", param_hint="--format")
@@ -183,7 +183,7 @@ def notify_status(
     output: Annotated[StatusFormat, typer.Option("--format", help="Output format.")] = StatusFormat.text,
 ) -> int:
     """Undelivered notifications: pending, and failed (retried with backoff until delivered). Read only."""
-    from controller.commands import notify as notify_cmd
+    from controller.commands.loop import notify as notify_cmd
 
     out(notify_cmd.status_render(notify_cmd.notify_status(load_settings()), json_format=output is StatusFormat.json))
     return ExitCode.OK

@@ -103,7 +103,7 @@ def stop_command(
     force. The actor is BACKFILLCTL_ACTOR: only as trustworthy as the store credentials (the stop workflow's is
     proven by its OIDC token). With the store down, pause in Airflow instead (docs/operations.md): the next pass
     keeps it."""
-    from controller.commands import stop as stops
+    from controller.commands.verbs import stop as stops
     from controller.core.model.policy import parse_span
     from controller.core.plan.stops import EVERYTHING, EmergencyStopKind, StopSource
 
@@ -167,7 +167,7 @@ def _check_source(source: str) -> None:
 
 def _list() -> int:
     from controller.adapters.store import Store
-    from controller.commands import stop as stops
+    from controller.commands.verbs import stop as stops
 
     with Store(load_settings().store_url, read_only=True) as store:
         out("\n".join(stops.list_lines(store.stops())) + "\n")
@@ -175,7 +175,7 @@ def _list() -> int:
 
 
 def _lift(name: str, reason: str | None) -> int:
-    from controller.commands import stop as stops
+    from controller.commands.verbs import stop as stops
 
     settings = load_settings()
     why = reason or "lifted by an owner"

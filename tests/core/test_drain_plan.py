@@ -13,7 +13,7 @@ import pytest
 from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.observe import drain_hold
+from controller.commands.reconcile.observe import drain_hold
 from controller.core.model.airflow import BackfillRequest, DagInfo, Schedule
 from controller.core.model.binding import Phase
 from controller.core.model.capabilities import capabilities_of

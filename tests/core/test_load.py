@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.observe import Observer
+from controller.commands.reconcile.observe import Observer
 from controller.core.model.binding import Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.guards import Budget

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from controller.commands.reconcile import planned
+from controller.commands.reconcile.reconciler import planned
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.analysis import Analysis, Inconclusive, Sample
 from controller.core.model.binding import Phase

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.model.airflow import DagInfo, DagRun
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window

@@ -16,6 +16,8 @@ from controller.core.plan.stops import (
     EVERYTHING,
     EmergencyStop,
     EmergencyStopKind,
+    Lift,
+    LiftReason,
     StopSource,
     affected,
     due_lifts,
@@ -81,8 +83,8 @@ def test_a_reviewed_resume_naming_the_stop_lifts_it() -> None:
     why = "resumed: stop #3: warehouse recovered (CHG-9) (lifts stop #3)"
     assert decided(plan) == [("s", "unpause", "Running", why, 4)]
     lifts = due_lifts(w.holds.stops, [s], {"s": backfill(4, s, paused=True)}, NOW)
-    assert [(stop.id, why) for stop, why in lifts] == [
-        (3, "reviewed resume of s: stop #3: warehouse recovered (CHG-9)")
+    assert [(d.stop.id, d.reason, d.why) for d in lifts] == [
+        (3, LiftReason.RESUMED, "reviewed resume of s: stop #3: warehouse recovered (CHG-9)")
     ]
 
 
@@ -91,8 +93,12 @@ def test_due_lifts_expired_and_unpaused_in_airflow() -> None:
     hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
     expired = replace(STOP, expires_at=NOW)
     paused: dict[str, Backfill] = {"s": backfill(4, s, paused=True)}
-    assert due_lifts((hand, expired), [s], paused, NOW) == [(expired, "expired at 2026-11-02T00:00:00Z")]
-    assert due_lifts((hand,), [s], {"s": backfill(4, s)}, NOW) == [(hand, "unpaused in Airflow")]
+    assert due_lifts((hand, expired), [s], paused, NOW) == [
+        Lift(expired, LiftReason.EXPIRED, "expired at 2026-11-02T00:00:00Z")
+    ]
+    assert due_lifts((hand,), [s], {"s": backfill(4, s)}, NOW) == [
+        Lift(hand, LiftReason.UNPAUSED, "unpaused in Airflow")
+    ]
     plan = make_plan([s], Policy(), stopped(world(backfill(4, s, paused=True), bindings={"s": bound("s", 4)}), hand))
     why = (
         "paused by hand in Airflow by admin at 2026-11-01T00:00:00Z (stop #5); "
@@ -118,7 +124,7 @@ def test_a_stop_holds_the_next_chunk_and_keeps_the_progress() -> None:
 
 def test_an_expired_stop_says_when_it_expired_not_when_it_was_lifted() -> None:
     expired = replace(STOP, expires_at=NOW - timedelta(hours=1))
-    assert due_lifts((expired,), [], {}, NOW) == [(expired, "expired at 2026-11-01T23:00:00Z")]
+    assert due_lifts((expired,), [], {}, NOW) == [Lift(expired, LiftReason.EXPIRED, "expired at 2026-11-01T23:00:00Z")]
 
 
 def test_a_downstream_stop_is_lifted_only_when_every_spec_it_holds_resumes_it() -> None:
@@ -126,13 +132,15 @@ def test_a_downstream_stop_is_lifted_only_when_every_spec_it_holds_resumes_it() 
     other = spec("b", downstream=("warehouse",))
     assert due_lifts((STOP,), [one_resumes, other], {}, NOW) == []
     both = replace(other, resume="stop #3: recovered too")
-    assert due_lifts((STOP,), [one_resumes, both], {}, NOW) == [(STOP, "reviewed resume of a: stop #3: recovered")]
+    assert due_lifts((STOP,), [one_resumes, both], {}, NOW) == [
+        Lift(STOP, LiftReason.RESUMED, "reviewed resume of a: stop #3: recovered")
+    ]
 
 
 def test_a_pause_made_in_airflow_is_lifted_when_its_backfill_is_gone_finished_or_unpaused() -> None:
     s = spec()
     hand = EmergencyStop(5, EmergencyStopKind.SPEC, "s", "paused by hand in Airflow", "admin", StopSource.AIRFLOW, T0)
-    lifted = [(hand, "unpaused in Airflow")]
+    lifted = [Lift(hand, LiftReason.UNPAUSED, "unpaused in Airflow")]
     assert due_lifts((hand,), [s], {}, NOW) == lifted  # no backfill bound any more
     assert due_lifts((hand,), [s], {"s": backfill(4, s, active=False, paused=True)}, NOW) == lifted
     assert due_lifts((hand,), [s], {"s": backfill(4, s, paused=True)}, NOW) == []

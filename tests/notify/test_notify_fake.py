@@ -13,7 +13,7 @@ import pytest
 
 from controller.adapters.webhook import WebhookClient
 from controller.cli import main
-from controller.commands.notify import deliver, notify_status, status_render
+from controller.commands.loop.notify import deliver, notify_status, status_render
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench
 

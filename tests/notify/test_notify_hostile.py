@@ -24,7 +24,7 @@ import pytest
 from controller.adapters import logsetup
 from controller.adapters.webhook import WebhookClient, WebhookError, scrub
 from controller.cli import main
-from controller.commands.notify import deliver
+from controller.commands.loop.notify import deliver
 from tests.fakes.airflow import FakeAirflow
 from tests.notify.hostile import HostileReceiver, bomb, echo, gzip_bomb, trickle
 from tests.notify.test_notify_fake import POLICY  # one receiver, ops, at HOOK_OPS

@@ -15,8 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.adapters.logsetup import PASS_ID, configure
 from controller.adapters.monitor import Health, Metrics, MonitorServer, endpoint_template
 from controller.adapters.prometheus import PrometheusClient
-from controller.commands.analysis import Analyst
-from controller.commands.passhooks import MonitorOptions, PassHooks
+from controller.commands.loop.passhooks import MonitorOptions, PassHooks
+from controller.commands.reconcile.analysis import Analyst
 from controller.core.model.airflow import DagRun
 from controller.core.render.change_record import Intervals
 from controller.core.render.heatmap import calendar, from_runs, from_stored, heatmap_text

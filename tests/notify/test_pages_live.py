@@ -12,8 +12,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.adapters.monitor import Metrics
-from controller.commands.passhooks import MonitorOptions, PassHooks, publish_rows
-from controller.commands.reconcile import PassResult
+from controller.commands.loop.passhooks import MonitorOptions, PassHooks, publish_rows
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
 from tests.fakes.airflow import FakeAirflow

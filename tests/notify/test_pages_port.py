@@ -24,7 +24,7 @@ import pytest
 from controller.adapters.hostcheck import HostPolicy
 from controller.adapters.monitor import Health, Metrics, MonitorServer
 from controller.adapters.pageserver import Limits
-from controller.commands.passhooks import MonitorOptions, PassHooks
+from controller.commands.loop.passhooks import MonitorOptions, PassHooks
 from tests.reconcile.harness import Bench
 
 ROOT = Path(__file__).resolve().parents[2]

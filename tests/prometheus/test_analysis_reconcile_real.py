@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.prometheus import PrometheusClient
-from controller.commands.reconcile import PassResult, Reconciler
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
 from controller.core.model.analysis import Sample
 from controller.core.plan.values import Item
 from tests.prometheus.harness import PrometheusServer, free_port, wait

@@ -17,9 +17,9 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.commands import session
-from controller.commands.reconcile import PassResult, Reconciler
-from controller.commands.settings import Settings
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.commands.runtime import session
+from controller.commands.runtime.settings import Settings
 from controller.core.audit.chain import AuditRecord
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret

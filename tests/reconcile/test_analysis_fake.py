@@ -14,8 +14,8 @@ import pytest
 from controller.adapters.prometheus import PrometheusClient
 from controller.adapters.store import NoStore
 from controller.adapters.store.tables import analysis_state
-from controller.commands.analysis import Analyst, analysed_names
-from controller.commands.reconcile import PassResult, Reconciler
+from controller.commands.reconcile.analysis import Analyst, analysed_names
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
 from controller.core.render.analysis import analysis_text
 from tests.reconcile.harness import Bench, fake
 

@@ -12,8 +12,8 @@ from typing import Any
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store.audit_log import EventFilter
 from controller.cli import main
-from controller.commands.evidence import from_reviews
-from controller.commands.gate import EvidenceGiven
+from controller.commands.reconcile.evidence import from_reviews
+from controller.commands.reconcile.gate import EvidenceGiven
 from controller.core.model.binding import Approval, ApprovedReview, Phase
 from controller.core.plan.values import Kind
 from tests.logcheck import message_of

@@ -14,10 +14,11 @@ import pytest
 
 from controller.adapters.monitor import Health
 from controller.adapters.ping import ping
-from controller.commands import passhooks, session
-from controller.commands.passhooks import MonitorOptions, PassHooks
-from controller.commands.status import report_document, status_view
-from controller.commands.stop import BREAK_GLASS, lift_with_settings, stop_with_settings
+from controller.commands.loop import passhooks
+from controller.commands.loop.passhooks import MonitorOptions, PassHooks
+from controller.commands.runtime import session
+from controller.commands.verbs.status import report_document, status_view
+from controller.commands.verbs.stop import BREAK_GLASS, lift_with_settings, stop_with_settings
 from controller.core.model.oidc import GITHUB_ISSUER
 from controller.core.model.secret import Secret
 from controller.core.model.spec import format_utc

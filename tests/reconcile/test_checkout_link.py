@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from controller.adapters.gitsource import GitSource
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import SPEC, Bench
 

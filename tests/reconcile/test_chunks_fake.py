@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.commands.observe import _runs_wanted
+from controller.commands.reconcile.observe import _runs_wanted
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress

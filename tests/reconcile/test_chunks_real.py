@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.audit.chain import AuditRecord
 from tests.reconcile.harness import Bench
 

@@ -14,9 +14,9 @@ import pytest
 
 from controller.adapters.webhook import WebhookClient
 from controller.cli import main
-from controller.commands import report as report_cmd
-from controller.commands.notify import deliver
-from controller.commands.status import status_view
+from controller.commands.loop.notify import deliver
+from controller.commands.verbs import report as report_cmd
+from controller.commands.verbs.status import status_view
 from controller.core.model.airflow import DagVersion
 from controller.core.model.coverage import Coverage, TargetSource
 from tests.fakes.airflow import DEMO_DAGS, FakeAirflow

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.store import Store
-from controller.commands import apply
+from controller.commands.reconcile import apply
 from controller.core.model.binding import Binding, Phase
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, fake

@@ -21,7 +21,7 @@ from packaging.version import Version
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.commands.summaries import SummaryReader
+from controller.commands.reconcile.summaries import SummaryReader
 from controller.core.model.capabilities import RUN_FILTERS, Capabilities, capabilities_of, rerun_code
 from controller.core.model.secret import Secret
 from tests.fakes.calls import record_calls

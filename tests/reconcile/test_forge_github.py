@@ -1,4 +1,4 @@
-"""The watch process's own evidence (`commands/forge.py` over `adapters/github.py`), against a fake GitHub API on
+"""The watch process's own evidence (`commands/loop/forge.py` over `adapters/github.py`), against a fake GitHub API on
 loopback serving the real endpoints' shapes: the evidence the gate reads for a rebase, a squash whose commits are
 not in the clone, a merge commit, a merge queue's merge, a direct push, and a commit GitHub fails for (held);
 reviews over several pages (`Link`), a deleted account's review; rate limits waited for (`Retry-After`) or, past the
@@ -15,8 +15,8 @@ import pytest
 
 from controller.adapters.github import AppKey, GitHubClient, GitHubUnavailable
 from controller.cli import main
-from controller.commands.forge import EvidenceProvider, GitHubSettings
-from controller.commands.gate import EvidenceGiven
+from controller.commands.loop.forge import EvidenceProvider, GitHubSettings
+from controller.commands.reconcile.gate import EvidenceGiven
 from controller.core.model.evidence import MergeMethod, ReviewState
 from controller.core.model.secret import Secret
 from controller.errors import ConfigError
@@ -183,7 +183,7 @@ def test_a_rate_limit_past_the_deadline_holds_that_commit(
         made.close()
     assert slept == []
     assert given.unavailable == (world.pushed, world.outage)
-    said = [r.getMessage() for r in caplog.records if r.name == "controller.commands.forge"]
+    said = [r.getMessage() for r in caplog.records if r.name == "controller.commands.loop.forge"]
     assert said[0].startswith(f"evidence of {world.pushed[:12]} is unavailable, its changes are held: GET {path}: ")
     assert said[0].endswith("past this pass's deadline")
     assert said[1] == (

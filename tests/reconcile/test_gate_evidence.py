@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from controller.cli import main
-from controller.commands.evidence import read_document
-from controller.commands.gate import EvidenceGiven
+from controller.commands.reconcile.evidence import read_document
+from controller.commands.reconcile.gate import EvidenceGiven
 from controller.errors import ConfigError
 from tests.reconcile.forge import Forge, git, review
 from tests.reconcile.harness import Bench, in_process

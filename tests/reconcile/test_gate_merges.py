@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from controller.cli import main
-from controller.commands.evidence import read_document
-from controller.commands.gate import EvidenceGiven
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.evidence import read_document
+from controller.commands.reconcile.gate import EvidenceGiven
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.plan.stops import EmergencyStopKind, StopSource
 from controller.core.plan.values import Kind
 from tests.reconcile.forge import Forge, git, review

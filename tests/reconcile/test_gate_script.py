@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from controller.commands.evidence import read_document
-from controller.commands.gate import EvidenceGiven
+from controller.commands.reconcile.evidence import read_document
+from controller.commands.reconcile.gate import EvidenceGiven
 from controller.core.model.evidence import MergeMethod
 from tests.reconcile.forge import Forge, Merged, git, pull_json
 from tests.reconcile.harness import Bench

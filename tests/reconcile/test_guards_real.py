@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.model.guards import DAYS
 from tests.reconcile.harness import Bench
 

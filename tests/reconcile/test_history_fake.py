@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from controller.adapters.store import Store
-from controller.commands.history import environment_of
+from controller.commands.reconcile.history import environment_of
 from tests.fakes.airflow import FakeAirflow
 from tests.reconcile.harness import Bench, count_calls, fake
 
@@ -182,10 +182,10 @@ def test_a_server_that_ignores_the_order_is_read_whole_and_said_so(
 
     fake(bench)._process = unordered  # type: ignore[method-assign]
     before = len(fake(bench).requests)
-    with caplog.at_level(logging.WARNING, logger="controller.commands.history"):
+    with caplog.at_level(logging.WARNING, logger="controller.commands.reconcile.history"):
         create(bench, "second", "demo_daily", "2025-03-01")
     assert calls_of(bench, before)[" ".join(WHOLE)] == 4  # 302 backfills, nothing could stop early
-    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.history"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.reconcile.history"] == [
         "Airflow ignored order_by=-id on the backfills of DAG demo_daily: its whole history was read, not only the "
         "backfills newer than #300"
     ]

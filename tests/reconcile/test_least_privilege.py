@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.session import warn_of_privilege
+from controller.commands.runtime.session import warn_of_privilege
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret
 from tests.fakes.calls import record_calls

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.secret import Secret
 from tests.logcheck import untimed
 from tests.reconcile.harness import real_bench

@@ -20,7 +20,7 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.adapters.store.audit_log import EventFilter
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.documents.escaping import md_text
 from controller.core.plan.values import Item
 from tests.reconcile.harness import Bench

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands import dryrun
+from controller.commands.reconcile import dryrun
 from tests.airflow.test_contract import day
 from tests.conftest import AIRFLOW_VERSION
 from tests.fakes.calls import record_calls

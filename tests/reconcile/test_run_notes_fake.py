@@ -58,10 +58,10 @@ def test_a_login_without_dag_run_edit_is_told_and_the_pass_goes_on(
     run_path = "/api/v2/dags/demo_daily/dagRuns/backfill__2024-01-01T00:00:00+00:00"
     for _ in range(2):  # the transport logs in again once after a 403 (an expired token), then believes it
         bench.fake.fault("PATCH", run_path, lambda _r: httpx.Response(403, json={"detail": "Forbidden"}))
-    with caplog.at_level(logging.WARNING, logger="controller.commands.run_notes"):
+    with caplog.at_level(logging.WARNING, logger="controller.commands.reconcile.run_notes"):
         first = bench.run()
     assert first.errors == []
-    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.run_notes"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.reconcile.run_notes"] == [
         "denied: run notes: Airflow refused the login: run notes need DAG-run edit (`can_edit on DAG Runs`, or the "
         "DAG's `DAG Runs` edit) on DAG demo_daily"
     ]

@@ -17,8 +17,8 @@ from sqlalchemy import delete, func, select
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.adapters.store.tables import spec_index
-from controller.commands import finished
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile import finished
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.checks import validation
 from controller.core.documents.yamlsafe import load_document
 from tests.fakes.airflow import FakeAirflow

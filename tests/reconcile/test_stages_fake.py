@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile import PassResult, Reconciler
-from controller.commands.settings import Settings
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.commands.runtime.settings import Settings
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.model.policy import parse_policy

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile import PassResult
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, run_id
 from tests.reconcile.harness import Bench

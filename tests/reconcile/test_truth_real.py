@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.airflow import BackfillRequest, summarise
 from controller.core.model.secret import Secret
 from tests.fakes.calls import record_calls

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.commands.validate import check_dags, validate_paths
+from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.verbs.validate import check_dags
 from controller.core.model.airflow import DagInfo
 from controller.errors import AirflowNotFound, AirflowUnavailable
 from tests.reconcile.harness import Bench

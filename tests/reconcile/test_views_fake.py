@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from controller.cli import main
-from controller.commands.status import status_view
+from controller.commands.verbs.status import status_view
 from controller.core.render.status import status_rows
 from controller.errors import UsageError
 from tests.fakes.airflow import FakeAirflow
@@ -82,7 +82,7 @@ def test_status_falls_back_to_the_stored_view_when_airflow_is_unreachable(
 
 def test_the_change_record_of_a_spec_whose_file_is_gone(tmp_path: Path) -> None:
     """A finished spec tidied away keeps its change record: from the store, and the spec as git held it."""
-    from controller.commands.status import report_document  # noqa: PLC0415
+    from controller.commands.verbs.status import report_document  # noqa: PLC0415
     from tests.reconcile.test_spec_index_git import commit, git  # noqa: PLC0415
 
     b = Bench(tmp_path / "repo", fake=FakeAirflow())
@@ -133,9 +133,9 @@ def test_the_change_record_of_a_spec_whose_file_is_gone(tmp_path: Path) -> None:
 def test_stop_and_lift_records_name_their_specs_and_the_change_record_has_a_stops_section(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controller.commands import session  # noqa: PLC0415
-    from controller.commands.status import report_document  # noqa: PLC0415
-    from controller.commands.stop import lift_with_settings, stop_with_settings  # noqa: PLC0415
+    from controller.commands.runtime import session  # noqa: PLC0415
+    from controller.commands.verbs.status import report_document  # noqa: PLC0415
+    from controller.commands.verbs.stop import lift_with_settings, stop_with_settings  # noqa: PLC0415
     from controller.core.plan.stops import EmergencyStopKind, StopSource  # noqa: PLC0415
 
     monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())
@@ -165,7 +165,7 @@ def test_stop_and_lift_records_name_their_specs_and_the_change_record_has_a_stop
 
 def test_an_acknowledged_failure_passes_fail_on_failures_and_the_record_says_who_and_why(tmp_path: Path) -> None:
     from controller.cli.reconcile import _pass_exit  # noqa: PLC0415
-    from controller.commands.status import report_document  # noqa: PLC0415
+    from controller.commands.verbs.status import report_document  # noqa: PLC0415
     from tests.reconcile.test_spec_index_git import commit, git  # noqa: PLC0415
 
     b = Bench(tmp_path / "repo", fake=FakeAirflow())
@@ -191,8 +191,8 @@ def test_an_acknowledged_failure_passes_fail_on_failures_and_the_record_says_who
 def test_status_json_the_page_and_the_report_link_each_backfill_in_airflows_ui(
     bench: Bench, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controller.commands import session  # noqa: PLC0415
-    from controller.commands.status import report_document  # noqa: PLC0415
+    from controller.commands.runtime import session  # noqa: PLC0415
+    from controller.commands.verbs.status import report_document  # noqa: PLC0415
     from controller.core.render.status_page import status_page  # noqa: PLC0415
 
     monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())
@@ -207,7 +207,7 @@ def test_status_json_the_page_and_the_report_link_each_backfill_in_airflows_ui(
     offline = status_view(replace(settings, airflow_url=None), datetime.now(UTC))
     assert [r.link for r in offline.rows] == [None]
     assert report_document(bench.settings(), "a", datetime.now(UTC)).link is None  # the CLI's report adds it
-    from controller.commands import report  # noqa: PLC0415
+    from controller.commands.verbs import report  # noqa: PLC0415
 
     monkeypatch.setattr(report, "make_client", lambda _settings, **_kw: bench.client())
     record, _observed = report.observed_record(settings, "a", datetime.now(UTC))
@@ -220,8 +220,8 @@ def test_between_a_lift_and_the_pass_every_view_says_lift_recorded_while_airflow
 ) -> None:
     """Status text, `--format json` and the page say `Paused — lift recorded; unpause at the next pass` (never
     `resumed` or Running) until the pass unpauses the backfill."""
-    from controller.commands import session  # noqa: PLC0415
-    from controller.commands.stop import lift_with_settings, stop_with_settings  # noqa: PLC0415
+    from controller.commands.runtime import session  # noqa: PLC0415
+    from controller.commands.verbs.stop import lift_with_settings, stop_with_settings  # noqa: PLC0415
     from controller.core.plan.stops import EmergencyStopKind, StopSource  # noqa: PLC0415
     from controller.core.render.status_page import status_page  # noqa: PLC0415
 
@@ -258,8 +258,8 @@ def test_validate_judges_a_resume_by_the_stops_the_store_has(
     """The documented lift (`resume: "stop #1: …"`) stays quiet once merged and lifted; a stop that never held the
     spec is a warning listing those that did; a resume naming nothing lists the stops holding it now; without a
     store, validate says it did not check."""
-    from controller.commands import session  # noqa: PLC0415
-    from controller.commands.stop import stop_with_settings  # noqa: PLC0415
+    from controller.commands.runtime import session  # noqa: PLC0415
+    from controller.commands.verbs.stop import stop_with_settings  # noqa: PLC0415
     from controller.core.plan.stops import EmergencyStopKind, StopSource  # noqa: PLC0415
 
     monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())
@@ -300,7 +300,7 @@ def test_reconcile_writes_its_result_for_the_pull_requests_behind_it(
 ) -> None:
     """`reconcile --result-dir`: what the pass created and queued, with links and no credential, as result.json and
     one comment per pull request (a spec whose change is not recorded: told to this run's change)."""
-    from controller.commands import session  # noqa: PLC0415
+    from controller.commands.runtime import session  # noqa: PLC0415
     from controller.core.render.pr_result import MARKER  # noqa: PLC0415
 
     monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())

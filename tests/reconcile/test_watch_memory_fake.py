@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands.reconcile import PassResult, Reconciler
-from controller.commands.run import LoopOptions, Repeat, reconcile_loop
-from controller.commands.session import Shutdown
+from controller.commands.loop.run import LoopOptions, Repeat, reconcile_loop
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.commands.runtime.session import Shutdown
 from tests.reconcile.harness import Bench, fake, in_process
 
 PASSES, WARM_UP = 2000, 200

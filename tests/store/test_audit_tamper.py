@@ -20,8 +20,8 @@ from controller.adapters.store.audit_log import _row
 from controller.adapters.store.database import SCHEMA_HEAD, _alembic
 from controller.adapters.store.tables import audit_events
 from controller.cli import main
-from controller.commands import audit as audit_cmd
-from controller.commands.settings import Settings
+from controller.commands.runtime.settings import Settings
+from controller.commands.verbs import audit as audit_cmd
 from controller.core.audit.chain import GENESIS, AuditEntry, AuditRecord, ChainProblem, record_mac, seal
 from controller.core.audit.keying import key_id
 from controller.core.model.secret import Secret

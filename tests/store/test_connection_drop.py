@@ -25,9 +25,9 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.cli import main
-from controller.commands.reconcile import PassResult, Reconciler
-from controller.commands.run import STORE_LOST_HINT, LoopOptions, Repeat, reconcile_loop
-from controller.commands.session import Shutdown
+from controller.commands.loop.run import STORE_LOST_HINT, LoopOptions, Repeat, reconcile_loop
+from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.commands.runtime.session import Shutdown
 from controller.errors import StoreUnavailable
 from tests.fakes.airflow import FakeAirflow
 from tests.logcheck import TEXT_LINE, json_objects, untimed
@@ -120,14 +120,14 @@ def test_a_watch_goes_on_when_the_store_drops_between_a_creates_intent_and_outco
     def restarting(statement: str, _parameters: Any) -> bool:  # the third pass's first read: the database goes away
         return len(passes) == 2 and "FROM bindings" in statement
 
-    caplog.set_level(logging.WARNING, logger="controller.commands.run")
+    caplog.set_level(logging.WARNING, logger="controller.commands.loop.run")
     drop = first(create_outcome)  # the first pass: between the create's intent and its outcome
     with (
         killing(postgres_admin, pg_bench.store_url, drop),
         killing(postgres_admin, pg_bench.store_url, first(restarting), then=restart),
     ):
         end = reconcile_loop(pg_bench.settings(), LoopOptions(Repeat.WATCH, interval=1.5), on_pass, stop)
-    retries = [r.getMessage() for r in caplog.records if r.name == "controller.commands.run"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "controller.commands.loop.run"]
     store = shown(pg_bench)
     assert retries[:2] == [
         f"attempt #1 failed; will retry in 1.0s: store {store}: writing the audit event create/outcome "
@@ -246,7 +246,7 @@ def test_a_watch_subprocess_logs_the_retry_as_one_json_object_per_line(pg_bench:
     assert [(o["level"], o["logger"], o["event"]) for o in retries[:1]] == [
         (
             "warning",
-            "controller.commands.run",
+            "controller.commands.loop.run",
             f"attempt #1 failed; will retry in 1.0s: store {shown(pg_bench)}: writing the audit event create/outcome "
             f"failed: {KILLED}",
         )
@@ -327,10 +327,10 @@ def test_the_retries_wait_1_2_4_s_up_to_the_interval_and_start_over_after_a_pass
         passes.append(result)
         stop.requested = len(passes) == 2
 
-    caplog.set_level(logging.WARNING, logger="controller.commands.run")
+    caplog.set_level(logging.WARNING, logger="controller.commands.loop.run")
     reconcile_loop(bench.settings(), LoopOptions(Repeat.WATCH, interval=5.0), on_pass, stop)
     assert stop.waits == [1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 1.0]  # the sixth: the interval after the first pass
-    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.run"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "controller.commands.loop.run"] == [
         f"attempt #{n} failed; will retry in {delay:.1f}s: {LOST}"
         for n, delay in [(1, 1), (2, 2), (3, 4), (4, 5), (5, 5), (1, 1)]
     ]

@@ -22,8 +22,8 @@ import pytest
 
 from controller.adapters.store import Store
 from controller.adapters.store.lease import Lease, LeaseLost
-from controller.commands.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease
-from controller.commands.settings import Settings
+from controller.commands.runtime.session import HEARTBEAT_EVERY, LEASE_TTL, hold_lease
+from controller.commands.runtime.settings import Settings
 from controller.core.audit.chain import AuditEntry
 from controller.errors import LockHeld
 from tests.fakes.airflow import FakeAirflow
@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 HOLDER = """
 import json, sys, time
 from controller.adapters.store import Store
-from controller.commands.session import hold_lease
-from controller.commands.settings import Settings
+from controller.commands.runtime.session import hold_lease
+from controller.commands.runtime.settings import Settings
 store = Store(sys.argv[1])
 with hold_lease(store, Settings(store_url=sys.argv[1], actor="victim")) as mine:
     print(json.dumps({k: getattr(mine, k) for k in mine.__dataclass_fields__}), flush=True)

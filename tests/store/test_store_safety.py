@@ -20,8 +20,8 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import NoStore, Store
 from controller.adapters.store.database import SCHEMA_HEAD, _alembic
 from controller.cli import main
-from controller.commands import session
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
+from controller.commands.runtime import session
 from controller.core.audit.chain import AuditEntry
 from controller.core.model.secret import Secret
 from controller.errors import StoreError

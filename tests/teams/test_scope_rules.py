@@ -12,9 +12,10 @@ import pytest
 from packaging.version import Version
 
 from controller.adapters.store import Store
-from controller.commands.observe import identity_of
-from controller.commands.scopes import claim_scope
-from controller.commands.validate import check_dags, validate_paths
+from controller.commands.reconcile.observe import identity_of
+from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.runtime.scopes import claim_scope
+from controller.commands.verbs.validate import check_dags
 from controller.core.model.airflow import DagInfo
 from controller.core.model.capabilities import capabilities_of
 from controller.core.model.policy import Policy

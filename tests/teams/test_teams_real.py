@@ -20,7 +20,7 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.commands.reconcile import Reconciler
+from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.secret import Secret
 from controller.core.model.spec import parse_date

@@ -5,7 +5,8 @@ that run's current state, or why it created none (`exception_reason`: `in flight
 
 Checked against a real 3.4.0b2: the collection key is `backfill_dag_runs`, `total_entries` is always there, a
 skipped slot has `dag_run_id` and `dag_run_state` null, and a re-run slot names the existing run (its run id
-unchanged). Older lines keep reconstructing a backfill's runs from run ids and dates (`commands/summaries.py`).
+unchanged). Older lines keep reconstructing a backfill's runs from run ids and dates
+(`commands/reconcile/summaries.py`).
 """
 
 from __future__ import annotations

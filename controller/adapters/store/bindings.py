@@ -14,7 +14,7 @@ from sqlalchemy import bindparam, insert, select, update
 from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
-from controller.core.model.binding import Applied, Approval, Binding, CreateFacts, NotesMark, Phase
+from controller.core.model.binding import Ahead, Applied, Approval, Binding, CreateFacts, NotesMark, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.coverage import Coverage
 from controller.core.model.spec import DesiredState
@@ -85,6 +85,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         applied=Applied.from_json(detail.get("applied")),
         noted=NotesMark.from_json(detail.get("noted")),
         coverage=_coverage(detail.get("coverage")),
+        ahead=Ahead.from_json(detail.get("ahead")),
     )
 
 
@@ -125,6 +126,8 @@ def _binding_row(binding: Binding) -> dict[str, Any]:
         detail["noted"] = binding.noted.as_json()
     if binding.coverage is not None:  # version coverage when it ended: JSON, no migration
         detail["coverage"] = binding.coverage.as_json()
+    if binding.ahead is not None:  # a queued spec version's look-ahead: JSON, no migration
+        detail["ahead"] = binding.ahead.as_json()
     return {
         "spec_name": binding.spec_name,
         "airflow_url": binding.airflow_url,

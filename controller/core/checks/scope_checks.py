@@ -1,7 +1,7 @@
 """The policy's `scope` at validate (pure): a policy without one is warned about, a spec outside it refused (by its
 dag_id offline; by the DAG's tags where Airflow is configured). A specs repository has one policy
 (`specs/policy.yaml`, DESIGN §1), so two scopes of one repository cannot overlap; two teams' scopes meet in a
-shared store, which refuses the second (`commands/scopes.py`)."""
+shared store, which refuses the second (`commands/runtime/scopes.py`)."""
 
 from __future__ import annotations
 

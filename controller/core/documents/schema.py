@@ -38,7 +38,7 @@ class SchemaValidator:
     """Validates one kind of document (spec or policy) against its JSON Schema.
 
     The schema is checked against the Draft 2020-12 metaschema first, unless it is `trusted`: the packaged
-    schemas are (tests/test_schemas.py checks them), and checking costs tens of milliseconds at every start.
+    schemas are (tests/repo/test_schemas.py checks them), and checking costs tens of milliseconds at every start.
     """
 
     def __init__(self, schema: Schema, *, trusted: bool = False) -> None:

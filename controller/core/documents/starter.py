@@ -1,4 +1,4 @@
-"""The files of a new specs repository for `backfillctl init` (pure: texts only; commands/init.py writes them).
+"""The files of a new specs repository for `backfillctl init` (pure: texts only; commands/verbs/init.py writes them).
 
 Every file is a template with a few tokens: the repository of backfillctl (its reusable workflows and the
 pre-commit hook), the commit pinning both (with the release it is, as a comment), the runner the jobs run on and
@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from controller.core.documents.secret_places import SECRETS, Place, secrets_table
+from controller.errors import UsageError
 
 # not a real repository: `init` says so until --workflows-repo names where backfillctl lives
 PLACEHOLDER_REPO = "YOUR-ORG/airflow-backfill-controller"
@@ -85,7 +86,8 @@ def runner_labels(runner: str) -> tuple[str, ...] | None:
 def _runner_value(runner: str) -> str:
     """The `runner:` input as the reusable workflows read it (a JSON list without spaces), quoted for YAML."""
     labels = runner_labels(runner)
-    assert labels is not None  # problems() refused it
+    if labels is None:  # problems() refuses it first; rendering it anyway would write a workflow that never runs
+        raise UsageError(f"--runner {runner!r} is not a runner label or a JSON list of labels")
     shown = labels[0] if not runner.startswith("[") else json.dumps(list(labels), separators=(",", ":"))
     return f"'{shown}'"
 

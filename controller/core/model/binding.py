@@ -116,6 +116,38 @@ class ApprovedReview:
 
 
 @dataclass(frozen=True, slots=True)
+class Ahead:
+    """A queued, never-applied spec version judged ahead of its turn: its dry run against its limits, made once a
+    version by reconcile and kept, so `status` and the status page say it without a dry run of their own."""
+
+    digest: str  # the spec version judged
+    at: str  # when its dry run was made (UTC, RFC 3339)
+    limit: str | None = None  # the limit its dry run exceeds: reconcile will refuse it at the head (None: within)
+    runs_to_create: int | None = None
+    runs_in_range: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "digest": self.digest,
+            "at": self.at,
+            "limit": self.limit,
+            "runs_to_create": self.runs_to_create,
+            "runs_in_range": self.runs_in_range,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Ahead | None:
+        """None for what this release cannot read: the spec version is then judged again, as if never judged."""
+        if not isinstance(data, Mapping) or not all(isinstance(data.get(k), str) for k in ("digest", "at")):
+            return None
+        limit, to_create, in_range = data.get("limit"), data.get("runs_to_create"), data.get("runs_in_range")
+        counts_read = all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (to_create, in_range))
+        if not counts_read or not (limit is None or isinstance(limit, str)):
+            return None
+        return cls(data["digest"], data["at"], limit, to_create, in_range)
+
+
+@dataclass(frozen=True, slots=True)
 class Approval:
     """Who approved a spec's pull request: the evidence the gate counted, kept with the create. A record made from
     an evidence document also names the change (its URL, base and head), and the policy the gate judged it by."""
@@ -245,6 +277,7 @@ class Binding:
     applied: Applied | None = None  # what it asked when first applied (None: not applied yet)
     noted: NotesMark | None = None  # how far its backfill's runs carry the run note (None: none yet)
     coverage: Coverage | None = None  # version coverage measured when it ended (None: not measured)
+    ahead: Ahead | None = None  # a queued spec version's look-ahead, as reconcile recorded it (None: not judged)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

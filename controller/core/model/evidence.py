@@ -1,5 +1,5 @@
 """The evidence of a merged change (pure): one forge-neutral document per change that reached the branch
-(`schemas/evidence.schema.json`, read by `commands/evidence.py`), as typed values.
+(`schemas/evidence.schema.json`, read by `commands/reconcile/evidence.py`), as typed values.
 
 A change is a pull request (GitHub's word; a merge request elsewhere) merged by any method: `base_sha` is the
 branch's commit it landed on, `head_sha` the commit its reviewers saw last, `merge_sha` the commit on the branch
@@ -66,7 +66,7 @@ class Evidence:
     reviews: tuple[ForgeReview, ...] = ()
     source: str = ""  # where it was read (shown in errors and in the change record's words)
     # what the forge says of the change's commits when they are not in the clone (a squash's head, fetched by the
-    # watch process's provider, `commands/forge.py`): repository-relative path → the e-mails of the authors of its
+    # watch process's provider, `commands/loop/forge.py`): repository-relative path → the e-mails of the authors of its
     # commits that touched it, merges left out (None: read from git, as a document's always is)
     authors: Mapping[str, tuple[str, ...]] | None = None
 

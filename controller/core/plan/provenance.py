@@ -88,7 +88,7 @@ class Carried:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """What the gate decides with (`commands/reconcile.py` gathers it from git, the store and the evidence)."""
+    """What the gate decides with (`commands/reconcile/gate.py` gathers it from git, the store, the evidence)."""
 
     files: Mapping[str, str]  # repository-relative path → blob at HEAD, of every spec and policy file
     paths: Mapping[str, str]  # spec name → its file's path
@@ -137,7 +137,7 @@ def _decide(gate: Gate, path: str, blob: str, name: str | None) -> GateDecision 
     same = kept if kept is not None and kept.blob == blob else None
     again = gate.rewritten is not None and path in gate.changed  # a rewritten history: its evidence again
     if carrier is not None and carrier.evidence is not None:
-        return _judge(gate, carrier, path, blob, name)
+        return _judge(gate, carrier, carrier.evidence, path, blob, name=name)
     if same is not None and same.verdict is Verdict.APPROVED and not again:
         return same
     if path not in gate.changed and (same is None or same.verdict is Verdict.APPROVED):
@@ -182,9 +182,9 @@ def _carrier(gate: Gate, path: str, blob: str) -> Carried | None:
     return max(carrying, key=lambda c: (c.order, c.evidence is not None), default=None)
 
 
-def _judge(gate: Gate, carrier: Carried, path: str, blob: str, name: str | None) -> GateDecision:
-    assert carrier.evidence is not None
-    change = carrier.evidence.change
+def _judge(gate: Gate, carrier: Carried, evidence: Evidence, path: str, blob: str, *, name: str | None) -> GateDecision:
+    """A file version's decision from the `evidence` its carrier brought (the carrier's, passed non-optional)."""
+    change = evidence.change
 
     def made(verdict: Verdict, reason: str = "", approval: Approval | None = None) -> GateDecision:
         return GateDecision(
@@ -203,7 +203,7 @@ def _judge(gate: Gate, carrier: Carried, path: str, blob: str, name: str | None)
         )
         return made(Verdict.HELD, why)
     review = ChangeReview(
-        latest_decisions(forge_reviews(carrier.evidence.reviews)),
+        latest_decisions(forge_reviews(evidence.reviews)),
         change.author,
         change.head_sha,
         authored(carrier.authors.get(path, ()), carrier.policy),
@@ -312,24 +312,25 @@ def _gated(item: Item, gate: Gate, decision: GateDecision | None, policy: GateDe
     blocking = next((d for d in (decision, policy) if d is not None and d.verdict.blocks), None)
     binding = gate.bindings.get(item.spec)
     if blocking is None:
-        if decision is None and _refused_before(binding, item):
-            assert binding is not None
-            return _refuse(item, binding.reason, binding)  # refused at its merge, unchanged since: still refused
+        refused = _refused_before(binding, item) if decision is None else None
+        if refused is not None:
+            return _refuse(item, refused.reason, refused)  # refused at its merge, unchanged since: still refused
         return item
     if blocking.verdict is Verdict.HELD:
         return _hold(item, blocking.reason)
     return _refuse(item, blocking.reason, binding)
 
 
-def _refused_before(binding: Binding | None, item: Item) -> bool:
-    """A store written before the gate kept its decisions: its binding says the gate refused this very file."""
-    return (
+def _refused_before(binding: Binding | None, item: Item) -> Binding | None:
+    """A store written before the gate kept its decisions: the binding, when it says the gate refused this very file."""
+    refused = (
         binding is not None
         and binding.phase is Phase.BLOCKED
         and binding.approval_refused
         and item.source is not None
         and binding.spec_digest == item.source.digest
     )
+    return binding if refused else None
 
 
 def _first(binding: Binding | None) -> bool:

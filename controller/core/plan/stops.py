@@ -169,24 +169,41 @@ def resumed_from(spec: BackfillSpec, stops: Iterable[EmergencyStop]) -> Emergenc
     return next((s for s in stops if s.covers(spec) and s.id in lifted), None)
 
 
+class LiftReason(StrEnum):
+    """Why a pass lifts a stop (`due_lifts`); a reviewed resume's stop stays in the planner's view, which resumes
+    the spec from it."""
+
+    EXPIRED = "expired"
+    RESUMED = "reviewed resume"
+    UNPAUSED = "unpaused in Airflow"
+
+
+@dataclass(frozen=True, slots=True)
+class Lift:
+    stop: EmergencyStop
+    reason: LiftReason
+    why: str  # the words recorded with the lift
+
+
 def due_lifts(
     stops: Sequence[EmergencyStop],
     specs: Sequence[BackfillSpec],
     backfills: Mapping[str, Backfill],
     now: datetime,
-) -> list[tuple[EmergencyStop, str]]:
+) -> list[Lift]:
     """The stops a pass lifts, each with why: expired, named by a spec's reviewed `resume`, or (a pause made in
     Airflow) unpaused there. `backfills`: each spec's bound backfill as observed now."""
-    lifts: list[tuple[EmergencyStop, str]] = []
+    lifts: list[Lift] = []
     for stop in stops:
         covered = [s for s in specs if stop.covers(s)]
         if stop.expired(now):
-            lifts.append((stop, f"expired at {format_utc(stop.expires_at or now)}"))
+            lifts.append(Lift(stop, LiftReason.EXPIRED, f"expired at {format_utc(stop.expires_at or now)}"))
         elif resumed := [s for s in covered if stop.id in named_by_resume(s)]:
             if stop.kind is EmergencyStopKind.SPEC or len(resumed) == len(covered):
-                lifts.append((stop, f"reviewed resume of {resumed[0].name}: {resumed[0].resume}"))
+                why = f"{LiftReason.RESUMED} of {resumed[0].name}: {resumed[0].resume}"
+                lifts.append(Lift(stop, LiftReason.RESUMED, why))
         elif stop.source is StopSource.AIRFLOW and _unpaused(covered, backfills):
-            lifts.append((stop, "unpaused in Airflow"))
+            lifts.append(Lift(stop, LiftReason.UNPAUSED, str(LiftReason.UNPAUSED)))
     return lifts
 
 

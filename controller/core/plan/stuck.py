@@ -1,7 +1,7 @@
 """Stuck backfills (pure): runs of an unpaused backfill queued longer than a threshold while none of it runs,
 with the likely cause from what was observed.  `now`, the runs and the scheduler's health are parameters.
 
-It plugs in after a pass (commands/passhooks.py) over the plan's items; a planner-level version would take
+It plugs in after a pass (commands/loop/passhooks.py) over the plan's items; a planner-level version would take
 the oldest queue time from `RunSummary` instead of reading the queued runs again.
 """
 

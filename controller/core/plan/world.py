@@ -85,7 +85,7 @@ class World:
     scheduler: SchedulerHealth | None = None  # observed only when the policy's scheduler guard is on
     airflow: Capabilities | None = None  # the server's release (None: not read, e.g. no create was planned)
     # each downstream system's metric verdict this pass (None: not evaluated, e.g. `plan --no-store`); never part
-    # of the plan's checksum (`commands/analysis.py` plans without it for the checksum)
+    # of the plan's checksum (`commands/reconcile/analysis.py` plans without it for the checksum)
     analysis: Mapping[str, Verdict] | None = None
     holds: Holds = field(default_factory=Holds)  # emergency stops and hand pauses (`core.plan.stops`)
     # each spec's rehearsal (with the current key), canary and final verification and publish (`core.plan.stages`)

@@ -1,0 +1,121 @@
+"""Looking ahead in the queues: a spec not yet applied that waits behind another spec on its DAG gets its dry run
+before its turn, so a create reconcile will refuse when it reaches the head (more runs than expected_runs or the
+policy's max_runs) is said early: `plan` fails the pull request's check (exit 5), not a reconcile days after the merge.
+
+The count is of its day: the specs ahead may change it by the time this one starts (a `failed` spec's dates that the
+one ahead re-runs successfully, say), and every view says so. `plan` judges afresh ("dry run now"). Reconcile judges
+each spec version once and keeps the judgement in its binding (`Ahead`: one dry run a version, not one a pass);
+`status` and the status page say what it kept, with its time ("dry run at …"), and make no dry run of their own. The
+plan's decisions and checksum stay reconcile's (a queued item is no decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+
+from controller.commands.reconcile.applied import applied_yet
+from controller.commands.reconcile.observe import Observer
+from controller.core.model.binding import Ahead, Binding, Phase
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec, format_utc
+from controller.core.plan.admission import run_limit
+from controller.core.plan.values import Item, Kind, Plan
+from controller.core.plan.world import World
+
+AHEAD = "the specs ahead may change the count by then"
+
+Memo = dict[tuple[str, str], Ahead]  # (spec, digest) → its judgement: one dry run a spec version
+
+
+def look_ahead(
+    plan: Plan,
+    specs: Sequence[BackfillSpec],
+    *,
+    policy: Policy,
+    world: World,
+    observer: Observer | None,
+    only: Collection[str] | None = None,
+    memo: Memo | None = None,
+) -> Plan:
+    """`plan` with each queued, never applied spec (of `only`, the PR's own, when given) judged: from `memo` when
+    its version was judged before (said with the time of that dry run), else by a dry run now (none without an
+    `observer`: `status` says only what was kept). A spec over its limit gets `refused_at_head` and says why."""
+    by_name = {s.name: s for s in specs}
+    waiting = [i for i in plan.items if _ahead_of_its_turn(i, world, only) and i.spec in by_name]
+    if not waiting:
+        return plan
+    fresh = memo is None
+    memo = {} if memo is None else memo
+    looked = {}
+    for item in waiting:
+        spec = by_name[item.spec]
+        key = (spec.name, spec.digest)
+        if key in memo:
+            looked[item.spec] = _with(item, memo[key], fresh=fresh)
+        elif observer is not None:
+            judged = _judged(spec, policy, world, observer)
+            if isinstance(judged, str):  # its dry run failed: said now, judged again next time
+                looked[item.spec] = replace(item, reason=f"{item.reason}; its dry run now failed: {judged}")
+            else:
+                memo[key] = judged
+                looked[item.spec] = _with(item, judged, fresh=fresh)
+    return replace(plan, items=tuple(looked.get(i.spec, i) for i in plan.items))
+
+
+def kept(bindings: Mapping[str, Binding]) -> Memo:
+    """The judgements reconcile kept in the bindings, by spec version."""
+    return {(name, b.ahead.digest): b.ahead for name, b in bindings.items() if b.ahead is not None}
+
+
+def judged_now(memo: Memo, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, Ahead]:
+    """The judgements of `memo` of each spec's current version that its binding does not keep yet, to record."""
+    return {
+        spec.name: memo[key]
+        for spec in specs
+        if (key := (spec.name, spec.digest)) in memo
+        and (b := bindings.get(spec.name)) is not None
+        and b.ahead != memo[key]
+    }
+
+
+def _ahead_of_its_turn(item: Item, world: World, only: Collection[str] | None) -> bool:
+    """Queued behind another backfill on its DAG, never dry-run (a guard's queue was), never applied."""
+    return (
+        item.kind is Kind.WAIT
+        and item.phase is Phase.QUEUED
+        and item.guard is None
+        and item.runs_to_create is None
+        and not _applied(world.bindings.get(item.spec))  # a queued spec's binding records only its phase
+        and (only is None or item.spec in only)
+    )
+
+
+def _applied(binding: Binding | None) -> bool:
+    return binding is not None and applied_yet(binding)
+
+
+def _judged(spec: BackfillSpec, policy: Policy, world: World, observer: Observer) -> Ahead | str:
+    """The spec version's judgement, or why its dry run failed."""
+    dry = observer.dry_runs.dry_run(spec, world.observations)
+    if dry.error is not None:
+        return dry.error
+    limit = run_limit(spec, policy, len(dry.dates))
+    at = format_utc(world.now.replace(microsecond=0))
+    if limit is None:
+        return Ahead(spec.digest, at)
+    return Ahead(spec.digest, at, limit, len(dry.dates), dry.in_range)
+
+
+def _with(item: Item, ahead: Ahead, *, fresh: bool) -> Item:
+    if ahead.limit is None:
+        return item
+    when = "dry run now" if fresh else f"dry run at {ahead.at}"
+    refusal = f"{ahead.limit} ({when}; {AHEAD})"
+    return replace(
+        item,
+        reason=f"{item.reason}; reconcile will refuse it at the head: {refusal}",
+        refused_at_head=refusal,
+        runs_to_create=ahead.runs_to_create,
+        runs_in_range=ahead.runs_in_range,
+    )

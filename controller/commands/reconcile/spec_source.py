@@ -1,0 +1,191 @@
+"""The specs a pass reads: where from (`SpecSource`: HEAD or the working tree), and (`SpecLoader`) validated, in
+queue order (first merged first) with each file's provenance (its last commit and the author who added it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import NamedTuple
+
+from controller.adapters.gitsource import Commit, GitSource
+from controller.adapters.store import IndexedSpec, Store
+from controller.commands.reconcile.applied import applied_yet
+from controller.commands.reconcile.finished import (
+    History,
+    Unread,
+    new_rows,
+    shown_paths,
+    unread_specs,
+)
+from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.runtime.settings import Settings
+from controller.commands.runtime.validator import build_validator
+from controller.core.checks.loaded import LoadedSpec
+from controller.core.checks.names import check_names_in_tree
+from controller.core.checks.result import SpecSet, ValidationResult
+from controller.core.model.binding import Binding
+from controller.core.model.policy import Policy
+from controller.core.model.spec import BackfillSpec, SourceFile
+from controller.core.plan.provenance import SpecOrigin
+
+HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
+
+
+class Origins(NamedTuple):
+    """A spec file's history in git (None: git does not know it); a tuple still, as `finished.py` unpacks."""
+
+    introduced: Commit | None = None  # the commit that added the file
+    last: Commit | None = None  # the last commit that touched it
+
+
+@dataclass(frozen=True, slots=True)
+class SpecSource:
+    """What a pass read: the commit at HEAD, or the working tree (`--allow-dirty`, or not a repository), and
+    the spec files that differ from HEAD as (path, how)."""
+
+    commit: str | None
+    working_tree: bool
+    differing: tuple[tuple[str, str], ...] = ()
+    repository: bool = True
+
+    def lines(self) -> list[str]:
+        """What to tell the user, one line per file (none when the working tree is the commit)."""
+        short = (self.commit or "")[:12] or "none (no commits yet)"
+        if not self.repository:
+            return ["not in a git repository: the spec files are applied as they are on disk, unreviewed"]
+        if self.working_tree:
+            return [
+                f"--allow-dirty: applying {path} ({how}), which HEAD {short} does not hold"
+                for path, how in self.differing
+            ]
+        return [
+            f"not applied: {path} ({how}); reconcile applies what is committed at HEAD {short}: commit it, or "
+            "pass --allow-dirty for a local experiment"
+            for path, how in self.differing
+        ]
+
+
+class SpecLoader:
+    def __init__(self, settings: Settings, store: Store, git: GitSource, clock: Callable[[], datetime]) -> None:
+        self.settings, self.store, self.git, self.clock = settings, store, git, clock
+        self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
+        self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
+        self.history = History()  # the spec index as the passes of this process keep it
+
+    def load(self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None) -> SpecSet:
+        """The valid specs in queue order, each invalid file on its own, and the policy, from the working tree or
+        (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
+        read, not validated again, and those the store's index keeps are not read at all (`finished.py`:
+        a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass). What the
+        policy says of a spec already applied is a warning (it can no longer change what ran)."""
+        settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
+        unread = Unread()
+        if bindings is not None and source is not None and source.repository:
+            unread = unread_specs(
+                self.git,
+                self.store,
+                self.settings.specs_dir,
+                bindings,
+                (p for p, _ in source.differing),
+                history=self.history,
+            )
+        applied = dict.fromkeys(name for name, b in (bindings or {}).items() if applied_yet(b))
+        result, rows, known = self._read(source, settled, unread, applied)
+        found = result.split()
+        invalid = {s.path for s in found.invalid}
+        valid = [item for item in result.loaded if item.spec.path not in invalid]
+        indexed = self.history.rebuilt(rows)
+        self.loaded = {item.spec.name: item for item in (*valid, *indexed)}
+        ordered, relative, origins = self._ordered([*found.valid, *(i.spec for i in indexed)], known)
+        if bindings is not None and not self.store.read_only and unread.blobs:
+            fresh = new_rows(valid, bindings, unread, relative, origins)
+            if fresh or unread.stale:
+                self.store.index_specs(fresh, present=set(unread.blobs.values()))
+        return replace(found, valid=tuple(ordered))
+
+    def _read(
+        self,
+        source: SpecSource | None,
+        settled: frozenset[str],
+        unread: Unread,
+        applied: Mapping[str, BackfillSpec | None],
+    ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
+        """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
+        file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
+        unique-name rule, word for word)."""
+        folder = self.settings.specs_dir
+        if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
+            shown = shown_paths(folder)
+            known = {shown(unread.within(path)): row for path, row in unread.known.items()}
+            skip = {unread.within(path) for path in unread.entries}
+            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip, applied=applied)
+        else:
+            shown = shown_paths(self.git.root)
+            known = {shown(path): row for path, row in unread.known.items()}
+            specs, policy = self.git.committed(folder, skip=unread.entries.keys())
+            result = build_validator().validate(
+                specs, now=self.clock(), policy_file=policy, settled=settled, applied=applied
+            )
+        rows = {path: row for path, row in known.items() if row.path in unread.entries}
+        names: dict[str, list[str]] = {}
+        for path, row in rows.items():
+            names.setdefault(row.name, []).append(path)
+        if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
+            return self._read(source, settled, Unread(), applied)
+        return result, rows, known
+
+    def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
+        """First merged first: the commit that added the spec file, then the name."""
+        return self._ordered(specs, {})[0]
+
+    def _ordered(
+        self, specs: list[BackfillSpec], indexed: Mapping[str, IndexedSpec]
+    ) -> tuple[list[BackfillSpec], dict[str, str], dict[str, Origins]]:
+        """`queue_order`, with the introductions and last commits of the spec files the index keeps (`indexed`,
+        by spec path) from there; the others' from git history, only their own files' when they are few. Also
+        each looked-up spec's repository-relative path, and what git said of it."""
+        history = self.git.available and self.git.head() is not None
+        relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}
+        origins = self._origins(sorted(set(relative.values())))
+        for path, rel in relative.items():
+            intro, last = origins.get(rel, Origins())
+            if last is not None:
+                self.provenance[path] = SpecOrigin(last.sha, intro.author_email if intro else "")
+        for path, row in indexed.items():
+            if row.last_commit is not None:
+                self.provenance[path] = SpecOrigin(row.last_commit, row.author_email)
+
+        def key(spec: BackfillSpec) -> tuple[float, str]:
+            row = indexed.get(spec.path)
+            intro = origins.get(relative.get(spec.path, ""), Origins()).introduced
+            when = row.introduced if row is not None else (intro.timestamp if intro else None)
+            return (float("inf") if when is None else when, spec.name)
+
+        return sorted(specs, key=key), relative, origins
+
+    def _origins(self, paths: Sequence[str]) -> dict[str, Origins]:
+        """Repository-relative path → (the commit that added it, the last that touched it); git walks only these
+        files' history when they are few (a pass over live specs), else the folder's once."""
+        if not paths:
+            return {}
+        asked = paths if len(paths) <= HISTORY_PATHS else None
+        intros = self.git.introductions(self.settings.specs_dir, asked)
+        last = self.git.last_commits(self.settings.specs_dir, asked)
+        return {path: Origins(intros.get(path), last.get(path)) for path in paths}
+
+
+LAST_POLICY = "policy at the last reconciled commit"  # how a policy read back from the store is named
+
+
+def last_good_policy(store: Store) -> Policy | None:
+    """The newest valid policy a pass read (None: none recorded): what still decides, while the policy at HEAD cannot
+    be read, the guards' pauses and who may lift a stop."""
+    text = store.last_valid_policy()
+    if text is None:
+        return None
+    source = SourceFile(LAST_POLICY, "policy", text.encode())
+    policy, problems = build_validator().load_policy(source)
+    return None if any(p.is_error for p in problems) else policy
