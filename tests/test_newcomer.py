@@ -268,6 +268,7 @@ def test_init_and_new_name_what_they_take(capsys: pytest.CaptureFixture[str], mo
         ["--downstream", "SYSTEM"],
         ["--max-active-runs", "N"],
         ["--expected-runs", "N"],
+        ["--select-latest", "Re-run"],
         ["--retry-failed-of", "SPEC"],
     ]
 
@@ -417,3 +418,31 @@ def test_new_takes_downstream_and_says_where_requested_by_came_from(
     text = (specs / "x.yaml").read_text()
     assert 'requested_by: "carol"' in text
     assert 'downstream: ["warehouse"]   # systems that will feel the load (owners approve)' in text
+
+
+def test_new_select_latest_says_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "specs").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BACKFILLCTL_SPECS_DIR", "specs")
+    monkeypatch.setenv("BACKFILLCTL_ACTOR", "carol")
+    monkeypatch.delenv("BACKFILLCTL_AIRFLOW_URL", raising=False)
+    args = ["new", "x", "--dag-id", "d", "--from", "2025-01-01", "--to", "2025-01-02", "--select-latest"]
+    args += ["--ticket", "CHG-1", "--reason", "a reason for it", "--approver", "bob"]
+    assert main([*args, "--reprocess", "failed"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --select-latest needs --reprocess completed (not failed): a selection narrows a spec that re-runs "
+        "every interval to those other code made",
+        "  hint: pass --reprocess completed",
+    ]
+    assert main([*args, "--reprocess", "completed"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: --select-latest needs BACKFILLCTL_AIRFLOW_URL: the target is the DAG's latest version in Airflow",
+        "  hint: set BACKFILLCTL_AIRFLOW_URL (and its credentials), or write `select: {code_version: N}` yourself",
+    ]
+    assert not (tmp_path / "specs" / "x.yaml").exists()
+    assert main(["new", "y", "--retry-failed-of", "x", "--select-latest"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: --select-latest cannot be combined with --retry-failed-of: the follow-up takes them from x\n"
+    )

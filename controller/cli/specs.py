@@ -164,6 +164,14 @@ def new(
             "is set, else left out; --retry-failed-of: the finished spec's failed runs).",
         ),
     ] = None,
+    select_latest: Annotated[
+        bool,
+        typer.Option(
+            "--select-latest",
+            help="Re-run only what other code made: `select: {code_version: N}` with N the DAG's latest version "
+            "in Airflow now (needs --reprocess completed and BACKFILLCTL_AIRFLOW_URL).",
+        ),
+    ] = False,
     retry_failed_of: Annotated[
         str | None,
         typer.Option(
@@ -185,7 +193,8 @@ def new(
     from controller.core.render.scaffold import NewSpec
 
     settings = load_settings()
-    given = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
+    asked = {"--dag-id": dag_id, "--from": from_date, "--to": to_date, "--reprocess": reprocess}
+    given = {**asked, "--select-latest": select_latest or None}
     if retry_failed_of is not None:
         clash = [option for option, value in given.items() if value is not None]
         if clash:
@@ -198,7 +207,7 @@ def new(
         actor, source = (requested_by, "") if requested_by else requester(settings)
         spec = retry_spec(settings, retry_failed_of, name, actor, max_active_runs, choices, utc_now())
     else:
-        required = {**given, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
+        required = {**asked, "--ticket": ticket, "--reason": reason, "--approver": approver or None}
         if not (dag_id and from_date and to_date and reprocess and ticket and reason and approver):
             _missing([option for option, value in required.items() if not value])
         actor, source = (requested_by, "") if requested_by else requester(settings)
@@ -219,14 +228,17 @@ def new(
         spec = replace(spec, downstream=tuple(downstream))
     if expected_runs is not None:
         spec = replace(spec, expected_runs=expected_runs)
-    path, result, written = new_spec(spec, settings, utc_now())
+    path, result, written = new_spec(spec, settings, utc_now(), select_latest=select_latest)
     out(f"wrote {path}\n")
     if source:  # who asks was not given: say where it came from
         out(plain_lines([f"requested_by: {actor} (from {source}; --requested-by says otherwise)"]))
     if written.retry is not None:
         out(plain_lines([written.retry.text()]))
+    if written.select is not None:
+        out(f"select: {written.select.text()}, the DAG's latest version in Airflow\n")
     if written.counted is not None:
-        out(f"expected_runs: {written.counted.runs}, from Airflow's dry run\n")
+        what = "the intervals it selects" if written.select is not None else "Airflow's dry run"
+        out(f"expected_runs: {written.counted.runs}, from {what}\n")
     elif written.expected_runs is None:
         out("expected_runs: left out (BACKFILLCTL_AIRFLOW_URL is not set); `backfillctl plan` shows the count\n")
     if result.diagnostics:

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from controller.adapters.airflow import AirflowClient
 from controller.adapters.gitsource import GitSource
 from controller.commands.reconcile.dryrun import DryRunner
 from controller.commands.reconcile.specfiles import validate_paths
@@ -17,7 +18,8 @@ from controller.commands.runtime.settings import Settings
 from controller.commands.verbs.audit import stored_bindings
 from controller.commands.verbs.validate import create_spec, preview_new, refuse_invalid
 from controller.core.checks.result import ValidationResult
-from controller.core.model.spec import ReprocessBehavior
+from controller.core.model.airflow import DagInfo
+from controller.core.model.spec import ReprocessBehavior, Select
 from controller.core.plan.world import DagObservation
 from controller.core.render.scaffold import DryRunCount, NewSpec
 from controller.core.rules.follow_up import retry_of
@@ -26,13 +28,53 @@ from controller.errors import AirflowError, AirflowNotFound, ControllerError, In
 FALLBACK = "fix what Airflow says and run `backfillctl new` again: expected_runs comes from its dry run"
 
 
-def new_spec(new: NewSpec, settings: Settings, now: datetime) -> tuple[Path, ValidationResult, NewSpec]:
+def new_spec(
+    new: NewSpec, settings: Settings, now: datetime, *, select_latest: bool = False
+) -> tuple[Path, ValidationResult, NewSpec]:
     """Write the spec (never an invalid one); with BACKFILLCTL_AIRFLOW_URL set and no --expected-runs, its
-    expected_runs is what Airflow's dry run counts, so reconcile does not refuse it for a guess."""
+    expected_runs is what Airflow's dry run counts, so reconcile does not refuse it for a guess. `select_latest`:
+    it re-runs only what other code made than the DAG's latest version in Airflow now (`select: {code_version}`)."""
+    if select_latest:
+        new = replace(new, select=latest_code(new, settings), select_day=now.date().isoformat())
     if new.expected_runs is None and settings.airflow_url:
         new = replace(new, counted=count_runs(new, settings, now))
     path, result = create_spec(new, settings.specs_dir, now)
     return path, result, new
+
+
+def latest_code(new: NewSpec, settings: Settings) -> Select:
+    """The DAG's latest version in Airflow, as the target of `select` (one details read)."""
+    if new.reprocess is not ReprocessBehavior.COMPLETED:
+        raise UsageError(
+            f"--select-latest needs --reprocess completed (not {new.reprocess.value}): a selection narrows a spec that "
+            "re-runs every interval to those other code made",
+            hint="pass --reprocess completed",
+        )
+    if not settings.airflow_url:
+        raise UsageError(
+            "--select-latest needs BACKFILLCTL_AIRFLOW_URL: the target is the DAG's latest version in Airflow",
+            hint="set BACKFILLCTL_AIRFLOW_URL (and its credentials), or write `select: {code_version: N}` yourself",
+        )
+    with make_client(production_settings(settings)) as client:
+        info = _dag(client, new.dag_id)
+    if info.latest_version is None:
+        raise InvalidSpecs(
+            f"not written: Airflow names no version of DAG {new.dag_id!r} (its details have no latest_dag_version)",
+            hint="let the DAG processor parse the DAG, then run `backfillctl new` again",
+        )
+    return Select(code_version=info.latest_version.number)
+
+
+def _dag(client: AirflowClient, dag_id: str) -> DagInfo:
+    try:
+        return client.dag(dag_id, with_tasks=False)
+    except AirflowNotFound:
+        raise InvalidSpecs(
+            f"not written: DAG {dag_id!r} does not exist in Airflow",
+            hint="check --dag-id: the DAG must exist in the Airflow BACKFILLCTL_AIRFLOW_URL names",
+        ) from None
+    except AirflowError as exc:
+        raise ControllerError(f"not written: {exc.message}", hint=exc.hint or FALLBACK) from None
 
 
 def retry_spec(  # noqa: PLR0917 - the follow-up's own choices beside the original's
@@ -76,18 +118,17 @@ def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:
     refuse_invalid(preview)
     spec = preview.specs[0]
     with make_client(production_settings(settings)) as client:  # production's Airflow as the policy names it
-        try:
-            info = client.dag(spec.dag_id, with_tasks=False)
-        except AirflowNotFound:
-            raise InvalidSpecs(
-                f"not written: DAG {spec.dag_id!r} does not exist in Airflow",
-                hint="check --dag-id: the DAG must exist in the Airflow BACKFILLCTL_AIRFLOW_URL names",
-            ) from None
-        except AirflowError as exc:
-            raise ControllerError(f"not written: {exc.message}", hint=exc.hint or FALLBACK) from None
+        info = _dag(client, spec.dag_id)
         dry = DryRunner(client).dry_run(spec, {spec.dag_id: DagObservation(spec.dag_id, info)})
     if dry.error is not None:
         raise InvalidSpecs(f"not written: Airflow's dry run refuses the spec: {dry.error}", hint=FALLBACK)
+    if dry.selection is not None:  # a select spec's runs are its selected intervals
+        if not dry.selection.selected:
+            raise InvalidSpecs(
+                f"not written: nothing to re-run: {dry.selection.text()}",
+                hint="every interval in the range already ran on the DAG's latest version",
+            )
+        return DryRunCount(len(dry.selection.selected), dry.selection.intervals, now.date().isoformat())
     if not dry.dates:
         raise InvalidSpecs(
             f"not written: Airflow's dry run counts no run to create: every date in the range has a run that "

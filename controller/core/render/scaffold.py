@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from controller.core.model.spec import ReprocessBehavior
+from controller.core.model.spec import ReprocessBehavior, Select
 from controller.core.rules.follow_up import Retry
 
 DATE_TO_HELP = "a date is 00:00 UTC of that day: an hourly DAG's last run is then 00:00, not 23:00"
@@ -36,6 +36,8 @@ class NewSpec:
     counted: DryRunCount | None = None  # Airflow's dry run, when expected_runs was not given
     retry: Retry | None = None  # --retry-failed-of: the finished spec whose failed runs this one re-runs
     downstream: tuple[str, ...] = ()  # --downstream: the systems that will feel the load (their owners approve)
+    select: Select | None = None  # --select-latest: the DAG's latest version in Airflow when the spec was written
+    select_day: str = ""  # the day that version was read
 
 
 def _text(value: str) -> str:
@@ -83,6 +85,15 @@ def retry_lines(retry: Retry | None) -> str:
     )
 
 
+def _select_line(new: NewSpec) -> str:
+    if new.select is None or new.select.code_version is None:
+        return ""
+    return (
+        f"select: {{code_version: {new.select.code_version}}}   # re-run only what other code made: the DAG's latest "
+        f"version in Airflow on {new.select_day}\n"
+    )
+
+
 def _retry_field(retry: Retry | None) -> str:
     return "" if retry is None else f"retry_of: {retry.original}             # its change record links to this spec\n"
 
@@ -98,7 +109,7 @@ name: {new.name}                 # must equal the file name
 from_date: {_text(new.from_date)}           # inclusive; a date means 00:00 UTC
 to_date: {_text(new.to_date)}             # {to_note}
 reprocess_behavior: {new.reprocess.value}        # none | failed | completed: which existing runs to re-run
-max_active_runs: {new.max_active_runs}             # runs of this backfill at once
+{_select_line(new)}max_active_runs: {new.max_active_runs}             # runs of this backfill at once
 run_backwards: false
 # dag_run_conf: {{}}            # conf for every run, checked against the DAG's params
 {expected_runs_line(new)}
