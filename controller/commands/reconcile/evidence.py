@@ -120,8 +120,9 @@ def _change(raw: Mapping[str, Any]) -> MergedChange:
 def from_reviews(path: Path, number: int, author: str, git: GitSource) -> Evidence:
     """The deprecated `--pr-reviews FILE --pr-number N --pr-author LOGIN`: HEAD's merge, onto its first parent, with
     no head SHA (an approval of any commit counts); an unreadable file is refused (exit 1)."""
-    from controller.commands.reconcile.specfiles import REVIEWS_HINT, read_reviews  # noqa: PLC0415
+    from controller.commands.reconcile.specfiles import read_reviews  # noqa: PLC0415
     from controller.core.checks.approval import parse_reviews  # noqa: PLC0415
+    from controller.core.documents.reviews_json import REVIEWS_HINT  # noqa: PLC0415
 
     log.warning(
         "--pr-reviews, --pr-number and --pr-author are deprecated and go away in the next release: pass the merged "

@@ -3,7 +3,6 @@ policy, and the pull request's checks against its base and its reviews."""
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from controller.core.checks.names import check_names_in_tree
 from controller.core.checks.result import ValidationResult
 from controller.core.checks.validation import SpecValidator, check_spec
 from controller.core.documents.diagnostics import Diagnostic, Location
+from controller.core.documents.reviews_json import REVIEWS_HINT, reviews_json
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec
 from controller.errors import UsageError
@@ -218,63 +218,8 @@ def read_reviews(path: Path) -> tuple[list[Any], list[Diagnostic]]:
     if text is None:
         message = f"the reviews file is over {REVIEWS_MAX_BYTES} bytes (16 MiB); is this the right file?"
         return [], [Diagnostic(Location(source, 1, 1), message, REVIEWS_HINT)]
-    return _reviews_json(text, source)
+    return reviews_json(text, source)
 
 
 # a page of 100 reviews is ~300 KB (GitHub's user objects), one with 100 maximal (64 KiB) bodies ~7 MB
 REVIEWS_MAX_BYTES = 16 * 1024 * 1024
-REVIEWS_HINT = (
-    "save the reviews with `gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews` "
-    "(a JSON array, one array per page, or an array of pages)"
-)
-
-
-def _reviews_json(text: str, source: str) -> tuple[list[Any], list[Diagnostic]]:
-    """The reviews in order from one JSON array, concatenated arrays (`gh api --paginate`: one per page)
-    or an array of arrays (`gh api --paginate --slurp`)."""
-    decoder = json.JSONDecoder()
-    pages: list[tuple[Any, int]] = []
-    at = _skip_blank(text, 0)
-    while at < len(text):
-        try:
-            value, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError as exc:
-            where = Location(source, exc.lineno, exc.colno)
-            return [], [Diagnostic(where, f"the reviews file is not valid JSON: {exc.msg}", REVIEWS_HINT)]
-        except (ValueError, RecursionError) as exc:  # a number of over 4,300 digits; arrays nested past the stack
-            why = "nests arrays or objects too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
-            where = Location(source, text.count("\n", 0, at) + 1, at - (text.rfind("\n", 0, at) + 1) + 1)
-            return [], [Diagnostic(where, f"the reviews file {why} to read as JSON", REVIEWS_HINT)]
-        pages.append((value, at))
-        at = _skip_blank(text, end)
-    if not pages:
-        return [], [Diagnostic(Location(source, 1, 1), "the reviews file is empty", REVIEWS_HINT)]
-    if (
-        len(pages) == 1
-        and isinstance(pages[0][0], list)
-        and pages[0][0]
-        and all(isinstance(page, list) for page in pages[0][0])
-    ):
-        return [review for page in pages[0][0] for review in page], []
-    found: list[Any] = []
-    for value, start in pages:
-        if not isinstance(value, list):
-            line = text.count("\n", 0, start) + 1
-            column = start - (text.rfind("\n", 0, start) + 1) + 1
-            message = f"the reviews file must hold JSON arrays of reviews, found a JSON {_json_kind(value)} here"
-            return [], [Diagnostic(Location(source, line, column), message, REVIEWS_HINT)]
-        found += value
-    return found, []
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    kinds = {dict: "object", str: "string", int: "number", float: "number", type(None): "null"}
-    return kinds.get(type(value), "value")
-
-
-def _skip_blank(text: str, at: int) -> int:
-    while at < len(text) and text[at] in " \t\r\n":
-        at += 1
-    return at
