@@ -7,6 +7,7 @@ SimpleAuthManager only)."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -124,3 +125,35 @@ def test_a_user_role_identity_reconciles_create_pause_unpause_cancel(tmp_path: P
 
 def _range(first: date, last: date) -> tuple[datetime, datetime]:
     return datetime.combine(first, time(), UTC), datetime.combine(last, time(), UTC)
+
+
+@pytest.mark.airflow
+def test_a_viewer_login_is_enough_for_status_even_of_a_spec_refused_ahead(tmp_path: Path, airflow_url: str) -> None:
+    """On-call reads `status` with SimpleAuthManager's `viewer` (the harness's `watcher`), which Airflow refuses a
+    dry run (403): status says what reconcile judged of a queued spec, with its time, and makes no dry run."""
+    with real_bench(tmp_path, airflow_url, "demo_slow") as bench:
+        last = FIRST + timedelta(days=2)
+        bench.spec("a-head", dag="demo_slow", start=str(FIRST), end=str(last), mar=1, reprocess="completed",
+                   expected_runs=3)  # fmt: skip
+        later = (str(last + timedelta(days=1)), str(last + timedelta(days=3)))  # its own days: none in flight
+        bench.spec("b-behind", dag="demo_slow", start=later[0], end=later[1], mar=1, reprocess="completed",
+                   expected_runs=1)  # fmt: skip
+        done = bench.cli("reconcile", "--once")  # as admin: creates a-head, judges b-behind once (queued by name)
+        assert done.returncode == 0, done.stderr
+        viewer = bench.cli_env(BACKFILLCTL_SPECS_DIR="specs", BACKFILLCTL_AIRFLOW_USERNAME="watcher",
+                               BACKFILLCTL_AIRFLOW_PASSWORD="watcher")  # fmt: skip
+        with AirflowClient(airflow_url, username="watcher", password=Secret("watcher")) as client:
+            client.preflight()
+            assert dict(client.token_claims() or {})["role"] == "viewer"
+        shown = subprocess.run([sys.executable, "-m", "controller", "status", "--format", "json"], cwd=bench.root,
+                               env=viewer, capture_output=True, text=True, check=False)  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        assert "403" not in shown.stderr
+        (row,) = [r for r in json.loads(shown.stdout)["specs"] if r["spec"] == "b-behind"]
+        ahead = bench.store.bindings()["b-behind"].ahead
+        assert ahead is not None
+        assert (row["phase"], row["refused_at_head"]) == (
+            "Queued",
+            f"the dry run counts 3 runs; expected_runs is 1 (dry run at {ahead.at}; the specs ahead may change the "
+            "count by then)",
+        )
