@@ -78,3 +78,20 @@ def test_a_cancelled_backfills_queued_runs_are_stuck_at_once_with_airflow_72337(
         "unpausing it answers 409): set those runs to failed in Airflow (or success, if their data is right), and "
         "backfill the dates again with a new spec; waiting will not help"
     )
+
+
+def test_a_run_in_flight_when_its_dag_was_paused_does_not_hide_the_queue() -> None:
+    """Airflow's scheduler examines no run of a paused DAG: a run running at the pause reads `running` for ever, and
+    the queued runs behind it never start. Such a backfill is stuck, and the message says why none starts."""
+    busy = Item("b", "orders_daily", Kind.NOOP, Phase.RUNNING, "", 8, runs=RunSummary({"queued": 3, "running": 1}))
+    paused = Finding("dag-paused", "orders_daily", "DAG orders_daily is paused")
+    elsewhere = Finding("dag-paused", "other_dag", "DAG other_dag is paused")
+    assert candidates(Plan((busy,), (elsewhere,))) == []
+    assert candidates(Plan((busy,), (paused,))) == [busy]
+    found = find_stuck(busy, 3, ago(45), Plan((busy,), (paused,)), health=HEALTHY, now=NOW, threshold_minutes=30)
+    assert found is not None
+    assert found.message(30) == (
+        "3 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none starts (1 still marked "
+        "running: Airflow examines no run of a paused DAG); likely cause: the DAG orders_daily is paused in Airflow "
+        "(backfill runs wait for it): unpause the DAG"
+    )

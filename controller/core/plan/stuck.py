@@ -27,15 +27,21 @@ CANCELLED_QUEUED = (
 
 
 def candidates(plan: Plan) -> list[Item]:
-    """Specs whose backfill runs, with queued runs and none running, and cancelled specs with queued runs (never to
-    start: #72337): worth reading their queue times."""
+    """Specs whose backfill runs, with queued runs and none running (or its DAG paused: Airflow's scheduler examines
+    no run of a paused DAG, so a run in flight at the pause reads `running` for ever), and cancelled specs with
+    queued runs (never to start: #72337): worth reading their queue times."""
+    paused = _paused_dags(plan)
     out = []
     for item in plan.items:
         counts = item.runs.counts if item.runs is not None else {}
-        running = item.phase is Phase.RUNNING and not counts.get("running")
-        if (running or item.phase is Phase.CANCELLED) and item.backfill_id and counts.get("queued"):
-            out.append(item)
+        idle = not counts.get("running") or item.dag_id in paused
+        if ((item.phase is Phase.RUNNING and idle) or item.phase is Phase.CANCELLED) and item.backfill_id:
+            out += [item] if counts.get("queued") else []
     return out
+
+
+def _paused_dags(plan: Plan) -> set[str]:
+    return {f.dag_id for f in plan.findings if f.kind == "dag-paused"}
 
 
 def threshold_of(item: Item, minutes: int) -> int:
@@ -52,14 +58,20 @@ class Stuck:
     since: datetime
     cause: str
     cancelled: bool = False  # a cancelled backfill's queued runs (#72337): stuck at once, whatever the threshold
+    running: int = 0  # runs still marked running on a paused DAG (its scheduler examines none of them)
 
     def message(self, threshold_minutes: int) -> str:
         """Stable while the situation lasts (no ages that change every pass): audited once, on change."""
         if self.cancelled:
             return f"{self.queued} run(s) queued (oldest since {format_utc(self.since)}) will never start: {self.cause}"
+        held = (
+            f"while none starts ({self.running} still marked running: Airflow examines no run of a paused DAG)"
+            if self.running
+            else "while none runs"
+        )
         return (
             f"{self.queued} run(s) queued for more than {threshold_minutes} min (oldest since "
-            f"{format_utc(self.since)}) while none runs; likely cause: {self.cause}"
+            f"{format_utc(self.since)}) {held}; likely cause: {self.cause}"
         )
 
 
@@ -78,17 +90,20 @@ def find_stuck(
     now: datetime,
     threshold_minutes: int,
 ) -> Stuck | None:
-    """`queued` runs, the oldest queued at `oldest`, of a candidate (nothing of it runs: see `candidates`)."""
+    """`queued` runs, the oldest queued at `oldest`, of a candidate (nothing of it runs, or its DAG is paused: see
+    `candidates`)."""
     threshold = threshold_of(item, threshold_minutes)
     if item.backfill_id is None or oldest is None or not overdue(queued, oldest, now, threshold):
         return None
     if item.phase is Phase.CANCELLED:
         return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, CANCELLED_QUEUED, cancelled=True)
-    return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, likely_cause(item.dag_id, plan, health))
+    running = item.runs.counts.get("running", 0) if item.runs is not None else 0  # a candidate's: on a paused DAG
+    cause = likely_cause(item.dag_id, plan, health)
+    return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, cause, running=running)
 
 
 def likely_cause(dag_id: str, plan: Plan, health: SchedulerHealth) -> str:
-    if any(f.kind == "dag-paused" and f.dag_id == dag_id for f in plan.findings):
+    if dag_id in _paused_dags(plan):
         return f"the DAG {dag_id} is paused in Airflow (backfill runs wait for it): unpause the DAG"
     if health.error is not None:
         return f"not known: the scheduler's health could not be read ({health.error})"
