@@ -4,6 +4,7 @@ every DAG its runs trigger, by its id or by a downstream system whose `dags` lis
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,23 @@ def test_warn_still_creates_and_reconcile_reads_no_assets(consumed: Bench, capsy
     capsys.readouterr()
     assert count_calls(fake(bench).requests[before:])["GET /api/v2/assets"] == 0
     assert len(fake(bench).backfills) == 1
+
+
+def test_plan_refuses_what_reconcile_refuses_with_the_checksum_reconcile_accepts(
+    consumed: Bench, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan` runs the consumers step reconcile runs (`commands/reconcile/steps.py`): the create is refused in the
+    plan, not shown as `+ create`, and the plan's checksum is the one a reviewed reconcile checks."""
+    bench = consumed
+    bench.policy(POLICY.format(mode="require_downstream"))
+    bench.spec("orders", downstream="[warehouse]")
+    assert main(["plan", "--format", "json"]) == 5
+    out, err = capsys.readouterr()
+    assert err == f"refused: orders: {UNNAMED}: {FIX}\n"
+    document = json.loads(out)
+    (item,) = document["items"]
+    assert (item["spec"], item["action"], item["reason"]) == ("orders", "refuse", f"{UNNAMED}: {FIX}")
+    assert main(["reconcile", "--once", "--plan-checksum", document["checksum"]]) == 5
+    _out, err = capsys.readouterr()
+    assert untimed(err) == f"{NOT_GIT}refused: orders: {UNNAMED}: {FIX}\n"  # refused, not a stale plan
+    assert fake(bench).backfills == {}

@@ -282,8 +282,8 @@ class Reconciler:
                 changed=changed_dags(applied),
             )
             after_world = replace(after_world, analysis=world.analysis)  # evaluated once a pass
-            refining.world = after_world  # the consumers' reads of this pass are kept
-            after = refine(planned(desired, after_world), refining, DECIDING).plan
+            again = replace(refining, world=after_world)  # the same consumers: their reads of this pass are kept
+            after = refine(planned(desired, after_world), again, DECIDING).plan
             with self.store.batch("recording observed phases"):
                 recorder.phases(after, by_name, skip=set())
         _cover(self.client, recorder, by_name, self.clock(), besides=ended)  # the specs this pass's changes ended
@@ -298,9 +298,9 @@ class Reconciler:
             self.store.save_gate_decisions(_kept(decisions), gate.files)
         self.store.record_reconciled(self.commit if source.repository else None, desired.policy_text)
         # each queued spec version judged once and kept: shown only (a queued item is no decision)
-        refining.world, refining.memo = world, kept(recorder.bindings)
-        after = refine(after or plan, refining, (LOOK_AHEAD,)).plan
-        for name, ahead in judged_now(refining.memo, specs, recorder.bindings).items():
+        memo = kept(recorder.bindings)  # filled with what this pass judges
+        after = refine(after or plan, replace(refining, memo=memo), (LOOK_AHEAD,)).plan
+        for name, ahead in judged_now(memo, specs, recorder.bindings).items():
             recorder.keep(name, ahead=ahead)  # `status` and the page say it from there
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]

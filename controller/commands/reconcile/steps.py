@@ -23,7 +23,7 @@ from controller.core.plan.values import Plan
 from controller.core.plan.world import World
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Refining:
     """What the steps read, gathered by the pass: the policy, the specs and World it planned from, the pass's
     consumers reads, the gate with its decisions (None: not in git), and how to look ahead."""
