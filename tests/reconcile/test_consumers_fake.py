@@ -106,8 +106,9 @@ def test_warn_still_creates_and_reconcile_reads_no_assets(consumed: Bench, capsy
 def test_plan_refuses_what_reconcile_refuses_with_the_checksum_reconcile_accepts(
     consumed: Bench, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`plan` runs the consumers step reconcile runs (`commands/reconcile/steps.py`): the create is refused in the
-    plan, not shown as `+ create`, and the plan's checksum is the one a reviewed reconcile checks."""
+    """`plan` applies the consumers rule on the loads it reads (`observe.load`), reconcile as a refining step
+    (`commands/reconcile/steps.py`): the same refusal, and the plan's checksum is the one a reviewed reconcile
+    checks (the rule only takes starts away)."""
     bench = consumed
     bench.policy(POLICY.format(mode="require_downstream"))
     bench.spec("orders", downstream="[warehouse]")

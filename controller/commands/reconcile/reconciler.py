@@ -33,7 +33,7 @@ from controller.commands.reconcile.record import Recorder
 from controller.commands.reconcile.run_notes import NoteWriter
 from controller.commands.reconcile.spec_source import SpecLoader, SpecSource, last_good_policy
 from controller.commands.reconcile.stages import StageRunner
-from controller.commands.reconcile.steps import DECIDING, LOOK_AHEAD, Refining, refine
+from controller.commands.reconcile.steps import DECIDING, GATE, LOOK_AHEAD, Refining, refine
 from controller.commands.runtime.environments import check_production, open_other
 from controller.commands.runtime.scopes import claim_scope
 from controller.commands.runtime.settings import Settings
@@ -201,8 +201,10 @@ class Reconciler:
         decisions = assess(gate) if gate is not None else {}
         observer, memo = (self.observer, None) if with_dry_runs else (None, kept(bindings))
         refining = Refining(policy, specs, world, Consumers(self.client), observer, gate, decisions, only, memo)
-        plan = refine(planned(desired, world), refining, DECIDING).plan
-        plan = self.observer.load(plan, policy) if with_dry_runs else plan
+        if not with_dry_runs:  # `status`: the deciding steps, each read once
+            plan = refine(planned(desired, world), refining, DECIDING).plan
+        else:  # `plan`: the loads it shows apply the consumers rule on the same reads (`observe.load`)
+            plan = self.observer.load(refine(planned(desired, world), refining, (GATE,)).plan, policy)
         return (refine(plan, refining, (LOOK_AHEAD,)).plan if ahead else plan), specs, world
 
     def _observe(

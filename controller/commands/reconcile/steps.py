@@ -1,9 +1,9 @@
 """The named steps that refine a plan after `make_plan` (octoDNS's processors), in one declared order.
 
-`plan`, `status` and `reconcile` run this one list; each says which steps it takes (`reconcile` never looks ahead:
-its queued specs are judged when they reach the head; `status` has no store to spare a dry run for). A step that
-decides takes starts away only, so the plan keeps the checksum of the plan `make_plan` made (`Plan.unmetered`): a
-reviewed checksum does not depend on which steps ran.
+`plan`, `status` and `reconcile` run this one list, in this order (`plan` applies the consumers rule on the loads
+it shows, `observe.load`, with the same reads; `plan` looks ahead afresh, reconcile once a spec version, `status`
+only from what reconcile kept). A step that decides takes starts away only, so the plan keeps the checksum of the
+plan `make_plan` made (`Plan.unmetered`): a reviewed checksum does not depend on which steps ran.
 """
 
 from __future__ import annotations
