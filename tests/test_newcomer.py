@@ -436,12 +436,15 @@ def test_new_select_latest_says_what_it_needs(
         "every interval to those other code made",
         "  hint: pass --reprocess completed",
     ]
-    assert main([*args, "--reprocess", "completed"]) == 2
+    assert main([*args, "--reprocess", "completed"]) == 1
     assert capsys.readouterr().err.splitlines() == [
         "error: --select-latest needs BACKFILLCTL_AIRFLOW_URL: the target is the DAG's latest version in Airflow",
         "  hint: set BACKFILLCTL_AIRFLOW_URL (and its credentials), or write `select: {code_version: N}` yourself",
     ]
     assert not (tmp_path / "specs" / "x.yaml").exists()
+    bad = [a if a != "x" else "Bad Name" for a in args]  # said before Airflow is asked
+    assert main([*bad, "--reprocess", "completed"]) == 2
+    assert capsys.readouterr().err.startswith("error: invalid spec name 'Bad Name': ")
     assert main(["new", "y", "--retry-failed-of", "x", "--select-latest"]) == 2
     assert capsys.readouterr().err.startswith(
         "error: --select-latest cannot be combined with --retry-failed-of: the follow-up takes them from x\n"

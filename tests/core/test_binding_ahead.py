@@ -1,5 +1,5 @@
-"""A queued spec version's look-ahead as the binding keeps it: written and read back the same; anything this
-release cannot read is read as not judged (the spec is judged again), never as a wrong judgement."""
+"""A queued spec version's dry run as the binding keeps it: written and read back the same; anything this release
+cannot read is read as not judged (the spec is dry-run again), never as a wrong count."""
 
 from __future__ import annotations
 
@@ -9,21 +9,22 @@ import pytest
 
 from controller.core.model.binding import Ahead
 
-JUDGED = Ahead("sha256:ab", "2026-12-06T12:00:00Z", "the dry run counts 3 runs; expected_runs is 1", 3, 4)
+JUDGED = Ahead("sha256:ab", "2026-12-06T12:00:00Z", 3, 4)
+SELECTED = Ahead("sha256:cd", "2026-12-06T12:00:00Z", 2, 7, 2)
 
 
-@pytest.mark.parametrize("ahead", [JUDGED, Ahead("sha256:cd", "2026-12-06T12:00:00Z")])
+@pytest.mark.parametrize("ahead", [JUDGED, SELECTED, Ahead("sha256:ef", "2026-12-06T12:00:00Z")])
 def test_round_trip(ahead: Ahead) -> None:
     assert Ahead.from_json(ahead.as_json()) == ahead
 
 
 def test_the_stored_shape() -> None:
-    assert JUDGED.as_json() == {
-        "digest": "sha256:ab",
+    assert SELECTED.as_json() == {
+        "digest": "sha256:cd",
         "at": "2026-12-06T12:00:00Z",
-        "limit": "the dry run counts 3 runs; expected_runs is 1",
-        "runs_to_create": 3,
-        "runs_in_range": 4,
+        "runs_to_create": 2,
+        "runs_in_range": 7,
+        "sub_ranges": 2,
     }
 
 
@@ -32,14 +33,14 @@ def test_the_stored_shape() -> None:
     [
         {"digest": None},
         {"at": 5},
-        {"limit": 7},
         {"runs_to_create": "3"},
         {"runs_in_range": True},
         {"runs_to_create": 1.5},
+        {"sub_ranges": [2]},
     ],
 )
 def test_what_cannot_be_read_is_not_judged(change: dict[str, Any]) -> None:
-    assert Ahead.from_json({**JUDGED.as_json(), **change}) is None
+    assert Ahead.from_json({**SELECTED.as_json(), **change}) is None
 
 
 @pytest.mark.parametrize("data", [None, [], "x", {}, {"digest": "sha256:ab"}])

@@ -9,8 +9,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from controller.commands.reconcile.lookahead import limit_of
 from controller.commands.runtime import session
 from controller.commands.verbs.status import status_view
+from controller.core.model.binding import Ahead
+from controller.core.model.policy import Policy, Rule
+from tests.core.test_plan import spec
 from tests.reconcile.harness import Bench, fake
 
 QUEUED = "queued behind a-head (backfill #1)"
@@ -44,11 +48,7 @@ def test_status_says_what_reconcile_kept_and_makes_no_dry_run(bench: Bench, monk
     ahead = bench.store.bindings()["b-behind"].ahead
     assert ahead is not None
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", ahead.at)
-    assert (ahead.limit, ahead.runs_to_create, ahead.runs_in_range) == (
-        "the dry run counts 3 runs; expected_runs is 1",
-        3,
-        3,
-    )
+    assert (ahead.runs_to_create, ahead.runs_in_range, ahead.sub_ranges) == (3, 3, None)
     before = len(fake(bench).requests)
     view = status_view(bench.settings(), datetime.now(UTC))
     (row,) = [r for r in view.rows if r.spec == "b-behind"]
@@ -83,4 +83,45 @@ def test_reconcile_judges_each_spec_version_once(bench: Bench) -> None:
     assert (item.reason, item.refused_at_head, _dry_runs(bench, before)) == (QUEUED, None, 1)  # a new version
     kept = bench.store.bindings()["b-behind"].ahead
     assert kept is not None
-    assert (kept.digest != first, kept.limit) == (True, None)  # the new version's judgement replaces the old
+    assert (kept.digest != first, kept.runs_to_create) == (True, 3)  # the new version's dry run replaces the old
+
+
+def test_the_limit_is_the_policy_of_now_and_a_selection_counts_its_sub_ranges() -> None:
+    """A kept dry run is judged by the policy of the moment (a tightened max_runs is said without a new dry run),
+    and a `select` spec by its selected intervals and its sub-ranges, as at the head."""
+    counted = Ahead("sha256:ab", "2026-12-06T12:00:00Z", 3, 4)
+    queued = spec(expected_runs=3)
+    assert limit_of(counted, queued, Policy()) is None
+    tight = Policy(rules=(Rule(dags=("*",), max_runs=2),))
+    assert limit_of(counted, queued, tight) == "the dry run counts 3 runs; the policy allows at most 2 for *"
+    assert limit_of(Ahead("sha256:ab", "2026-12-06T12:00:00Z"), queued, tight) is None  # its count not known
+    selected = Ahead("sha256:cd", "2026-12-06T12:00:00Z", 2, 7, 2)
+    one_range = Policy(rules=(Rule(dags=("*",), max_backfills=1),))
+    assert limit_of(selected, spec(expected_runs=2), one_range) == (
+        "select makes 2 backfills (contiguous sub-ranges of the 2 selected intervals); the policy allows at most 1 "
+        "(max_backfills): narrow the range, or raise max_backfills in a reviewed policy change"
+    )
+    assert limit_of(selected, spec(expected_runs=2), Policy()) is None  # 2 selected of 7 in range: within
+    assert limit_of(selected, spec(expected_runs=1), Policy()) == "the dry run counts 2 runs; expected_runs is 1"
+
+
+def test_a_policy_tightened_after_the_dry_run_is_said_by_status_without_a_new_one(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake(bench).scheduler_running = False
+    bench.spec("a-head", start="2025-01-01", end="2025-01-03", reprocess="completed", mar=1, expected_runs=3)
+    bench.run()
+    bench.spec("b-behind", start="2025-01-10", end="2025-01-12", reprocess="completed", mar=1)
+    bench.run()  # b-behind's dry run counts 3 runs: within every limit (none), kept
+    ahead = bench.store.bindings()["b-behind"].ahead
+    assert ahead is not None
+    assert ahead.runs_to_create == 3
+    bench.policy("version: 1\nrequire_reviewed_merge: false\nrules:\n  - dags: ['*']\n    max_runs: 2\n")
+    monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())
+    before = len(fake(bench).requests)
+    (row,) = [r for r in status_view(bench.settings(), datetime.now(UTC)).rows if r.spec == "b-behind"]
+    assert row.refused_at_head == (
+        f"the dry run counts 3 runs; the policy allows at most 2 for * (dry run at {ahead.at}; the specs ahead may "
+        "change the count by then)"
+    )
+    assert _dry_runs(bench, before) == 0

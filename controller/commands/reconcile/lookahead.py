@@ -22,6 +22,7 @@ from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.plan.admission import run_limit
 from controller.core.plan.values import Item, Kind, Plan
 from controller.core.plan.world import World
+from controller.core.rules.selection import max_backfills, ranges_over
 
 AHEAD = "the specs ahead may change the count by then"
 
@@ -52,14 +53,14 @@ def look_ahead(
         spec = by_name[item.spec]
         key = (spec.name, spec.digest)
         if key in memo:
-            looked[item.spec] = _with(item, memo[key], fresh=fresh)
+            looked[item.spec] = _with(item, spec, policy, memo[key], fresh=fresh)
         elif observer is not None:
-            judged = _judged(spec, policy, world, observer)
+            judged = _judged(spec, world, observer)
             if isinstance(judged, str):  # its dry run failed: said now, judged again next time
                 looked[item.spec] = replace(item, reason=f"{item.reason}; its dry run now failed: {judged}")
             else:
                 memo[key] = judged
-                looked[item.spec] = _with(item, judged, fresh=fresh)
+                looked[item.spec] = _with(item, spec, policy, judged, fresh=fresh)
     return replace(plan, items=tuple(looked.get(i.spec, i) for i in plan.items))
 
 
@@ -95,23 +96,39 @@ def _applied(binding: Binding | None) -> bool:
     return binding is not None and applied_yet(binding)
 
 
-def _judged(spec: BackfillSpec, policy: Policy, world: World, observer: Observer) -> Ahead | str:
-    """The spec version's judgement, or why its dry run failed."""
+def _judged(spec: BackfillSpec, world: World, observer: Observer) -> Ahead | str:
+    """The spec version's dry run as kept, or why it failed. A `select` spec counts its selected intervals, as at
+    the head (`core/plan/selecting.py`)."""
     dry = observer.dry_runs.dry_run(spec, world.observations)
     if dry.error is not None:
         return dry.error
-    limit = run_limit(spec, policy, len(dry.dates))
     at = format_utc(world.now.replace(microsecond=0))
-    if limit is None:
+    if spec.select is None:
+        return Ahead(spec.digest, at, len(dry.dates), dry.in_range)
+    if dry.selection is None:  # its runs were not read whole: the head says why it cannot be planned
         return Ahead(spec.digest, at)
-    return Ahead(spec.digest, at, limit, len(dry.dates), dry.in_range)
+    chosen = dry.selection
+    return Ahead(spec.digest, at, len(chosen.selected), chosen.intervals, len(chosen.sub_ranges))
 
 
-def _with(item: Item, ahead: Ahead, *, fresh: bool) -> Item:
-    if ahead.limit is None:
+def limit_of(ahead: Ahead, spec: BackfillSpec, policy: Policy) -> str | None:
+    """Why reconcile will refuse the spec at the head by the policy of now: too many sub-ranges (`select`), or more
+    runs than expected_runs or the policy's max_runs (None: within them, or its count not known)."""
+    if ahead.runs_to_create is None:
+        return None
+    if ahead.sub_ranges is not None:
+        over = ranges_over(ahead.sub_ranges, ahead.runs_to_create, max_backfills(policy, spec.dag_id))
+        if over is not None:
+            return over
+    return run_limit(spec, policy, ahead.runs_to_create)
+
+
+def _with(item: Item, spec: BackfillSpec, policy: Policy, ahead: Ahead, *, fresh: bool) -> Item:
+    limit = limit_of(ahead, spec, policy)
+    if limit is None:
         return item
     when = "dry run now" if fresh else f"dry run at {ahead.at}"
-    refusal = f"{ahead.limit} ({when}; {AHEAD})"
+    refusal = f"{limit} ({when}; {AHEAD})"
     return replace(
         item,
         reason=f"{item.reason}; reconcile will refuse it at the head: {refusal}",

@@ -2,7 +2,7 @@
 
 `Reconciler.run_once` loads the specs (git order, provenance), observes Airflow into a `World` (`observe.py` in this
 room), plans once (`core/plan/queue.py`), refines the plan through the named steps `plan` and `status` run too
-(`steps.py`: consumers, gate; look-ahead for the watch's page), applies the changes with intent/outcome audit and
+(`steps.py`: consumers, gate; look-ahead, shown only), applies the changes with intent/outcome audit and
 crash recovery (`apply.py`), and records phases, findings and the pass (`record.py`). docs/architecture.md draws it.
 """
 

@@ -16,14 +16,14 @@ from controller.commands.runtime.environments import production_settings
 from controller.commands.runtime.session import make_client
 from controller.commands.runtime.settings import Settings
 from controller.commands.verbs.audit import stored_bindings
-from controller.commands.verbs.validate import create_spec, preview_new, refuse_invalid
+from controller.commands.verbs.validate import check_new, create_spec, preview_new, refuse_invalid
 from controller.core.checks.result import ValidationResult
 from controller.core.model.airflow import DagInfo
 from controller.core.model.spec import ReprocessBehavior, Select
 from controller.core.plan.world import DagObservation
 from controller.core.render.scaffold import DryRunCount, NewSpec
 from controller.core.rules.follow_up import retry_of
-from controller.errors import AirflowError, AirflowNotFound, ControllerError, InvalidSpecs, UsageError
+from controller.errors import AirflowError, AirflowNotFound, ConfigError, ControllerError, InvalidSpecs, UsageError
 
 FALLBACK = "fix what Airflow says and run `backfillctl new` again: expected_runs comes from its dry run"
 
@@ -35,6 +35,7 @@ def new_spec(
     expected_runs is what Airflow's dry run counts, so reconcile does not refuse it for a guess. `select_latest`:
     it re-runs only what other code made than the DAG's latest version in Airflow now (`select: {code_version}`)."""
     if select_latest:
+        check_new(new)  # a name or date that cannot make a spec is said before Airflow is asked
         new = replace(new, select=latest_code(new, settings), select_day=now.date().isoformat())
     if new.expected_runs is None and settings.airflow_url:
         new = replace(new, counted=count_runs(new, settings, now))
@@ -50,12 +51,13 @@ def latest_code(new: NewSpec, settings: Settings) -> Select:
             "re-runs every interval to those other code made",
             hint="pass --reprocess completed",
         )
-    if not settings.airflow_url:
-        raise UsageError(
+    production = production_settings(settings)  # production's Airflow as the policy names it
+    if not production.airflow_url:
+        raise ConfigError(
             "--select-latest needs BACKFILLCTL_AIRFLOW_URL: the target is the DAG's latest version in Airflow",
             hint="set BACKFILLCTL_AIRFLOW_URL (and its credentials), or write `select: {code_version: N}` yourself",
         )
-    with make_client(production_settings(settings)) as client:
+    with make_client(production) as client:
         info = _dag(client, new.dag_id)
     if info.latest_version is None:
         raise InvalidSpecs(
@@ -122,6 +124,12 @@ def count_runs(new: NewSpec, settings: Settings, now: datetime) -> DryRunCount:
         dry = DryRunner(client).dry_run(spec, {spec.dag_id: DagObservation(spec.dag_id, info)})
     if dry.error is not None:
         raise InvalidSpecs(f"not written: Airflow's dry run refuses the spec: {dry.error}", hint=FALLBACK)
+    if spec.select is not None and dry.selection is None:
+        raise InvalidSpecs(
+            "not written: the selection is not known: the range holds more runs than one read takes (1,000), or "
+            "its runs could not be read",
+            hint="narrow the range (--from, --to), or give --expected-runs",
+        )
     if dry.selection is not None:  # a select spec's runs are its selected intervals
         if not dry.selection.selected:
             raise InvalidSpecs(

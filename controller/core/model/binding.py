@@ -117,34 +117,33 @@ class ApprovedReview:
 
 @dataclass(frozen=True, slots=True)
 class Ahead:
-    """A queued, never-applied spec version judged ahead of its turn: its dry run against its limits, made once a
-    version by reconcile and kept, so `status` and the status page say it without a dry run of their own."""
+    """A queued, never-applied spec version's dry run, made ahead of its turn once a version by reconcile and kept,
+    so `status` and the status page judge it against the policy of the moment without a dry run of their own."""
 
-    digest: str  # the spec version judged
-    at: str  # when its dry run was made (UTC, RFC 3339)
-    limit: str | None = None  # the limit its dry run exceeds: reconcile will refuse it at the head (None: within)
-    runs_to_create: int | None = None
+    digest: str  # the spec version dry-run
+    at: str  # when (UTC, RFC 3339)
+    runs_to_create: int | None = None  # for a `select` spec, the selected intervals (None: its selection unknown)
     runs_in_range: int | None = None
+    sub_ranges: int | None = None  # a `select` spec's backfills (its contiguous sub-ranges); None without select
 
     def as_json(self) -> dict[str, Any]:
         return {
             "digest": self.digest,
             "at": self.at,
-            "limit": self.limit,
             "runs_to_create": self.runs_to_create,
             "runs_in_range": self.runs_in_range,
+            "sub_ranges": self.sub_ranges,
         }
 
     @classmethod
     def from_json(cls, data: Any) -> Ahead | None:
-        """None for what this release cannot read: the spec version is then judged again, as if never judged."""
+        """None for what this release cannot read: the spec version is then dry-run again, as if never judged."""
         if not isinstance(data, Mapping) or not all(isinstance(data.get(k), str) for k in ("digest", "at")):
             return None
-        limit, to_create, in_range = data.get("limit"), data.get("runs_to_create"), data.get("runs_in_range")
-        counts_read = all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in (to_create, in_range))
-        if not counts_read or not (limit is None or isinstance(limit, str)):
+        counts = [data.get(k) for k in ("runs_to_create", "runs_in_range", "sub_ranges")]
+        if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in counts):
             return None
-        return cls(data["digest"], data["at"], limit, to_create, in_range)
+        return cls(data["digest"], data["at"], *counts)
 
 
 @dataclass(frozen=True, slots=True)

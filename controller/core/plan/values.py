@@ -112,7 +112,7 @@ class Item:
     whole: bool | None = None  # an adopted backfill's own dates are every backfill run of its range
     awaiting_dry_run: bool = False  # a create once Airflow's dry run has counted its runs (a queue head, a chunk)
     unobserved: bool = False  # decided without an observation (its DAG, the scheduler): never recorded as seen
-    refused_at_head: str | None = None  # `plan` only: a queued spec's dry run now exceeds its limit (lookahead.py)
+    refused_at_head: str | None = None  # a queued spec's dry run exceeds its limit (lookahead.py)
     load: DagLoad | None = None  # `plan` only, a create: what its runs set off beyond themselves (never checksummed)
     drain: DrainHold | None = None  # `plan` only, a `drain_dag` create: what it holds back (never checksummed)
     stage: Stage | None = None  # a verification this item waits on, or whose failure it is (`core.plan.stages`)

@@ -44,7 +44,7 @@ class StatusRow:
     observed_at: str | None = None  # a stale row's last good observation (the store's time of its binding)
     link: str | None = None  # its backfill in Airflow's UI (`core.render.links`; None: no Airflow URL)
     skipped: tuple[Skipped, ...] = ()  # slots Airflow created no run for, with its reason (3.4's slots)
-    refused_at_head: str | None = None  # queued, and reconcile will refuse it at the head (its dry run now)
+    refused_at_head: str | None = None  # queued, and reconcile will refuse it at the head (the dry run reconcile kept)
     coverage: Coverage | None = None  # a finished spec's version coverage, measured when it ended
 
     @property

@@ -158,11 +158,15 @@ def max_backfills(policy: Policy, dag_id: str) -> int:
 
 def too_many(selection: Selection, limit: int) -> str | None:
     """Why the selection is refused: more sub-ranges than the policy allows (None: within it)."""
-    count = len(selection.sub_ranges)
-    if count <= limit:
+    return ranges_over(len(selection.sub_ranges), len(selection.selected), limit)
+
+
+def ranges_over(ranges: int, selected: int, limit: int) -> str | None:
+    """`too_many` from the counts alone (a selection judged ahead of its turn keeps only those)."""
+    if ranges <= limit:
         return None
     return (
-        f"select makes {count} backfills (contiguous sub-ranges of the {len(selection.selected)} selected intervals); "
+        f"select makes {ranges} backfills (contiguous sub-ranges of the {selected} selected intervals); "
         f"the policy allows at most {limit} (max_backfills): narrow the range, or raise max_backfills in a reviewed "
         "policy change"
     )
