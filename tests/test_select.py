@@ -260,3 +260,36 @@ def test_a_select_spec_whose_dag_is_past_its_target_is_not_created(bench: Bench)
     assert (item.kind.value, item.phase.value) == ("blocked", "Blocked")
     assert item.reason.startswith("the DAG's latest code is DAG version 3, not the reviewed target (version 2)")
     assert len(_creates(bench)) == before
+
+
+def test_a_select_spec_whose_selection_is_not_covered_at_its_end_completes_with_failures(bench: Bench) -> None:
+    """Its backfills' runs all succeed, but an interval on the target when it was selected was re-run since on older
+    code: the selection is not covered, so the spec is not Succeeded, and its record says so once (no Succeeded
+    recorded first, nor notified)."""
+    _history(bench, {1: 1, 2: 2, 3: 1})
+    fake(bench).dags["demo_daily"].version = 2  # the code its backfills' runs run on
+    _latest(bench, 2)
+    bench.spec("fix", end="2025-01-03", reprocess="completed", select="{code_version: 2}")
+    first = next(i for i in bench.run().plan.items if i.spec == "fix")
+    assert first.selection is not None
+    assert (
+        first.selection.text()
+        == "re-runs 2 of 3 intervals in 2 backfills: 2 on version 1 or older; 1 already on version 2"
+    )
+    day_2 = fake(bench).runs[("demo_daily", datetime(2025, 1, 2, tzinfo=UTC))]
+    day_2["dag_versions"] = [{"version_number": 1, "bundle_version": None}]  # re-run by hand on the old code
+    last = bench.until_terminal()
+    item = next(i for i in last.plan.items if i.spec == "fix")
+    why = "the selection is not covered: version coverage: 2 of 3 intervals on DAG version 2 (1 other code)"
+    assert (item.phase.value, item.reason) == ("CompletedWithFailures", f"2 run(s) succeeded; {why}")
+    binding = bench.store.binding("fix")
+    assert binding is not None
+    assert (binding.phase.value, binding.reason) == ("CompletedWithFailures", f"2 run(s) succeeded; {why}")
+    assert binding.coverage is not None
+    assert [m.text() for m in binding.coverage.missed] == ["2025-01-02T00:00:00+00:00 (other code: DAG version 1)"]
+    ended = [
+        (e.entry.outcome, e.entry.message)
+        for e in bench.events("fix")
+        if e.entry.outcome in ("Succeeded", "CompletedWithFailures")
+    ]
+    assert ended == [("CompletedWithFailures", f"2 run(s) succeeded; {why}")]

@@ -44,8 +44,9 @@ def test_causes_in_order_dag_paused_scheduler_then_slots() -> None:
     found = find_stuck(ITEM, 2, ago(45), plan(paused), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.message(30) == (
-        "2 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none runs; likely cause: "
-        "the DAG orders_daily is paused in Airflow (backfill runs wait for it): unpause the DAG"
+        "2 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none starts (Airflow "
+        "examines no run of a paused DAG); likely cause: the DAG orders_daily is paused in Airflow (backfill runs wait "
+        "for it): unpause the DAG"
     )
     down = SchedulerHealth("unhealthy", datetime(2025, 6, 1, 10, 0, tzinfo=UTC))
     found = find_stuck(ITEM, 2, ago(45), plan(), health=down, now=NOW, threshold_minutes=30)
@@ -91,7 +92,20 @@ def test_a_run_in_flight_when_its_dag_was_paused_does_not_hide_the_queue() -> No
     found = find_stuck(busy, 3, ago(45), Plan((busy,), (paused,)), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.message(30) == (
-        "3 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none starts (1 still marked "
-        "running: Airflow examines no run of a paused DAG); likely cause: the DAG orders_daily is paused in Airflow "
-        "(backfill runs wait for it): unpause the DAG"
+        "3 run(s) queued for more than 30 min (oldest since 2025-06-01T11:15:00Z) while none starts (Airflow examines "
+        "no run of a paused DAG); likely cause: the DAG orders_daily is paused in Airflow (backfill runs wait for it): "
+        "unpause the DAG"
     )
+
+
+def test_a_paused_dags_stuck_message_stays_the_same_as_its_run_in_flight_settles() -> None:
+    """The message is what dedups a finding: the run in flight at the pause settling (1 running, then 0) is the same
+    situation, notified once."""
+    paused = Finding("dag-paused", "orders_daily", "DAG orders_daily is paused")
+    messages = set()
+    for counts in ({"queued": 3, "running": 1}, {"queued": 3, "success": 1}):
+        item = Item("b", "orders_daily", Kind.NOOP, Phase.RUNNING, "", 8, runs=RunSummary(counts))
+        found = find_stuck(item, 3, ago(45), Plan((item,), (paused,)), health=HEALTHY, now=NOW, threshold_minutes=30)
+        assert found is not None
+        messages.add(found.message(30))
+    assert len(messages) == 1

@@ -5,8 +5,10 @@ status page say what it kept, with the time of its dry run, and make none of the
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 
 from controller.commands.reconcile.lookahead import limit_of
@@ -125,3 +127,66 @@ def test_a_policy_tightened_after_the_dry_run_is_said_by_status_without_a_new_on
         "change the count by then)"
     )
     assert _dry_runs(bench, before) == 0
+
+
+def test_a_failed_look_ahead_is_kept_and_tried_again_after_ten_minutes_not_every_pass(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake(bench).scheduler_running = False
+    _queue(bench)
+    fake(bench).fault("POST", DRY_RUN[1], lambda _r: httpx.Response(400, json={"detail": "Bad request"}))
+    start = datetime.now(UTC).replace(microsecond=0)
+    dry_runs, reasons = [], []
+    for minutes in (0, 1, 9, 10):  # `reconcile --once` from a schedule, minutes after the first
+        reconciler = bench.reconciler()
+        reconciler.clock = lambda m=minutes: start + timedelta(minutes=m)  # type: ignore[misc]
+        before = len(fake(bench).requests)
+        (item,) = [i for i in reconciler.run_once().current.items if i.spec == "b-behind"]
+        dry_runs.append(_dry_runs(bench, before))
+        reasons.append(item.reason)
+    assert dry_runs == [1, 0, 0, 1]
+    at = start.strftime("%Y-%m-%dT%H:%M:%SZ")
+    failed = f"{QUEUED}; its look-ahead dry run at {at} failed (tried again 10 min after it): Bad request"
+    assert reasons[:3] == [failed] * 3
+    later = start + timedelta(minutes=10)
+    assert (
+        reasons[3] == f"{QUEUED}; reconcile will refuse it at the head: {refusal(later.strftime('%Y-%m-%dT%H:%M:%SZ'))}"
+    )
+    ahead = bench.store.bindings()["b-behind"].ahead
+    assert ahead is not None
+    assert (ahead.failed, ahead.runs_to_create) == ("", 3)
+
+
+def test_status_says_a_kept_failed_look_ahead_without_a_dry_run(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake(bench).scheduler_running = False
+    _queue(bench)
+    fake(bench).fault("POST", DRY_RUN[1], lambda _r: httpx.Response(400, json={"detail": "Bad request"}))
+    bench.run()
+    ahead = bench.store.bindings()["b-behind"].ahead
+    assert ahead is not None
+    assert ahead.failed == "Bad request"
+    assert Ahead.from_json(ahead.as_json()) == ahead
+    monkeypatch.setattr(session, "make_client", lambda _settings, **_kw: bench.client())
+    before = len(fake(bench).requests)
+    (row,) = [r for r in status_view(bench.settings(), datetime.now(UTC)).rows if r.spec == "b-behind"]
+    assert row.note == (
+        f"{QUEUED}; its look-ahead dry run at {ahead.at} failed (tried again 10 min after it): {ahead.failed}"
+    )
+    assert (row.refused_at_head, _dry_runs(bench, before)) == (None, 0)
+
+
+def test_offline_status_says_the_kept_judgement_by_the_policy_of_now(bench: Bench) -> None:
+    fake(bench).scheduler_running = False
+    _queue(bench)
+    bench.run()
+    at = bench.store.bindings()["b-behind"].ahead.at  # type: ignore[union-attr]
+    offline = replace(bench.settings(), airflow_url=None)
+    view = status_view(offline, datetime.now(UTC))
+    (row,) = [r for r in view.rows if r.spec == "b-behind"]
+    assert view.offline is True
+    assert row.note.endswith(f") {QUEUED}; reconcile will refuse it at the head: {refusal(at)}"), row.note
+    assert row.refused_at_head == refusal(at)
+    assert row.as_json()["refused_at_head"] == refusal(at)
+    bench.spec("b-behind", start="2025-01-10", end="2025-01-12", reprocess="completed", mar=1, expected_runs=9)
+    (edited,) = [r for r in status_view(offline, datetime.now(UTC)).rows if r.spec == "b-behind"]
+    assert (edited.note.endswith(f") {QUEUED}"), edited.refused_at_head) == (True, None)  # another version: not judged

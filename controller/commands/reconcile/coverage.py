@@ -20,6 +20,8 @@ from controller.core.model.binding import Binding
 from controller.core.model.coverage import Coverage
 from controller.core.model.ranges import expand
 from controller.core.model.spec import BackfillSpec
+from controller.core.plan.outcome import covered_outcomes
+from controller.core.plan.values import Plan
 from controller.core.rules.coverage import changed_since, coverage, judged
 from controller.errors import AirflowError, AirflowNotFound
 
@@ -73,6 +75,25 @@ def _ended(record: ChangeRecord) -> datetime | None:
         return None if record.completed_at is None else datetime.fromisoformat(record.completed_at)
     except ValueError:
         return None
+
+
+def at_end(
+    client: AirflowClient,
+    plan: Plan,
+    bindings: Mapping[str, Binding],
+    specs: Mapping[str, BackfillSpec],
+    now: datetime,
+) -> tuple[Plan, dict[str, Coverage]]:
+    """The coverage of each spec the plan ends (terminal now, bound but not recorded terminal yet), measured before
+    its outcome is recorded, and the plan with each `select` spec's outcome held to it (`covered_outcome`): the
+    audit record and its notification say the outcome that stays."""
+    ending = [
+        binding
+        for item in plan.items
+        if item.phase.terminal and (binding := bindings.get(item.spec)) is not None and not binding.phase.terminal
+    ]
+    measured = measure_ended(client, ending, specs, now) if ending else {}
+    return covered_outcomes(plan, measured), measured
 
 
 def measure_ended(

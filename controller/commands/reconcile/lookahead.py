@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime, timedelta
 
 from controller.commands.reconcile.applied import applied_yet
 from controller.commands.reconcile.observe import Observer
@@ -27,6 +28,7 @@ from controller.core.rules.selection import max_backfills, ranges_over
 AHEAD = "the specs ahead may change the count by then"
 
 Memo = dict[tuple[str, str], Ahead]  # (spec, digest) → its judgement: one dry run a spec version
+RETRY_FAILED = timedelta(minutes=10)  # a failed look-ahead dry run is tried again after this, not every pass
 
 
 def look_ahead(
@@ -52,21 +54,32 @@ def look_ahead(
     for item in waiting:
         spec = by_name[item.spec]
         key = (spec.name, spec.digest)
-        if key in memo:
-            looked[item.spec] = _with(item, spec, policy, memo[key], fresh=fresh)
+        known = memo.get(key)
+        if known is not None and not (observer is not None and _retry_due(known, world.now)):
+            looked[item.spec] = _with(item, spec, policy, known, fresh=fresh)
         elif observer is not None:
-            judged = _judged(spec, world, observer)
-            if isinstance(judged, str):  # its dry run failed: said now, judged again next time
-                looked[item.spec] = replace(item, reason=f"{item.reason}; its dry run now failed: {judged}")
-            else:
-                memo[key] = judged
-                looked[item.spec] = _with(item, spec, policy, judged, fresh=fresh)
+            memo[key] = _judged(spec, world, observer)
+            looked[item.spec] = _with(item, spec, policy, memo[key], fresh=fresh)
     return replace(plan, items=tuple(looked.get(i.spec, i) for i in plan.items))
+
+
+def _retry_due(ahead: Ahead, now: datetime) -> bool:
+    """A failed dry run is tried again once RETRY_FAILED has passed since it (an unreadable time: now)."""
+    if not ahead.failed:
+        return False
+    try:
+        return now - datetime.fromisoformat(ahead.at) >= RETRY_FAILED
+    except ValueError:
+        return True
 
 
 def kept(bindings: Mapping[str, Binding]) -> Memo:
     """The judgements reconcile kept in the bindings, by spec version."""
     return {(name, b.ahead.digest): b.ahead for name, b in bindings.items() if b.ahead is not None}
+
+
+def _minutes(span: timedelta) -> int:
+    return int(span.total_seconds() // 60)
 
 
 def judged_now(memo: Memo, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> dict[str, Ahead]:
@@ -96,13 +109,13 @@ def _applied(binding: Binding | None) -> bool:
     return binding is not None and applied_yet(binding)
 
 
-def _judged(spec: BackfillSpec, world: World, observer: Observer) -> Ahead | str:
+def _judged(spec: BackfillSpec, world: World, observer: Observer) -> Ahead:
     """The spec version's dry run as kept, or why it failed. A `select` spec counts its selected intervals, as at
     the head (`core/plan/selecting.py`)."""
     dry = observer.dry_runs.dry_run(spec, world.observations)
-    if dry.error is not None:
-        return dry.error
     at = format_utc(world.now.replace(microsecond=0))
+    if dry.error is not None:
+        return Ahead(spec.digest, at, failed=dry.error)
     if spec.select is None:
         return Ahead(spec.digest, at, len(dry.dates), dry.in_range)
     if dry.selection is None:  # its runs were not read whole: the head says why it cannot be planned
@@ -124,15 +137,29 @@ def limit_of(ahead: Ahead, spec: BackfillSpec, policy: Policy) -> str | None:
 
 
 def _with(item: Item, spec: BackfillSpec, policy: Policy, ahead: Ahead, *, fresh: bool) -> Item:
-    limit = limit_of(ahead, spec, policy)
-    if limit is None:
+    words, refusal = said(ahead, spec, policy, fresh=fresh)
+    if not words:
         return item
-    when = "dry run now" if fresh else f"dry run at {ahead.at}"
-    refusal = f"{limit} ({when}; {AHEAD})"
+    if refusal is None:
+        return replace(item, reason=f"{item.reason}; {words}")
     return replace(
         item,
-        reason=f"{item.reason}; reconcile will refuse it at the head: {refusal}",
+        reason=f"{item.reason}; {words}",
         refused_at_head=refusal,
         runs_to_create=ahead.runs_to_create,
         runs_in_range=ahead.runs_in_range,
     )
+
+
+def said(ahead: Ahead, spec: BackfillSpec, policy: Policy, *, fresh: bool) -> tuple[str, str | None]:
+    """What every view adds to a queued spec's reason from its judgement ("": nothing to say), and the refusal at
+    the head it foresees (None: none). `fresh`: judged by this run ("dry run now"), else kept ("dry run at …")."""
+    when = "dry run now" if fresh else f"dry run at {ahead.at}"
+    if ahead.failed:  # said; tried again RETRY_FAILED after it (`plan`: at its next run)
+        again = "" if fresh else f" (tried again {_minutes(RETRY_FAILED)} min after it)"
+        return f"its look-ahead {when} failed{again}: {ahead.failed}", None
+    limit = limit_of(ahead, spec, policy)
+    if limit is None:
+        return "", None
+    refusal = f"{limit} ({when}; {AHEAD})"
+    return f"reconcile will refuse it at the head: {refusal}", refusal

@@ -23,7 +23,7 @@ from controller.commands.reconcile.analysis import Analyst
 from controller.commands.reconcile.applied import with_applied
 from controller.commands.reconcile.apply import Applied, Applier
 from controller.commands.reconcile.consumers import Consumers
-from controller.commands.reconcile.coverage import measure_ended
+from controller.commands.reconcile.coverage import at_end, measure_ended
 from controller.commands.reconcile.gate import EvidenceGiven, PassFacts, gather
 from controller.commands.reconcile.history import kept_history
 from controller.commands.reconcile.holds import lift_due, record_hand_stops, with_holds
@@ -40,6 +40,7 @@ from controller.commands.runtime.settings import Settings
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.checks.result import SpecSet
 from controller.core.model.binding import Binding
+from controller.core.model.coverage import Coverage
 from controller.core.model.evidence import GateDecision
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.secret import redact_url
@@ -269,26 +270,15 @@ class Reconciler:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
         record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
-        ended = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
-        applied = self._apply(plan, specs, world, recorder)
+        plan, ended = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
+        applied = _apply(self.store, Applier(self.client, recorder, self.sleep), plan, by_name, world)
         with self.store.batch("recording observed phases"):
             recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
-            after_world = self.observer.after(
-                world,
-                specs,
-                recorder.bindings,
-                intents=self.store.pending_creates(),
-                now=self.clock(),
-                changed=changed_dags(applied),
-            )
-            after_world = replace(after_world, analysis=world.analysis)  # evaluated once a pass
-            again = replace(refining, world=after_world)  # the same consumers: their reads of this pass are kept
-            after = refine(planned(desired, after_world), again, DECIDING).plan
-            with self.store.batch("recording observed phases"):
-                recorder.phases(after, by_name, skip=set())
-        _cover(self.client, recorder, by_name, self.clock(), besides=ended)  # the specs this pass's changes ended
+            after, also = self._observed_after(desired, refining, applied, recorder, by_name)
+            ended |= also
+        _cover(self.client, recorder, by_name, self.clock(), besides=ended)  # any other spec this pass ended
         recorder.findings(after or plan, by_name)
         current = after or plan  # the rehearsals, verifications and publish runs this pass's plan waits on
         self.stages.advance(
@@ -308,15 +298,32 @@ class Reconciler:
         done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]
         return PassResult(plan, done, errors, refused, after, source, analysis=world.analysis)
 
-    def _apply(self, plan: Plan, specs: Sequence[BackfillSpec], world: World, recorder: Recorder) -> list[Applied]:
-        applier = Applier(self.client, recorder, self.sleep)
-        by_name = {s.name: s for s in specs}
-        applied: list[Applied] = []
-        for adopting, items in groupby(iter_changes(plan), key=lambda i: i.kind is Kind.ADOPT):
-            # adoptions call nothing: a run of them is recorded in one transaction
-            with self.store.batch("recording adoptions") if adopting else contextlib.nullcontext():
-                applied += [applier.apply(item, by_name[item.spec], world) for item in items]
-        return applied
+    def _observed_after(
+        self,
+        desired: Desired,
+        refining: Refining,
+        applied: Sequence[Applied],
+        recorder: Recorder,
+        by_name: Mapping[str, BackfillSpec],
+    ) -> tuple[Plan, set[str]]:
+        """The plan re-observed after the changes, its phases recorded (each held to its spec's coverage when it ends
+        now), and the names of the specs it ended."""
+        world, now, specs = refining.world, self.clock(), refining.specs
+        after_world = self.observer.after(
+            world,
+            specs,
+            recorder.bindings,
+            intents=self.store.pending_creates(),
+            now=now,
+            changed=changed_dags(applied),
+        )
+        again = replace(refining, world=replace(after_world, analysis=world.analysis))  # analysis: once a pass
+        # the same consumers: their reads of this pass are kept
+        plan = refine(planned(desired, again.world), again, DECIDING).plan
+        after, measured = at_end(self.client, plan, recorder.bindings, by_name, now)
+        with self.store.batch("recording observed phases"):
+            recorder.phases(after, by_name, skip=set())
+        return after, _keep_coverage(recorder, measured)
 
     def _gate(self, desired: Desired, bindings: dict[str, Binding], *, decide: bool) -> Gate | None:
         """What the approval gate at reconcile decides with (`commands/reconcile/gate.py`); None: not in git, nothing to
@@ -380,6 +387,17 @@ def changed_dags(applied: Sequence[Applied]) -> dict[str, list[Created | None]]:
     return changed
 
 
+def _apply(
+    store: Store, applier: Applier, plan: Plan, by_name: Mapping[str, BackfillSpec], world: World
+) -> list[Applied]:
+    applied: list[Applied] = []
+    for adopting, items in groupby(iter_changes(plan), key=lambda i: i.kind is Kind.ADOPT):
+        # adoptions call nothing: a run of them is recorded in one transaction
+        with store.batch("recording adoptions") if adopting else contextlib.nullcontext():
+            applied += [applier.apply(item, by_name[item.spec], world) for item in items]
+    return applied
+
+
 def plan_errors(plan: Plan) -> list[str]:
     """One line per error: each spec's own, and each unobserved cause once (not once per spec or DAG)."""
     own = [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE and not i.unobserved]
@@ -394,12 +412,23 @@ def _outcomes(
     by_name: Mapping[str, BackfillSpec],
     *,
     now: datetime,
-) -> set[str]:
-    """The outcomes the plan observed, stored before its changes, and the version coverage of each spec that ended,
-    measured before this pass's creates (the next spec on its queue) add runs to its range; their names."""
+) -> tuple[Plan, set[str]]:
+    """The outcomes the plan observed, stored before its changes, each held to the version coverage of its spec,
+    measured before this pass's creates (the next spec on its queue) add runs to its range; the plan as recorded, and
+    the names of the specs that ended (or were measured)."""
+    plan, measured = at_end(client, plan, recorder.bindings, by_name, now)
     with store.batch("recording outcomes"):
         recorder.outcomes(plan, by_name)
-    return _cover(client, recorder, by_name, now)
+    return plan, _keep_coverage(recorder, measured)
+
+
+def _keep_coverage(recorder: Recorder, measured: Mapping[str, Coverage]) -> set[str]:
+    """Keep the coverage measured of each spec that ended (status, the page and its notification show it); the names
+    measured and the names ended, not to be measured again."""
+    ended = {b.spec_name for b in recorder.ended()}
+    for name in sorted(measured.keys() & ended):
+        recorder.keep(name, coverage=measured[name])
+    return ended | measured.keys()
 
 
 def _cover(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controller.adapters.store import Reconciled, Store
 from controller.commands.reconcile.applied import applied_yet, last_author, spec_at, view_applied
+from controller.commands.reconcile.lookahead import said
 from controller.commands.reconcile.opening import open_reconciler
 from controller.commands.reconcile.specfiles import validate_paths
 from controller.commands.runtime.settings import Settings
 from controller.commands.verbs import audit as audit_cmd
 from controller.core.audit.chain import AuditRecord
+from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.render import status
@@ -71,7 +73,27 @@ def _stored_view(settings: Settings, now: datetime) -> tuple[list[status.StatusR
     found = validate_paths([], settings.specs_dir, now, applied=applied).split()
     specs, edits = view_applied(found.valid, bindings, settings.specs_dir)
     rows = status.stored_rows(specs, bindings, found.invalid, edits)
+    rows = _with_kept_ahead(rows, {s.name: s for s in specs}, bindings, found.policy)
     return rows, bool(found.invalid or edits or found.policy_errors), found.policy, last
+
+
+def _with_kept_ahead(
+    rows: Sequence[status.StatusRow],
+    specs: Mapping[str, BackfillSpec],
+    bindings: Mapping[str, Binding],
+    policy: Policy,
+) -> list[status.StatusRow]:
+    """Each queued spec's judgement reconcile kept, said as the online view says it (by the policy of now)."""
+    out = []
+    for row in rows:
+        spec, binding = specs.get(row.spec), bindings.get(row.spec)
+        ahead = binding.ahead if binding is not None else None
+        if spec is None or ahead is None or ahead.digest != spec.digest or row.phase != Phase.QUEUED.value:
+            out.append(row)
+            continue
+        words, refusal = said(ahead, spec, policy, fresh=False)
+        out.append(replace(row, note=f"{row.note}; {words}", refused_at_head=refusal) if words else row)
+    return out
 
 
 def report_document(settings: Settings, name: str, now: datetime) -> ChangeRecord:

@@ -125,6 +125,7 @@ class Ahead:
     runs_to_create: int | None = None  # for a `select` spec, the selected intervals (None: its selection unknown)
     runs_in_range: int | None = None
     sub_ranges: int | None = None  # a `select` spec's backfills (its contiguous sub-ranges); None without select
+    failed: str = ""  # why its dry run failed ("": it did not): tried again after a while, not every pass
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -133,7 +134,7 @@ class Ahead:
             "runs_to_create": self.runs_to_create,
             "runs_in_range": self.runs_in_range,
             "sub_ranges": self.sub_ranges,
-        }
+        } | ({"failed": self.failed} if self.failed else {})
 
     @classmethod
     def from_json(cls, data: Any) -> Ahead | None:
@@ -143,7 +144,11 @@ class Ahead:
         counts = [data.get(k) for k in ("runs_to_create", "runs_in_range", "sub_ranges")]
         if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in counts):
             return None
-        return cls(data["digest"], data["at"], *counts)
+        failed = data.get("failed", "")
+        if not isinstance(failed, str):
+            return None
+        to_create, in_range, sub_ranges = counts
+        return cls(data["digest"], data["at"], to_create, in_range, sub_ranges, failed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
+
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Phase
+from controller.core.model.coverage import Coverage
 from controller.core.model.spec import DesiredState
+from controller.core.plan.values import Item, Plan
 from controller.core.rules.schedules import failed_partitions_text
 
 
@@ -15,6 +20,23 @@ def terminal_phase(backfill: Backfill, runs: RunSummary, applied: DesiredState |
     if applied is DesiredState.CANCELLED or (backfill.is_paused and runs.never_started):
         return Phase.CANCELLED
     return Phase.COMPLETED_WITH_FAILURES if runs.count("failed") or runs.unknown else Phase.SUCCEEDED
+
+
+def covered_outcome(item: Item, found: Coverage | None) -> Item:
+    """A `select` spec is done when its selection is: with its runs succeeded but an interval's latest run not on the
+    target (failed, never ran, other code), it ends CompletedWithFailures, the coverage line saying why. For other
+    specs coverage is information: their outcome is their runs'."""
+    spec = item.source
+    if found is None or found.holds or spec is None or spec.select is None or item.phase is not Phase.SUCCEEDED:
+        return item
+    why = f"the selection is not covered: {found.text()}"
+    return replace(item, phase=Phase.COMPLETED_WITH_FAILURES, reason=f"{item.reason}; {why}" if item.reason else why)
+
+
+def covered_outcomes(plan: Plan, measured: Mapping[str, Coverage]) -> Plan:
+    """The plan with each spec's outcome held to its coverage measured at its end (`covered_outcome`)."""
+    items = tuple(covered_outcome(i, measured.get(i.spec)) for i in plan.items)
+    return plan if items == plan.items else replace(plan, items=items)
 
 
 def outcome_reason(phase: Phase, runs: RunSummary) -> str:

@@ -58,17 +58,14 @@ class Stuck:
     since: datetime
     cause: str
     cancelled: bool = False  # a cancelled backfill's queued runs (#72337): stuck at once, whatever the threshold
-    running: int = 0  # runs still marked running on a paused DAG (its scheduler examines none of them)
+    paused: bool = False  # its DAG is paused: none starts, and a run in flight at the pause may read `running`
 
     def message(self, threshold_minutes: int) -> str:
         """Stable while the situation lasts (no ages that change every pass): audited once, on change."""
         if self.cancelled:
             return f"{self.queued} run(s) queued (oldest since {format_utc(self.since)}) will never start: {self.cause}"
-        held = (
-            f"while none starts ({self.running} still marked running: Airflow examines no run of a paused DAG)"
-            if self.running
-            else "while none runs"
-        )
+        # no count of runs marked running: it changes as Airflow settles them, and the message is the dedup key
+        held = "while none starts (Airflow examines no run of a paused DAG)" if self.paused else "while none runs"
         return (
             f"{self.queued} run(s) queued for more than {threshold_minutes} min (oldest since "
             f"{format_utc(self.since)}) {held}; likely cause: {self.cause}"
@@ -97,9 +94,9 @@ def find_stuck(
         return None
     if item.phase is Phase.CANCELLED:
         return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, CANCELLED_QUEUED, cancelled=True)
-    running = item.runs.counts.get("running", 0) if item.runs is not None else 0  # a candidate's: on a paused DAG
     cause = likely_cause(item.dag_id, plan, health)
-    return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, cause, running=running)
+    paused = item.dag_id in _paused_dags(plan)
+    return Stuck(item.spec, item.dag_id, item.backfill_id, queued, oldest, cause, paused=paused)
 
 
 def likely_cause(dag_id: str, plan: Plan, health: SchedulerHealth) -> str:
