@@ -44,7 +44,8 @@ def test_each_interval_is_judged_by_its_latest_run_and_every_gap_is_named() -> N
         _run(4, "success", V4),
         _run(4, "success", V3, queued=ENDED + DAY),  # re-run since on the old code: its latest run decides
         _run(5, "running", V4),
-        _run(6, "success", V3, V4),  # a run on two versions: part of it is the old code
+        _run(6, "success", V3, V4),  # re-run on the target (its first try ran on 3): covered
+        _run(10, "success", V4, V3),  # its latest try ran on 3 (a versioned bundle's listing): other code
         _run(7, "success"),  # no version recorded
         _run(8, "failed", V3, queued=JAN1),
         _run(8, "success", V4, queued=JAN1 + DAY),  # re-run later on the target: covered
@@ -53,28 +54,31 @@ def test_each_interval_is_judged_by_its_latest_run_and_every_gap_is_named() -> N
     assert result == Coverage(
         V4,
         TargetSource.AT_END,
-        intervals=9,
-        covered=2,
+        intervals=10,
+        covered=3,
         missed=(
             Missed("2025-01-02T00:00:00+00:00", Gap.FAILED, (V4,)),
             Missed("2025-01-03T00:00:00+00:00", Gap.OTHER_CODE, (V3,)),
             Missed("2025-01-04T00:00:00+00:00", Gap.RERUN_OTHER_CODE, (V3,)),
             Missed("2025-01-05T00:00:00+00:00", Gap.UNFINISHED, (V4,)),
-            Missed("2025-01-06T00:00:00+00:00", Gap.OTHER_CODE, (V3, V4)),
             Missed("2025-01-07T00:00:00+00:00", Gap.OTHER_CODE),
             Missed("2025-01-09T00:00:00+00:00", Gap.NEVER_RAN),
+            Missed("2025-01-10T00:00:00+00:00", Gap.OTHER_CODE, (V4, V3)),
         ),
     )
     assert not result.holds
     assert result.text() == (
-        "version coverage: 2 of 9 intervals on DAG version 4 (1 failed, 1 never ran, 3 other code, "
+        "version coverage: 3 of 10 intervals on DAG version 4 (1 failed, 1 never ran, 3 other code, "
         "1 queued or running, 1 re-run since on other code)"
     )
     assert [m.text() for m in result.missed[:2]] == [
         "2025-01-02T00:00:00+00:00 (failed: DAG version 4)",
         "2025-01-03T00:00:00+00:00 (other code: DAG version 3)",
     ]
-    assert result.missed[-1].text() == "2025-01-09T00:00:00+00:00 (never ran)"
+    assert [m.text() for m in result.missed[-2:]] == [
+        "2025-01-09T00:00:00+00:00 (never ran)",
+        "2025-01-10T00:00:00+00:00 (other code: DAG version 4, DAG version 3)",
+    ]
 
 
 def test_full_coverage_holds_and_says_so_in_one_line() -> None:

@@ -9,10 +9,10 @@ from controller.core.checks.changes import FieldChange, edited_fields
 from controller.core.model.airflow import DagRun, DagVersion
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import ReprocessBehavior, Select
+from controller.core.rules.coverage import latest_code
 from controller.core.rules.selection import (
     MAX_BACKFILLS,
     Selection,
-    all_on_target,
     code_moved,
     in_flight,
     latest_runs,
@@ -99,23 +99,27 @@ def test_failed_never_ran_and_older_code_are_selected_and_grouped_into_contiguou
     }
 
 
-def test_a_run_on_two_versions_is_on_target_only_when_each_is_and_an_interval_counts_by_its_latest_run() -> None:
+def test_a_run_is_judged_by_the_code_of_its_latest_try_and_an_interval_by_its_latest_run() -> None:
+    """Airflow lists the code of every try of a run's tasks, oldest first (3.3.2: task instance history included):
+    a run re-run on version 4 reads (3, 4) and is on version 4, as Airflow's own `version_number` says."""
     runs = [
-        _run(1, "success", V3, V4),  # some tasks cleared onto version 4, the others ran on 3: other code
-        _run(2, "success", V4, V3),  # its last task ran on version 3: other code
+        _run(1, "success", V3, V4),  # re-run on version 4 (its first try ran on 3): on the target
+        _run(2, "success", V3),  # other code
         _run(3, "success", V4, queued=1),
-        _run(3, "failed", V3, queued=9),  # the latest run of day 3 failed, on old code
+        _run(3, "failed", V3, V4, queued=9),  # the latest run of day 3 failed
         _run(4, "failed", V3, queued=1),
-        _run(4, "success", V4, V4, queued=9),  # re-run since on the target: never selected
+        _run(4, "success", V4, queued=9),  # re-run since on the target: never selected
+        _run(5, "success"),  # no code recorded: not known to be on the target
     ]
-    got = select(_days(1, 2, 3, 4), runs, V4_TARGET)
-    assert got.selected == tuple(_days(1, 2, 3))
-    assert (got.failed, got.off_target, got.never_ran, got.on_target) == (1, 2, 0, 1)
-    assert got.sub_ranges == ((_d(1), _d(3)),)
+    got = select(_days(1, 2, 3, 4, 5), runs, V4_TARGET)
+    assert got.selected == tuple(_days(2, 3, 5))
+    assert (got.failed, got.off_target, got.never_ran, got.on_target) == (1, 2, 0, 2)
+    assert got.sub_ranges == ((_d(2), _d(3)), (_d(5), _d(5)))
     assert got.text() == (
-        "re-runs 3 of 4 intervals in 1 backfill: 2 on version 3 or older; 1 failed; 1 already on version 4"
+        "re-runs 3 of 5 intervals in 2 backfills: 2 on version 3 or older; 1 failed; 2 already on version 4"
     )
-    assert [all_on_target(v, V4_TARGET) for v in ((), (V4,), (V3, V4), (V4, V4))] == [False, True, False, True]
+    assert [latest_code(r) for r in runs[:2]] == [V4, V3]
+    assert latest_code(runs[-1]) is None
 
 
 def test_same_queue_time_the_later_listed_run_counts_and_no_queue_time_is_earliest() -> None:

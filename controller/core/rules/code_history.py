@@ -11,6 +11,7 @@ from datetime import MINYEAR, UTC, datetime
 from typing import Any
 
 from controller.core.model.airflow import DagRun, DagVersion
+from controller.core.rules.coverage import latest_code
 
 _EARLIEST = datetime(MINYEAR, 1, 1, tzinfo=UTC)
 
@@ -54,7 +55,7 @@ def code_in_range(runs: Sequence[DagRun], intervals: int | None) -> CodeInRange:
         kept = latest.get(run.logical_date)
         if kept is None or (run.queued_at or _EARLIEST) >= (kept.queued_at or _EARLIEST):
             latest[run.logical_date] = run
-    made = Counter(run.dag_versions[-1] if run.dag_versions else None for run in latest.values())
+    made = Counter(latest_code(run) for run in latest.values())
     ordered = sorted(made.items(), key=lambda vn: (vn[0] is None, -(vn[0].number if vn[0] else 0), str(vn[0])))
     failed = sum(1 for run in latest.values() if run.state == "failed")
     return CodeInRange(tuple(ordered), failed, None if intervals is None else max(0, intervals - len(latest)))

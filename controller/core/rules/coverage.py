@@ -28,7 +28,7 @@ def coverage(
     source: TargetSource = TargetSource.AT_END,
 ) -> Coverage:
     """Every interval in `intervals` or with a run in `runs` (any run type), judged by its latest run by queue
-    time: covered when it succeeded and every version it ran on is `target`. `ended`: when the spec ended (a
+    time: covered when it succeeded and its latest try ran on `target` (`latest_code`). `ended`: when the spec ended (a
     successful run on other code queued after it was re-run since; None: not known, so never said)."""
     latest = latest_runs(runs)
     keys = sorted(set(intervals) | set(latest))
@@ -55,6 +55,13 @@ def changed_since(before: Coverage, now: Coverage) -> tuple[Missed, ...]:
     return tuple(m for m in now.missed if m not in known)
 
 
+def latest_code(run: DagRun) -> DagVersion | None:
+    """The code a run's latest try ran on: the last of its `dag_versions` (None: none recorded). Airflow lists the
+    code of every try of every task, so a run re-run on new code also names the old one; its own `version_number`
+    is this last one too. (A run only partly cleared onto new code reads the same: evidence, not proof.)"""
+    return run.dag_versions[-1] if run.dag_versions else None
+
+
 def _judge(key: datetime, run: DagRun | None, target: DagVersion, ended: datetime | None) -> Missed | None:
     if run is None:
         return Missed(key.isoformat(), Gap.NEVER_RAN)
@@ -63,7 +70,7 @@ def _judge(key: datetime, run: DagRun | None, target: DagVersion, ended: datetim
         return Missed(label, Gap.UNFINISHED, code)
     if run.state != "success":
         return Missed(label, Gap.FAILED, code)
-    if code and all(v == target for v in code):
+    if latest_code(run) == target:
         return None
     since = ended is not None and run.queued_at is not None and run.queued_at > ended
     return Missed(label, Gap.RERUN_OTHER_CODE if since else Gap.OTHER_CODE, code)

@@ -16,7 +16,7 @@ from typing import Any
 from controller.core.model.airflow import DagRun, DagVersion
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Select
-from controller.core.rules.coverage import IN_FLIGHT, latest_runs  # one rule for an interval's latest run
+from controller.core.rules.coverage import IN_FLIGHT, latest_code, latest_runs  # one rule for an interval's code
 
 MAX_BACKFILLS = 20  # sub-ranges a selection may make when the policy sets no `max_backfills`
 
@@ -88,21 +88,14 @@ def select(intervals: Sequence[datetime], runs: Sequence[DagRun], target: Select
             continue
         elif run.state == "failed":
             failed += 1
-        elif not run.dag_versions or not all(
-            on_target(v, target) for v in run.dag_versions
-        ):  # every code it ran on, as coverage judges
+        elif (code := latest_code(run)) is None or not on_target(code, target):
             off += 1
         else:
-            newer += _newer(run.dag_versions[-1], target)
+            newer += _newer(code, target)
             continue
         chosen.append(at)
     spans = sub_ranges(ordered, chosen)
     return Selection(target, len(ordered), tuple(chosen), failed, never, off, newer, spans, flying)
-
-
-def all_on_target(versions: Sequence[DagVersion], target: Select) -> bool:
-    """Every code a run ran on is the target (a run whose tasks were cleared onto new code is not: coverage's rule)."""
-    return bool(versions) and all(on_target(v, target) for v in versions)
 
 
 def on_target(version: DagVersion | None, target: Select) -> bool:
