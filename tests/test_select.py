@@ -293,3 +293,30 @@ def test_a_select_spec_whose_selection_is_not_covered_at_its_end_completes_with_
         if e.entry.outcome in ("Succeeded", "CompletedWithFailures")
     ]
     assert ended == [("CompletedWithFailures", f"2 run(s) succeeded; {why}")]
+
+
+def test_a_policy_that_merges_sub_ranges_joins_the_closest_and_re_runs_the_on_target_days_between(
+    bench: Bench,
+) -> None:
+    _history(bench, {1: 1, 2: 2, 3: 1, 4: 2, 5: 1, 6: 2, 7: 1})  # 1, 3, 5, 7 on old code: 4 sub-ranges
+    bench.policy(
+        """\
+        version: 1
+        rules:
+          - dags: [demo_*]
+            max_backfills: 3
+            merge_sub_ranges: true
+        """
+    )
+    before = len(_creates(bench))
+    bench.spec("fix", end="2025-01-07", reprocess="completed", select="{code_version: 2}", mar=2)
+    item = next(i for i in bench.run().plan.items if i.spec == "fix")
+    assert item.selection is not None
+    assert item.selection.text() == (
+        "re-runs 5 of 7 intervals in 3 backfills: 4 on version 1 or older; 1 on version 2 re-run to join sub-ranges; "
+        "2 already on version 2"
+    )
+    assert (item.kind.value, item.chunk, item.runs_to_create) == ("create", (1, 3), 5)
+    bench.until_terminal()
+    made = [(b["from_date"][:10], b["to_date"][:10]) for b in _creates(bench)[before:]]
+    assert made == [("2025-01-01", "2025-01-03"), ("2025-01-05", "2025-01-05"), ("2025-01-07", "2025-01-07")]

@@ -57,3 +57,13 @@ def test_bundle_versions_are_their_own_code_and_unknown_intervals_say_nothing_of
     assert code.text() == "code in range: DAG version 4 (bundle abc123): 1 interval, DAG version 4: 1 interval"
     assert code.without_run is None
     assert code_in_range([], 3).text() == "code in range: no runs yet; 3 intervals without a run"
+
+
+def test_partition_runs_are_no_interval_and_equal_numbers_order_by_their_bundle() -> None:
+    partition = DagRun("p", None, "success", None, None, partition_key="k", partition_date=JAN1, dag_versions=(V3,))
+    bundles = [_run(1, "success", DagVersion(4, "bbb")), _run(2, "success", DagVersion(4, "aaa")), partition]
+    code = code_in_range(bundles, 1)  # more intervals with a run than counted: none without one
+    assert code == CodeInRange(((DagVersion(4, "aaa"), 1), (DagVersion(4, "bbb"), 1)), failed=0, without_run=0)
+    assert code.as_json()["versions"][0] == {"version_number": 4, "bundle_version": "aaa", "intervals": 1}
+    tie = [_run(1, "failed", V3, queued=2), _run(1, "success", V4, queued=2), _run(2, "success", V3)]
+    assert code_in_range(tie, 2) == CodeInRange(((V4, 1), (V3, 1)), failed=0, without_run=0)  # a tie: the later listed

@@ -17,6 +17,7 @@ from controller.core.rules.selection import (
     in_flight,
     latest_runs,
     max_backfills,
+    merged,
     on_target,
     select,
     sub_ranges,
@@ -76,6 +77,7 @@ def test_failed_never_ran_and_older_code_are_selected_and_grouped_into_contiguou
         off_target=2,
         newer=0,
         sub_ranges=((_d(2), _d(4)), (_d(6), _d(6))),
+        gaps=((_d(5),),),
     )
     assert got.on_target == 3
     assert got.text() == (
@@ -282,3 +284,54 @@ def test_an_interval_in_flight_is_never_re_run_and_splits_the_sub_range_around_i
     )
     quiet = select([_d(1)], runs[:1], V4_TARGET)
     assert (quiet.in_flight, quiet.text()) == (0, "re-runs 1 of 1 interval in 1 backfill: 1 on version 3 or older")
+
+
+# --- merge_sub_ranges: joining the closest sub-ranges ----------------------------------------------------------
+
+
+def _scattered() -> Selection:
+    """Days 1-10: on the target but 1, 3-4, 7, 10 (older code), with day 9 running: sub-ranges 1, 3-4, 7, 10; the
+    gaps between them hold day 2 (1 interval), days 5-6 (2), days 8-9 (day 9 in flight: never joined)."""
+    old = [_run(d, "success", V3) for d in (1, 3, 4, 7, 10)]
+    on = [_run(d, "success", V4) for d in (2, 5, 6, 8)]
+    return select(_days(*range(1, 11)), [*old, *on, _run(9, "running", V4)], V4_TARGET)
+
+
+def test_the_gaps_between_sub_ranges_name_their_on_target_intervals_or_an_interval_in_flight() -> None:
+    got = _scattered()
+    assert got.sub_ranges == ((_d(1), _d(1)), (_d(3), _d(4)), (_d(7), _d(7)), (_d(10), _d(10)))
+    assert got.gaps == ((_d(2),), (_d(5), _d(6)), None)
+    assert (got.mergeable, got.in_flight) == (2, 1)
+
+
+def test_merging_joins_across_the_fewest_on_target_intervals_and_says_so() -> None:
+    got = merged(_scattered(), 3)
+    assert got.sub_ranges == ((_d(1), _d(4)), (_d(7), _d(7)), (_d(10), _d(10)))
+    assert got.selected == tuple(_days(1, 2, 3, 4, 7, 10))
+    assert (got.merged, got.gaps, got.on_target) == (1, ((_d(5), _d(6)), None), 3)
+    assert got.text() == (
+        "re-runs 6 of 10 intervals in 3 backfills: 5 on version 3 or older; 1 on version 4 re-run to join "
+        "sub-ranges; 3 already on version 4; 1 in flight (never re-run)"
+    )
+    assert got.as_json()["merged"] == 1
+    twice = merged(_scattered(), 2)
+    assert twice.sub_ranges == ((_d(1), _d(7)), (_d(10), _d(10)))
+    assert (twice.merged, len(twice.selected)) == (3, 8)
+    assert merged(got, 2) == twice  # joined in steps or at once: the same
+
+
+def test_merging_never_joins_across_an_interval_in_flight_nor_when_it_cannot_reach_the_limit() -> None:
+    scattered = _scattered()
+    assert merged(scattered, 1) is scattered  # the gap with day 9 running cannot close: refused with its count
+    assert merged(scattered, 4) is scattered  # within the limit
+    assert "merged" not in scattered.as_json()
+    assert too_many(merged(scattered, 1), 1) == (
+        "select makes 4 backfills (contiguous sub-ranges of the 5 selected intervals); the policy allows at most 1 "
+        "(max_backfills): narrow the range, or raise max_backfills in a reviewed policy change"
+    )
+
+
+def test_ties_join_the_earliest_gap_first() -> None:
+    runs = [_run(d, "success", V3 if d % 2 else V4) for d in range(1, 8)]  # 1, 3, 5, 7 older: every gap one day
+    got = merged(select(_days(*range(1, 8)), runs, V4_TARGET), 3)
+    assert got.sub_ranges == ((_d(1), _d(3)), (_d(5), _d(5)), (_d(7), _d(7)))

@@ -105,6 +105,17 @@ def test_the_limit_is_the_policy_of_now_and_a_selection_counts_its_sub_ranges() 
     )
     assert limit_of(selected, spec(expected_runs=2), Policy()) is None  # 2 selected of 7 in range: within
     assert limit_of(selected, spec(expected_runs=1), Policy()) == "the dry run counts 2 runs; expected_runs is 1"
+    joinable = Ahead("sha256:ef", "2026-12-06T12:00:00Z", 2, 7, 2, mergeable=1)
+    merging = Policy(rules=(Rule(dags=("*",), max_backfills=1, merge_sub_ranges=True),))
+    assert limit_of(joinable, spec(expected_runs=2), merging) is None  # the head joins the two sub-ranges
+    assert limit_of(joinable, spec(expected_runs=2), one_range) is not None  # without merge_sub_ranges: refused
+    held = Ahead("sha256:ef", "2026-12-06T12:00:00Z", 3, 9, 3, mergeable=1)  # one gap holds a run in flight
+    assert limit_of(held, spec(expected_runs=3), merging) == (
+        "select makes 3 backfills (contiguous sub-ranges of the 3 selected intervals); the policy allows at most 1 "
+        "(max_backfills): narrow the range, or raise max_backfills in a reviewed policy change"
+    )
+    assert Ahead.from_json(joinable.as_json()) == joinable
+    assert "mergeable" not in selected.as_json()
 
 
 def test_a_policy_tightened_after_the_dry_run_is_said_by_status_without_a_new_one(

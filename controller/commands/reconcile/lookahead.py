@@ -23,7 +23,7 @@ from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.plan.admission import run_limit
 from controller.core.plan.values import Item, Kind, Plan
 from controller.core.plan.world import World
-from controller.core.rules.selection import max_backfills, ranges_over
+from controller.core.rules.selection import max_backfills, merge_allowed, ranges_over
 
 AHEAD = "the specs ahead may change the count by then"
 
@@ -121,7 +121,9 @@ def _judged(spec: BackfillSpec, world: World, observer: Observer) -> Ahead:
     if dry.selection is None:  # its runs were not read whole: the head says why it cannot be planned
         return Ahead(spec.digest, at)
     chosen = dry.selection
-    return Ahead(spec.digest, at, len(chosen.selected), chosen.intervals, len(chosen.sub_ranges))
+    return Ahead(
+        spec.digest, at, len(chosen.selected), chosen.intervals, len(chosen.sub_ranges), mergeable=chosen.mergeable
+    )
 
 
 def limit_of(ahead: Ahead, spec: BackfillSpec, policy: Policy) -> str | None:
@@ -130,10 +132,19 @@ def limit_of(ahead: Ahead, spec: BackfillSpec, policy: Policy) -> str | None:
     if ahead.runs_to_create is None:
         return None
     if ahead.sub_ranges is not None:
-        over = ranges_over(ahead.sub_ranges, ahead.runs_to_create, max_backfills(policy, spec.dag_id))
+        limit = max_backfills(policy, spec.dag_id)
+        over = ranges_over(_joined(ahead, limit, merge_allowed(policy, spec.dag_id)), ahead.runs_to_create, limit)
         if over is not None:
             return over
     return run_limit(spec, policy, ahead.runs_to_create)
+
+
+def _joined(ahead: Ahead, limit: int, allowed: bool) -> int:
+    """The backfills its selection makes at the head: its sub-ranges, or `limit` where `merge_sub_ranges` can join
+    enough of them (the head re-counts the runs the joins re-run)."""
+    ranges = ahead.sub_ranges or 0
+    joinable = (ahead.mergeable or 0) if allowed else 0
+    return limit if ranges > limit and ranges - limit <= joinable else ranges
 
 
 def _with(item: Item, spec: BackfillSpec, policy: Policy, ahead: Ahead, *, fresh: bool) -> Item:

@@ -126,29 +126,34 @@ class Ahead:
     runs_in_range: int | None = None
     sub_ranges: int | None = None  # a `select` spec's backfills (its contiguous sub-ranges); None without select
     failed: str = ""  # why its dry run failed ("": it did not): tried again after a while, not every pass
+    mergeable: int | None = None  # a `select` spec's sub-ranges `merge_sub_ranges` could join (None: without select)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "digest": self.digest,
-            "at": self.at,
-            "runs_to_create": self.runs_to_create,
-            "runs_in_range": self.runs_in_range,
-            "sub_ranges": self.sub_ranges,
-        } | ({"failed": self.failed} if self.failed else {})
+        return (
+            {
+                "digest": self.digest,
+                "at": self.at,
+                "runs_to_create": self.runs_to_create,
+                "runs_in_range": self.runs_in_range,
+                "sub_ranges": self.sub_ranges,
+            }
+            | ({"failed": self.failed} if self.failed else {})
+            | ({"mergeable": self.mergeable} if self.mergeable is not None else {})
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> Ahead | None:
         """None for what this release cannot read: the spec version is then dry-run again, as if never judged."""
         if not isinstance(data, Mapping) or not all(isinstance(data.get(k), str) for k in ("digest", "at")):
             return None
-        counts = [data.get(k) for k in ("runs_to_create", "runs_in_range", "sub_ranges")]
+        counts = [data.get(k) for k in ("runs_to_create", "runs_in_range", "sub_ranges", "mergeable")]
         if not all(v is None or (isinstance(v, int) and not isinstance(v, bool)) for v in counts):
             return None
         failed = data.get("failed", "")
         if not isinstance(failed, str):
             return None
-        to_create, in_range, sub_ranges = counts
-        return cls(data["digest"], data["at"], to_create, in_range, sub_ranges, failed)
+        to_create, in_range, sub_ranges, mergeable = counts
+        return cls(data["digest"], data["at"], to_create, in_range, sub_ranges, failed, mergeable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ class Rule:
     max_active_runs_limit: int | None = None
     max_runs: int | None = None
     max_backfills: int | None = None  # the most sub-ranges a `select` spec may split into (None: the default)
+    merge_sub_ranges: bool = False  # beyond it, join the closest sub-ranges (re-running on-target intervals)
     index: int = 0
     chunk_default: int | None = None  # the chunk size of specs that set none (above `chunk_required_above` runs)
     chunk_max: int | None = None  # the largest `execution.chunk_runs` a spec may set
@@ -191,6 +192,7 @@ def _rule(raw: dict[str, Any], index: int) -> Rule:
         max_active_runs_limit=raw.get("max_active_runs_limit"),
         max_runs=raw.get("max_runs"),
         max_backfills=raw.get("max_backfills"),
+        merge_sub_ranges=raw.get("merge_sub_ranges", False),
         index=index,
         chunk_default=raw.get("chunk_runs", {}).get("default"),
         chunk_max=raw.get("chunk_runs", {}).get("max"),

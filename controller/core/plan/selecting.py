@@ -16,7 +16,7 @@ from controller.core.plan.admission import analysis_runs, held_now, run_limit
 from controller.core.plan.chunked import first_sub_range, moved_code
 from controller.core.plan.values import Item, Kind
 from controller.core.plan.world import Context, DryRun
-from controller.core.rules.selection import Selection, max_backfills, too_many
+from controller.core.rules.selection import Selection, max_backfills, merge_allowed, merged, too_many
 
 UNKNOWN = (
     "select cannot be planned: the selection is not known (the range's runs were not read whole: more than the plan "
@@ -25,8 +25,11 @@ UNKNOWN = (
 
 
 def selected_item(ctx: Context, spec: BackfillSpec, counted: Item, dry: DryRun) -> Item:
-    """The head's item for a spec with `select` (`counted`: its create with the dry run's counts)."""
+    """The head's item for a spec with `select` (`counted`: its create with the dry run's counts); its sub-ranges
+    joined where the policy's `merge_sub_ranges` lets them (over `max_backfills`)."""
     selection = dry.selection
+    if selection is not None and merge_allowed(ctx.policy, spec.dag_id):
+        selection = merged(selection, max_backfills(ctx.policy, spec.dag_id))
     refused = _refused(ctx, spec, counted, selection)
     if refused is not None or selection is None:
         return refused or replace(counted, kind=Kind.BLOCKED, phase=Phase.BLOCKED, reason=UNKNOWN)

@@ -7,13 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import MINYEAR, UTC, datetime
 from typing import Any
 
 from controller.core.model.airflow import DagRun, DagVersion
-from controller.core.rules.coverage import latest_code
-
-_EARLIEST = datetime(MINYEAR, 1, 1, tzinfo=UTC)
+from controller.core.rules.coverage import latest_code, latest_runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +45,7 @@ class CodeInRange:
 
 def code_in_range(runs: Sequence[DagRun], intervals: int | None) -> CodeInRange:
     """From every run in a range (any run type): each logical date's latest run by queue time, its latest code."""
-    latest: dict[datetime, DagRun] = {}
-    for run in runs:
-        if run.logical_date is None:
-            continue  # a partitioned DAG's run: its intervals are partitions, not dates
-        kept = latest.get(run.logical_date)
-        if kept is None or (run.queued_at or _EARLIEST) >= (kept.queued_at or _EARLIEST):
-            latest[run.logical_date] = run
+    latest = latest_runs(r for r in runs if r.logical_date is not None)  # a partitioned DAG's: partitions, not dates
     made = Counter(latest_code(run) for run in latest.values())
     ordered = sorted(made.items(), key=lambda vn: (vn[0] is None, -(vn[0].number if vn[0] else 0), str(vn[0])))
     failed = sum(1 for run in latest.values() if run.state == "failed")

@@ -3,13 +3,15 @@
 An interval is selected when its latest run (by queue time) failed, when it never ran, or when that run's latest
 code is not the target: a lower `version_number`, or for a versioned bundle any other `bundle_version` (commits
 have no order). An interval already on the target is never selected. Consecutive selected intervals form one
-contiguous sub-range (one backfill each); more sub-ranges than the policy's `max_backfills` are refused.
+contiguous sub-range (one backfill each); more sub-ranges than the policy's `max_backfills` are refused, unless
+the policy's `merge_sub_ranges` lets the closest ones join: the on-target intervals between them are then re-run
+too (the fewest such intervals, said in the plan); an interval in flight is never inside a join.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +41,9 @@ class Selection:
     newer: int  # not selected: on a higher version_number than the target
     sub_ranges: tuple[tuple[datetime, datetime], ...]
     in_flight: int = 0  # not selected: a queued or running run holds it (it splits a sub-range)
+    # between each two sub-ranges, the on-target intervals (None: one in flight sits there: never joined)
+    gaps: tuple[tuple[datetime, ...] | None, ...] = ()
+    merged: int = 0  # selected: on the target, re-run to join sub-ranges (`merge_sub_ranges`)
 
     @property
     def on_target(self) -> int:
@@ -49,6 +54,7 @@ class Selection:
         why = [f"{self.off_target} on {_older(self.target)}"] if self.off_target else []
         why += [f"{self.failed} failed"] if self.failed else []
         why += [f"{self.never_ran} never ran"] if self.never_ran else []
+        why += [f"{self.merged} on {self.target.text()} re-run to join sub-ranges"] if self.merged else []
         already = f"{self.on_target} already on {self.target.text()}" + (" or newer" if self.newer else "")
         already += f"; {self.in_flight} in flight (never re-run)" if self.in_flight else ""
         head = f"re-runs {len(self.selected)} of {self.intervals} interval{'' if self.intervals == 1 else 's'}"
@@ -69,7 +75,12 @@ class Selection:
             "on_target": self.on_target,
             "in_flight": self.in_flight,
             "sub_ranges": [[first.isoformat(), last.isoformat()] for first, last in self.sub_ranges],
-        }
+        } | ({"merged": self.merged} if self.merged else {})
+
+    @property
+    def mergeable(self) -> int:
+        """The joins `merge_sub_ranges` could make (gaps with no interval in flight)."""
+        return sum(1 for gap in self.gaps if gap is not None)
 
 
 def select(intervals: Sequence[datetime], runs: Sequence[DagRun], target: Select) -> Selection:
@@ -95,7 +106,54 @@ def select(intervals: Sequence[datetime], runs: Sequence[DagRun], target: Select
             continue
         chosen.append(at)
     spans = sub_ranges(ordered, chosen)
-    return Selection(target, len(ordered), tuple(chosen), failed, never, off, newer, spans, flying)
+    gaps = _gaps(ordered, chosen, {at for at, run in latest.items() if run.state in IN_FLIGHT})
+    return Selection(target, len(ordered), tuple(chosen), failed, never, off, newer, spans, flying, gaps)
+
+
+def _gaps(
+    ordered: Sequence[datetime], chosen: Sequence[datetime], flying: set[datetime]
+) -> tuple[tuple[datetime, ...] | None, ...]:
+    """Between each two consecutive sub-ranges, the intervals not chosen (None: one of them is in flight)."""
+    picked, out = set(chosen), []
+    between: list[datetime] | None = None  # None: before the first sub-range
+    held = False
+    for at in ordered:
+        if at in picked:
+            if between or held:
+                out.append(None if held else tuple(between or ()))
+            between, held = [], False
+        elif between is not None:
+            held = held or at in flying
+            between.append(at)
+    return tuple(out)
+
+
+def merged(selection: Selection, limit: int) -> Selection:
+    """The selection with its sub-ranges joined across the smallest gaps until at most `limit` (the on-target
+    intervals inside a join are re-run: the fewest possible); as it is when within the limit, or when the gaps
+    without an interval in flight cannot bring it there (it is refused with its count)."""
+    over = len(selection.sub_ranges) - limit
+    if over <= 0 or selection.mergeable < over:
+        return selection
+    smallest = sorted((len(gap), i) for i, gap in enumerate(selection.gaps) if gap is not None)
+    joined = {i for _, i in smallest[:over]}
+    spans: list[tuple[datetime, datetime]] = []
+    first, last = selection.sub_ranges[0]
+    added: list[datetime] = []
+    for i, (low, high) in enumerate(selection.sub_ranges[1:]):
+        if i in joined:
+            last, added = high, [*added, *(selection.gaps[i] or ())]
+        else:
+            spans.append((first, last))
+            first, last = low, high
+    spans.append((first, last))
+    return replace(
+        selection,
+        selected=tuple(sorted((*selection.selected, *added))),
+        sub_ranges=tuple(spans),
+        gaps=tuple(gap for i, gap in enumerate(selection.gaps) if i not in joined),
+        merged=selection.merged + len(added),
+    )
 
 
 def on_target(version: DagVersion | None, target: Select) -> bool:
@@ -142,6 +200,12 @@ def code_moved(target: Select, latest: DagVersion | None) -> str | None:
         "nobody reviewed for this backfill; a new target is a new spec (select cannot change once applied): cancel "
         "this one (state: cancelled) and add a spec selecting the new target"
     )
+
+
+def merge_allowed(policy: Policy, dag_id: str) -> bool:
+    """The policy lets a `select` spec on this DAG join sub-ranges over `max_backfills` (`merge_sub_ranges`)."""
+    rule = policy.rule_for(dag_id)
+    return rule is not None and rule.merge_sub_ranges
 
 
 def max_backfills(policy: Policy, dag_id: str) -> int:
