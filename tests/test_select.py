@@ -320,3 +320,40 @@ def test_a_policy_that_merges_sub_ranges_joins_the_closest_and_re_runs_the_on_ta
     bench.until_terminal()
     made = [(b["from_date"][:10], b["to_date"][:10]) for b in _creates(bench)[before:]]
     assert made == [("2025-01-01", "2025-01-03"), ("2025-01-05", "2025-01-05"), ("2025-01-07", "2025-01-07")]
+
+
+def test_after_a_lost_store_a_select_spec_reads_its_selection_again_and_creates_only_what_is_left(
+    bench: Bench,
+) -> None:
+    _history(bench, {1: 1, 2: 2, 3: 1, 4: 2, 5: 1})  # 1, 3, 5 on old code: 3 sub-ranges
+    fake(bench).dags["demo_daily"].version = 2  # the backfills' runs run on the target
+    _latest(bench, 2)
+    before = len(_creates(bench))
+    bench.spec("fix", end="2025-01-05", reprocess="completed", select="{code_version: 2}", mar=2)
+    bench.run()  # sub-range 1 (day 1)
+    bench.run()  # it finished: sub-range 2 (day 3)
+    progress = bench.store.binding("fix").progress  # type: ignore[union-attr]
+    assert progress is not None
+    chosen = progress.sub_ranges
+    assert chosen == ((_day(1), _day(1)), (_day(3), _day(3)), (_day(5), _day(5)))
+    bench.store.close()
+    Path(str(bench.store.url).removeprefix("sqlite:///")).unlink()  # the store is lost
+    bench.store = type(bench.store)(bench.store_url)
+    adopted = bench.run()
+    assert [(i.kind.value, i.reason, o.value) for i, o in adopted.applied if i.spec == "fix"] == [
+        ("adopt", "adopt chunk backfill(s) #2, #3 (the spec's chunks, not bound)", "adopted")
+    ]
+    rederiving = next(i for i in bench.run().plan.items if i.spec == "fix")
+    assert (rederiving.kind.value, rederiving.reason) == (
+        "wait",
+        "select: its selection read again from Airflow after a lost store: 2 sub-range(s) run, 1 left",
+    )
+    assert bench.store.binding("fix").progress.sub_ranges == chosen  # type: ignore[union-attr]
+    last = bench.until_terminal()
+    assert next(i for i in last.plan.items if i.spec == "fix").phase.value == "Succeeded"
+    made = [(b["from_date"][:10], b["to_date"][:10]) for b in _creates(bench)[before:]]
+    assert made == [("2025-01-01", "2025-01-01"), ("2025-01-03", "2025-01-03"), ("2025-01-05", "2025-01-05")]
+
+
+def _day(n: int) -> datetime:
+    return datetime(2025, 1, n, tzinfo=UTC)

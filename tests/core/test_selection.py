@@ -19,6 +19,7 @@ from controller.core.rules.selection import (
     max_backfills,
     merged,
     on_target,
+    rederived,
     select,
     sub_ranges,
     too_many,
@@ -335,3 +336,25 @@ def test_ties_join_the_earliest_gap_first() -> None:
     runs = [_run(d, "success", V3 if d % 2 else V4) for d in range(1, 8)]  # 1, 3, 5, 7 older: every gap one day
     got = merged(select(_days(*range(1, 8)), runs, V4_TARGET), 3)
     assert got.sub_ranges == ((_d(1), _d(3)), (_d(5), _d(5)), (_d(7), _d(7)))
+
+
+# --- a lost store: the sub-ranges read again -------------------------------------------------------------------
+
+
+def test_after_a_lost_store_the_sub_ranges_are_the_chunks_run_then_the_selection_beyond_them() -> None:
+    # now: days 1 and 3 were re-run on the target by the chunks found; 5-6 are still old, 8 failed since
+    runs = [_run(d, "success", V4) for d in (1, 2, 3, 4, 7)] + [_run(5, "success", V3), _run(6, "success", V3)]
+    now = select(_days(*range(1, 9)), [*runs, _run(8, "failed", V4)], V4_TARGET)
+    chunks = [(_d(1), _d(1)), (_d(3), _d(3))]
+    assert rederived(now, chunks, backwards=False) == ((_d(1), _d(1)), (_d(3), _d(3)), (_d(5), _d(6)), (_d(8), _d(8)))
+    assert rederived(now, [], backwards=False) == now.sub_ranges
+    # backwards: the chunks ran from the end; what is left lies before the earliest
+    late = [(_d(8), _d(8))]
+    assert rederived(now, late, backwards=True) == ((_d(5), _d(6)), (_d(8), _d(8)))
+
+
+def test_a_sub_range_that_straddles_the_last_chunk_is_clipped_to_its_selected_intervals_beyond_it() -> None:
+    runs = [_run(d, "success", V3) for d in (2, 3, 4)] + [_run(1, "success", V4)]
+    now = select(_days(1, 2, 3, 4), runs, V4_TARGET)  # one sub-range, days 2-4
+    assert rederived(now, [(_d(1), _d(2))], backwards=False) == ((_d(1), _d(2)), (_d(3), _d(4)))
+    assert rederived(now, [(_d(4), _d(4))], backwards=True) == ((_d(2), _d(3)), (_d(4), _d(4)))

@@ -36,15 +36,14 @@ from controller.core.rules.chunks import (
     slice_of,
     take,
 )
-from controller.core.rules.selection import Selection, code_moved
+from controller.core.rules.selection import Selection, code_moved, rederived
 
 HALT = "halt"  # the guard name of a halt's pause: never `state: paused`, never drift
 CODE_CHANGED = "code-changed"  # the guard name of a `select` spec's pause while its DAG's code is not the target
 LOST_SELECTION = (
-    "select: the spec's selection is not in the store (it was lost): its next sub-ranges are not known, so no further "
-    "backfill is created; merge a new select spec over the rest of the range (its selection leaves out what was "
-    "re-run since)"
+    "select: the spec's selection is not in the store (it was lost), and it cannot be read again from Airflow now"
 )
+REDERIVED = "select: its selection read again from Airflow after a lost store"
 
 
 def _chunk_item(
@@ -181,13 +180,28 @@ def _between_chunks(
     if remaining(spec, after) is None:  # otherwise the next chunk's dry run says whether anything is left
         return _chunks_done(spec, last, everything, binding.applied_state, after), ()
     if spec.select is not None and after.sub_ranges is None:  # adopted after a lost store: its selection is not known
-        return _chunk_item(spec, Kind.BLOCKED, Phase.BLOCKED, LOST_SELECTION, after), ()
+        return _rederive(ctx, spec, after), ()
     stop = stop_of(spec, ctx.world.holds.stops, ctx.world.now)
     if stop is not None:  # an emergency stop: no next chunk while it holds
         return _held(spec, after, everything, ctx.world.stages) or _chunk_item(
             spec, Kind.NOOP, Phase.PAUSED, stop.held, after, guard=STOP
         ), ()
     return _held(spec, after, everything, ctx.world.stages) or _next_chunk(ctx, spec, after, everything, last), ()
+
+
+def _rederive(ctx: Context, spec: BackfillSpec, progress: Progress) -> Item:
+    """A `select` spec adopted after a lost store: its sub-ranges re-derived from its chunks and the selection its
+    dry run reads now (`rederived`), kept in its progress; the next pass creates the next one."""
+    dry = ctx.world.dry_runs.get(spec.name)
+    if dry is None:
+        return _chunk_item(spec, Kind.WAIT, Phase.PENDING, AWAITING_DRY_RUN, progress, awaiting_dry_run=True)
+    if dry.error is not None or dry.selection is None:
+        why = f"{LOST_SELECTION}: {dry.error or 'its runs were not read whole (narrow the range)'}"
+        return _chunk_item(spec, Kind.BLOCKED, Phase.BLOCKED, why, progress, error=dry.error is not None)
+    chunks = [(c.first, c.last) for c in progress.chunks]
+    ranges = rederived(dry.selection, chunks, backwards=spec.run_backwards)
+    why = f"{REDERIVED}: {len(chunks)} sub-range(s) run, {len(ranges) - len(chunks)} left"
+    return _chunk_item(spec, Kind.WAIT, Phase.PENDING, why, replace(progress, sub_ranges=ranges))
 
 
 def _held(spec: BackfillSpec, progress: Progress, everything: RunSummary, stages: StageRecords) -> Item | None:

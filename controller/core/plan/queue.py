@@ -210,7 +210,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
         if found is not None:
             adoptions[spec.name] = found
             taken.add(found.id)
-        elif chunking(spec, policy, LARGE) is not None:
+        elif spec.select is not None or chunking(spec, policy, LARGE) is not None:  # select: a backfill a sub-range
             chunks = adoptable_chunks(spec, mine, taken)
             if chunks:
                 chunk_adoptions[spec.name] = chunks

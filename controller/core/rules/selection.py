@@ -202,6 +202,24 @@ def code_moved(target: Select, latest: DagVersion | None) -> str | None:
     )
 
 
+def rederived(
+    selection: Selection, chunks: Sequence[tuple[datetime, datetime]], *, backwards: bool
+) -> tuple[tuple[datetime, datetime], ...]:
+    """A spec's sub-ranges after a lost store: the ranges of its chunks found in Airflow, then the sub-ranges of
+    its selection read now beyond them in its direction (each clipped to its selected intervals there). The same
+    as at its first create, but for what changed since: an interval brought onto the target is left out, one that
+    failed since is in."""
+    if not chunks:
+        return selection.sub_ranges
+    low, high = min(first for first, _ in chunks), max(last for _, last in chunks)
+    rest = []
+    for first, last in selection.sub_ranges:
+        inside = [d for d in selection.selected if first <= d <= last and (d < low if backwards else d > high)]
+        if inside:
+            rest.append((inside[0], inside[-1]))
+    return tuple(sorted((*chunks, *rest)))
+
+
 def merge_allowed(policy: Policy, dag_id: str) -> bool:
     """The policy lets a `select` spec on this DAG join sub-ranges over `max_backfills` (`merge_sub_ranges`)."""
     rule = policy.rule_for(dag_id)
