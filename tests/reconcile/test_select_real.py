@@ -34,22 +34,34 @@ class Code:
         assert answer.status_code == 200, answer.text
         return dict(answer.json())
 
-    def deploy(self, number: int, timeout: float = 180) -> int:
-        """Code `number` parsed; the DAG's latest version number then."""
+    def deploy(self, number: int, *, after: int = 0, timeout: float = 180) -> int:
+        """Code `number` parsed, as a version above `after`; the DAG's latest version number then."""
         body = {"key": KEY, "value": str(number)}
         if self.http.patch(f"/variables/{KEY}", json=body).status_code == 404:
             assert self.http.post("/variables", json=body).status_code == 201
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             details = self.details()
-            if details["doc_md"] == f"code {number}":
-                return int(details["latest_dag_version"]["version_number"])
+            version = int(details["latest_dag_version"]["version_number"])
+            if details["doc_md"] == f"code {number}" and version > after:
+                return version
             self.http.put(f"/parseDagFile/{details['file_token']}")  # a parse asked for may miss a fresh value
             time.sleep(3)
-        raise AssertionError(f"demo_evolving still says {self.details()['doc_md']!r} after {timeout} s")
+        seen = self.details()
+        raise AssertionError(
+            f"demo_evolving says {seen['doc_md']!r} on version {seen['latest_dag_version']['version_number']} after "
+            f"{timeout} s (wanted code {number} above version {after})"
+        )
 
 
 KEY = "demo_evolving_code"
+
+
+def lose_store(bench: Bench) -> None:
+    """The store is lost: a new, empty one at the same place."""
+    bench.store.close()
+    Path(str(bench.store.url).removeprefix("sqlite:///")).unlink()
+    bench.store = type(bench.store)(bench.store_url)
 
 
 def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp_path: Path, airflow_url: str) -> None:
@@ -67,8 +79,7 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp
         assert bench.until_terminal(passes=60, wait=lambda: time.sleep(2)).plan.items[0].phase.value == (
             "CompletedWithFailures"
         )
-        new = code.deploy(2)
-        assert new > old  # runs used the old code: the new code is a new DAG version
+        new = code.deploy(2, after=old)  # runs used the old code: the new code is a new DAG version
         bench.spec("code-2", dag="demo_evolving", start=day[3], end=day[4], reprocess="completed", mar=2)
         bench.until_terminal(passes=60, wait=lambda: time.sleep(2))
         low = datetime.fromisoformat(day[1]).replace(tzinfo=UTC)
@@ -107,7 +118,20 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp
         comment = pr_comment(plan, ["specs/fix.yaml"], {}).splitlines()
         assert (f"- {shown}" in comment, f"- {in_range}" in comment) == (True, True)
         kept = {d: r.start_date for d, r in history.items() if d is not None and d.day in (3, 4)}
-        last = bench.until_terminal(passes=90, wait=lambda: time.sleep(2))
+        assert [(i.spec, o.value) for i, o in bench.run().applied] == [("fix", "created")]  # days 1-2
+        (first,) = [b.id for b in client.list_backfills("demo_evolving") if b.id not in before]
+        deadline = time.monotonic() + 300
+        while client.get_backfill(first).active and time.monotonic() < deadline:
+            time.sleep(2)
+        lose_store(bench)  # between its sub-ranges: the next is read again from Airflow
+        reasons = []
+        for _ in range(90):
+            result = bench.run()
+            reasons += [i.reason for i in result.plan.items if i.spec == "fix"]
+            if result.settled:
+                break
+            time.sleep(2)
+        last = result
         made = sorted(
             (b.from_date.day, b.to_date.day, b.reprocess_behavior, b.max_active_runs)
             for b in client.list_backfills("demo_evolving")
@@ -119,6 +143,7 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp
         bench.close()
         code.http.close()
     assert made == [(1, 2, "completed", 2), (5, 5, "completed", 2)]
+    assert "select: its selection read again from Airflow after a lost store: 1 sub-range(s) run, 1 left" in reasons
     assert {d: after[d].start_date for d in kept} == kept  # days 3 and 4 were never re-run
     assert sorted((d.day, r.state, [v.number for v in r.dag_versions]) for d, r in after.items() if d) == [
         (1, "success", [old, new]),
