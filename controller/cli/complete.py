@@ -40,7 +40,8 @@ def dag_ids(incomplete: str) -> list[str]:
 
 
 def stop_ids(incomplete: str) -> list[str]:
-    """The stops in force as `#id` (and their target), from the store when it answers."""
+    """The stops in force as `#id` (and their target), from the store when it answers (the store alone, not
+    `runtime.session.open_store`: a completion imports no HTTP client)."""
     from controller.adapters.store import Store
     from controller.commands.runtime.settings import Settings
     from controller.errors import ControllerError

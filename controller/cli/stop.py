@@ -166,10 +166,10 @@ def _check_source(source: str) -> None:
 
 
 def _list() -> int:
-    from controller.adapters.store import Store
+    from controller.commands.runtime.session import open_store
     from controller.commands.verbs import stop as stops
 
-    with Store(load_settings().store_url, read_only=True) as store:
+    with open_store(load_settings(), read_only=True) as store:
         out("\n".join(stops.list_lines(store.stops())) + "\n")
     return ExitCode.OK
 

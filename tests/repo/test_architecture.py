@@ -124,3 +124,19 @@ def test_no_module_or_class_under_controller_is_too_long() -> None:
         for line in too_long(path.read_text(), path.relative_to(REPO).as_posix())
     ]
     assert not found, "split these by concept:\n" + "\n".join(found)
+
+
+# opens the store without `runtime.session.open_store`, each for its import cost: a shell completion and `validate`'s
+# read of resumes (pre-commit) import no HTTP client
+STORE_OPENED_DIRECTLY = {"controller/cli/complete.py", "controller/commands/verbs/validate.py"}
+
+
+def test_the_store_is_opened_in_one_place() -> None:
+    """`Store(...)` is constructed by `runtime.session.open_store` (the settings' URL and audit keys, one way) and
+    the listed light paths only: a new construction that forgets the key or the previous keys cannot come back."""
+    found = set()
+    for path in sorted((REPO / "controller").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Store":
+                found.add(str(path.relative_to(REPO)))
+    assert found == {"controller/commands/runtime/session.py", *STORE_OPENED_DIRECTLY}

@@ -23,6 +23,7 @@ from controller.adapters.store.database import stamp
 from controller.adapters.store.outbox import OutboxRow
 from controller.adapters.webhook import WebhookClient, WebhookError
 from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.audit import notify
 from controller.core.documents.escaping import plain_lines
@@ -143,7 +144,7 @@ class NotifyStatus:
 
 def notify_status(settings: Settings) -> NotifyStatus:
     """Undelivered notifications (read-only: never creates, migrates or writes the store)."""
-    with Store(settings.store_url, read_only=True) as store:
+    with open_store(settings, read_only=True) as store:
         return NotifyStatus(store.undelivered_notifications(), store.notification_counts())
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from controller.adapters.store import Store
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.render.links import ui_base
 from controller.core.render.pr_result import pr_comments, result_entries, result_json
@@ -23,7 +23,7 @@ def write_result(settings: Settings, last: PassResult, given: EvidenceGiven, fol
     """Write the files into `folder` (created; earlier `pr-*.md` removed): each spec's pull request as the store
     recorded its approval, else every change this run's evidence names."""
     try:
-        with Store(settings.store_url, read_only=True) as store:
+        with open_store(settings, read_only=True) as store:
             bindings = store.bindings()
     except StoreError:  # no store yet (a first pass refused before it): the pull requests are this run's changes
         bindings = {}

@@ -19,8 +19,8 @@ from controller.adapters import files
 from controller.adapters.files import SPEC_SUFFIXES
 from controller.adapters.githistory import GitHistory
 from controller.adapters.gitsource import GitSource
-from controller.adapters.store import Store
 from controller.adapters.store.reconciled import Reconciled
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.documents.diagnostics import json_path
 from controller.core.model.evidence import (
@@ -219,7 +219,7 @@ def needed(settings: Settings) -> dict[str, Any]:
 def _reconciled(settings: Settings) -> tuple[Reconciled | None, dict[str, GateDecision]]:
     """The store's last reconciled commit and kept decisions; none before the first reconcile creates the store."""
     try:
-        with Store(settings.store_url, read_only=True) as store:
+        with open_store(settings, read_only=True) as store:
             return store.last_reconciled(), store.gate_decisions()
     except StoreMissing as exc:  # the first reconcile of a deployment: every spec is a change to judge
         log.warning("%s: every spec's change needs evidence", exc)

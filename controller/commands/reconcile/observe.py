@@ -130,10 +130,8 @@ class Observer:
         bindings: Mapping[str, Binding],
         observations: Mapping[str, DagObservation],
     ) -> DryRun:
-        """A new spec's dry run, or a chunked spec's next chunk (a `select` spec whose sub-ranges a lost store took:
-        the whole range's again, its selection read anew)."""
-        binding = bindings.get(spec.name)
-        progress = binding.progress if binding is not None else None
+        """A new spec's dry run, or a chunked spec's next chunk (a `select` spec's lost sub-ranges: its whole range)."""
+        progress = binding.progress if (binding := bindings.get(spec.name)) is not None else None
         if progress is not None and not (spec.select is not None and progress.sub_ranges is None):
             return self.dry_runs.next_chunk(spec, progress, policy, observations.get(spec.dag_id))
         return self.dry_runs.dry_run(spec, observations)

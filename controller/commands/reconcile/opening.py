@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from controller.adapters.gitsource import GitSource
-from controller.adapters.store import NoStore, Store
+from controller.adapters.store import NoStore
 from controller.commands.reconcile.reconciler import Reconciler
 from controller.commands.reconcile.spec_source import last_good_policy
 from controller.commands.runtime import session
@@ -35,7 +35,7 @@ def open_reconciler(
     """
     git = GitSource(settings.specs_dir)
     git.require_full_history()  # before the store, the lease and Airflow: a shallow clone is refused at once
-    store = NoStore() if no_store else Store(settings.store_url, read_only=read_only, audit_key=settings.audit_key)
+    store = NoStore() if no_store else session.open_store(settings, read_only=read_only)
     try:
         settings = production_settings(settings, last_good_policy(store))  # as the policy names production's
         with contextlib.ExitStack() as stack:

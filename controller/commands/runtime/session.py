@@ -33,6 +33,22 @@ def stderr_line(line: str) -> None:
     sys.stderr.flush()
 
 
+def open_store(
+    settings: Settings, *, read_only: bool = False, migrate: bool = True, previous_keys: bool = False
+) -> Store:
+    """The store the settings name, the one way to open it: its audit chain keyed with BACKFILLCTL_AUDIT_KEY (the
+    key signs appends and verifies; a read needs none); `previous_keys`: with BACKFILLCTL_AUDIT_KEYS_PREVIOUS, to
+    verify or rotate the chain."""
+    previous = settings.audit_keys_previous if previous_keys else ()
+    return Store(
+        settings.store_url,
+        read_only=read_only,
+        migrate=migrate,
+        audit_key=settings.audit_key,
+        previous_audit_keys=previous,
+    )
+
+
 def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
     """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
     client = AirflowClient(

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from controller.adapters import files
-from controller.adapters.store import Store
 from controller.adapters.store.audit_log import EventFilter
 from controller.adapters.store.lease import Lease
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, controller_event
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
@@ -32,7 +32,7 @@ def show(
     settings: Settings, where: EventFilter, *, first: int | None = None, last: int | None = None
 ) -> Iterator[AuditRecord | Unreadable]:
     """The events that match, oldest first: all, the `first` N or the `last` N."""
-    with Store(settings.store_url, read_only=True) as store:
+    with open_store(settings, read_only=True) as store:
         yield from itertools.islice(store.events(where, last=last), first)
 
 
@@ -89,32 +89,30 @@ def spec_file_note(settings: Settings, name: str, printed: Printed, *, narrowed:
 
 
 def verify(settings: Settings, expect_head: str | None) -> VerifyResult:
-    keys = settings.audit_keys_previous
-    with Store(settings.store_url, read_only=True, audit_key=settings.audit_key, previous_audit_keys=keys) as store:
+    with open_store(settings, read_only=True, previous_keys=True) as store:
         return store.verify(expect_head)
 
 
 def adopt_key(settings: Settings, expect_head: str | None) -> AuditRecord:
     """Key an unkeyed chain with BACKFILLCTL_AUDIT_KEY; the adoption record names who did it."""
-    with Store(settings.store_url, audit_key=settings.audit_key) as store:
+    with open_store(settings) as store:
         return store.adopt_audit_key(settings.actor, expect_head)
 
 
 def rotate_key(settings: Settings) -> AuditRecord:
     """Rotate the chain from a key in BACKFILLCTL_AUDIT_KEYS_PREVIOUS to BACKFILLCTL_AUDIT_KEY; audited."""
-    keys = settings.audit_keys_previous
-    with Store(settings.store_url, audit_key=settings.audit_key, previous_audit_keys=keys) as store:
+    with open_store(settings, previous_keys=True) as store:
         return store.rotate_audit_key(settings.actor)
 
 
 def migrate(settings: Settings) -> tuple[str | None, str]:
-    with Store(settings.store_url, migrate=False) as store:
+    with open_store(settings, migrate=False) as store:
         return store.migrate()
 
 
 def unlock(settings: Settings, lease_id: str) -> Lease:
     """Release a stuck lease by its exact id, and audit who did it."""
-    with Store(settings.store_url, audit_key=settings.audit_key) as store:
+    with open_store(settings) as store:
         released = store.unlock(lease_id)
         message = f"released the lease of {released.describe()}"
         store.append(
@@ -135,7 +133,7 @@ class SpecRecord:
 
 def spec_record(settings: Settings, name: str, downstream: Sequence[str] = ()) -> SpecRecord:
     """The stored binding, the audit events, the stages and the stops (`downstream`: the systems it lists)."""
-    with Store(settings.store_url, read_only=True) as store:
+    with open_store(settings, read_only=True) as store:
         events = [_readable(record) for record in store.events(EventFilter(spec=name))]
         return SpecRecord(store.binding(name), events, store.stages_of(name), store.stop_history(name, downstream))
 
@@ -148,5 +146,5 @@ def _readable(record: AuditRecord | Unreadable) -> AuditRecord:
 
 
 def stored_bindings(settings: Settings) -> dict[str, Binding]:
-    with Store(settings.store_url, read_only=True) as store:
+    with open_store(settings, read_only=True) as store:
         return store.bindings()

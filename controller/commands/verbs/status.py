@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from controller.adapters.store import Reconciled, Store
+from controller.adapters.store import Reconciled
 from controller.commands.reconcile.applied import applied_yet, last_author, spec_at, view_applied
 from controller.commands.reconcile.lookahead import said
 from controller.commands.reconcile.opening import open_reconciler
 from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.commands.verbs import audit as audit_cmd
 from controller.core.audit.chain import AuditRecord
@@ -67,7 +68,7 @@ def status_view(
 def _stored_view(settings: Settings, now: datetime) -> tuple[list[status.StatusRow], bool, Policy, Reconciled | None]:
     """What the store last recorded, every spec in the tree (an invalid file and an edit Blocked as a pass shows
     them), with the policy and the last reconciled commit."""
-    with Store(settings.store_url, read_only=True) as store:
+    with open_store(settings, read_only=True) as store:
         bindings, last = store.bindings(), store.last_reconciled()
     applied = dict.fromkeys(n for n, b in bindings.items() if applied_yet(b))
     found = validate_paths([], settings.specs_dir, now, applied=applied).split()

@@ -26,6 +26,7 @@ from controller.commands.reconcile.opening import open_reconciler
 from controller.commands.reconcile.record import Recorder
 from controller.commands.reconcile.spec_source import last_good_policy
 from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding, Phase
@@ -283,7 +284,7 @@ def stop_with_settings(  # noqa: PLR0917 - the stop's fields
 def lift_with_settings(settings: Settings, name: str, reason: str) -> EmergencyStop:
     """An owner's lift: the actor must be one of those who may lift it (`core.plan.stops.lifters`), judged by the
     policy at the last reconciled commit (a pull request cannot name itself an owner and lift before review)."""
-    store = Store(settings.store_url, audit_key=settings.audit_key)
+    store = open_store(settings)
     with store:
         stop = find_stop(store, name)
         result = validate_paths([], settings.specs_dir, datetime.now(UTC))

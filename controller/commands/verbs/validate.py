@@ -36,6 +36,7 @@ def check_resumes_in_store(result: ValidationResult, store_url: str) -> Validati
     resuming = [item for item in result.loaded if item.spec.resume is not None]
     if not resuming:
         return result
+    # the store itself, not `runtime.session.open_store` (httpx): `validate` runs in pre-commit, and reads only
     from controller.adapters.store import Store  # noqa: PLC0415 - SQLAlchemy only for a spec with a resume
     from controller.core.checks.resumes import HeldBy, judge_resumes  # noqa: PLC0415
     from controller.core.model.binding import Phase  # noqa: PLC0415
