@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.adapters.airflow.transport import translate_any
+from controller.adapters.airflow.failures import translate_any
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret

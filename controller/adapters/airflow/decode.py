@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from controller.adapters.airflow.transport import unread
+from controller.adapters.airflow.failures import unread
 from controller.core.documents.escaping import plain
 from controller.core.documents.storable import storable_text
 from controller.core.model.airflow import (

@@ -26,6 +26,17 @@ from typing import Any, TypedDict
 
 import httpx
 
+from controller.adapters.airflow.failures import (
+    HINTS,
+    HTTPX_ERRORS,
+    LATE_HINT,
+    URL_HINT,
+    printable,
+    shape,
+    status_error,
+    translate_any,
+    unread,
+)
 from controller.adapters.answers import (
     ACCEPT_ENCODING,
     AnswerLate,
@@ -35,8 +46,6 @@ from controller.adapters.answers import (
     read_body,
     timeout_until,
 )
-from controller.core.documents.escaping import plain
-from controller.core.documents.storable import storable_text
 from controller.core.model.secret import Secret, header_problem, redact_url
 from controller.core.rules.retrying import (
     RETRY_AFTER_LIMIT,
@@ -50,13 +59,8 @@ from controller.core.rules.retrying import (
     waits_too_long,
 )
 from controller.errors import (
-    AirflowAmbiguous,
     AirflowAuthError,
-    AirflowBadAnswer,
-    AirflowConflict,
     AirflowError,
-    AirflowInvalid,
-    AirflowNotFound,
     AirflowUnavailable,
     ConfigError,
     truncate,
@@ -69,14 +73,7 @@ SCANS = frozenset({"/api/v2/backfills/dry_run"})
 # the most bytes one answer may have once inflated: 300 times a full page of DAG runs with their confs (~100 KiB)
 ANSWER_CAP = 32 * 2**20
 CONNECT_TIMEOUT_S = 5.0
-_STATUS_ERRORS: dict[int, type[AirflowError]] = {
-    400: AirflowInvalid,
-    401: AirflowAuthError,
-    403: AirflowAuthError,
-    404: AirflowNotFound,
-    409: AirflowConflict,
-    422: AirflowInvalid,
-}
+_BODY_HEADERS = ("content-encoding", "content-length", "transfer-encoding")  # of the body as sent, not as read
 Sleep = Callable[[float], None]
 Observer = Callable[[str, str, int | None], None]  # (method, path, status or None for no answer): metrics
 
@@ -159,7 +156,7 @@ class Transport:
         except AnswerUnreadable as refused:
             kind = request_kind(method, idempotent=idempotent)
             shown = truncate(response.headers.get("content-type", "no content type"), 60)
-            raise unread(method, path, f"{refused} ({_printable(shown, 60)})", kind, response.status_code) from None
+            raise unread(method, path, f"{refused} ({printable(shown, 60)})", kind, response.status_code) from None
 
     def _send(
         self, method: str, path: str, *, json: Any, params: Mapping[str, Any] | None, idempotent: bool
@@ -211,7 +208,7 @@ class Transport:
             with self._scans if path in SCANS else contextlib.nullcontext(), self._slots:
                 request = self.http.build_request(method, path, json=json, params=params, headers=headers)
                 response = self._exchange(request, head)
-        except (*_HTTPX_ERRORS, AnswerRefused) as exc:
+        except (*HTTPX_ERRORS, AnswerRefused) as exc:
             if not heads and self.observer is not None:
                 self.observer(method, path, None)
             if isinstance(exc, AnswerRefused):
@@ -274,7 +271,7 @@ class Transport:
         try:
             body = {"username": self._username, "password": self._password.reveal()}
             response = self._exchange(self.http.build_request("POST", path, json=body))
-        except _HTTPX_ERRORS as exc:
+        except HTTPX_ERRORS as exc:
             raise translate_any("POST", path, exc, Request.READ) from None
         except AnswerRefused as refused:
             raise self._unanswered("POST", path, refused, Request.READ, []) from None
@@ -287,12 +284,12 @@ class Transport:
         try:
             data = decode_json(response.content)
         except AnswerUnreadable:
-            kind = _printable(response.headers.get("content-type", "no content type"), 60)
-            text = _printable(self._redact(response.text), 80)
+            kind = printable(response.headers.get("content-type", "no content type"), 60)
+            text = printable(self._redact(response.text), 80)
             raise self._login_answer(response, f"with a body that is not JSON ({kind}): {text!r}") from None
         token = data.get("access_token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token:
-            raise self._login_answer(response, f"without an access token: {_shape(data)}")
+            raise self._login_answer(response, f"without an access token: {shape(data)}")
         problem = header_problem(token)
         if problem is not None:
             raise self._login_answer(response, f"with an access token that {problem}")
@@ -319,7 +316,7 @@ class Transport:
             text, fix = "refused the credentials", "check BACKFILLCTL_AIRFLOW_TOKEN"
             hint = f"{said}; a token expires: with BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD backfillctl gets a new one"
         else:
-            text, fix, hint = "wants credentials", _HINTS[401], said
+            text, fix, hint = "wants credentials", HINTS[401], said
         return AirflowAuthError(
             f"Airflow at {self.shown_url} {text} ({error.method} {error.path} -> {error.status}): {fix}",
             method=error.method,
@@ -353,131 +350,3 @@ _BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
 
 
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*")
-
-
-def _printable(text: str, limit: int) -> str:
-    """Outside text cut short, every character outside printable ASCII as `?` (no line breaks, no escapes)."""
-    return re.sub(r"[^\x20-\x7e]", "?", text[:limit]) + ("..." if len(text) > limit else "")
-
-
-def _shape(data: Any) -> str:
-    """A JSON value by its shape: an object's keys and the types of their values, never a value."""
-    if isinstance(data, dict):
-        keys = ", ".join(f"{_printable(str(k), 40)}: {_json_type(v)}" for k, v in list(data.items())[:8])
-        return f"a JSON object {{{keys}}}"
-    return f"a JSON {_json_type(data)}"
-
-
-def _json_type(value: Any) -> str:
-    kinds: tuple[tuple[type | tuple[type, ...], str], ...] = (
-        (dict, "object"), (list, "array"), (str, "string"), (bool, "boolean"), ((int, float), "number")
-    )  # fmt: skip
-    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
-
-
-def detail_of(response: httpx.Response, limit: int | None = 256) -> str:
-    """Airflow's `detail` (a string, or a list of pydantic errors), else the body, cut to `limit` chars."""
-    try:
-        data = decode_json(response.content)
-    except AnswerUnreadable:
-        data = None
-    detail = data.get("detail", response.text) if isinstance(data, dict) else response.text[:_SCANNED]
-    if isinstance(detail, list):
-        detail = "; ".join(_problem(d) for d in detail)
-    # server text goes into messages, logs, pages, the audit and CI output: one line, storable, no escapes
-    detail = plain(storable_text(str(detail)[:_SCANNED]))
-    return detail if limit is None else truncate(detail, limit)
-
-
-def status_error(
-    method: str,
-    path: str,
-    response: httpx.Response,
-    redact: Callable[[str], str] = lambda text: text,
-    kind: Request | None = None,
-) -> AirflowError:
-    """The error for an unsuccessful answer; its class follows the one retry table (`classify`)."""
-    status, detail = response.status_code, truncate(redact(detail_of(response, limit=None)))
-    verdict = classify(kind or request_kind(method), outcome_of(status))
-    cls = _STATUS_ERRORS.get(status, AirflowInvalid) if verdict is Verdict.PERMANENT else _VERDICT_ERRORS[verdict]
-    return cls(
-        f"{method} {path} -> {status}: {detail}",
-        method=method,
-        path=path,
-        status=status,
-        detail=detail,
-        hint=_HINTS.get(status),
-    )
-
-
-def _problem(item: Any) -> str:
-    """One of pydantic's errors (`{loc, msg}`) as `body.dag_run_conf: Input should be …`."""
-    if not isinstance(item, dict):
-        return str(item)
-    loc = item.get("loc")
-    return f"{'.'.join(map(str, loc if isinstance(loc, list) else []))}: {item.get('msg')}"
-
-
-def unread(method: str, path: str, why: str, kind: Request, status: int | None) -> AirflowError:
-    """An answer not read (over the cap, not JSON, too deep, not the API's shape): for a create, a lost answer
-    (it may have landed: observe, never send again blindly); else a bad answer, which asking again repeats."""
-    text = f"{method} {path}" + ("" if status is None else f" -> {status}") + f": {why}"
-    if classify(kind, Failure.AFTER_SEND) is Verdict.AMBIGUOUS:
-        return AirflowAmbiguous(
-            text + " (the request may have been processed)", method=method, path=path, status=status
-        )
-    return AirflowBadAnswer(text, method=method, path=path, status=status, hint=BAD_ANSWER_HINT)
-
-
-_VERDICT_ERRORS: dict[Verdict, type[AirflowError]] = {
-    Verdict.OK: AirflowError,
-    Verdict.RETRY: AirflowUnavailable,
-    Verdict.AMBIGUOUS: AirflowAmbiguous,
-    Verdict.OBSERVE: AirflowConflict,
-}
-
-
-_HINTS = {
-    401: "set BACKFILLCTL_AIRFLOW_TOKEN, or BACKFILLCTL_AIRFLOW_USERNAME and BACKFILLCTL_AIRFLOW_PASSWORD",
-    403: "the token is invalid for this server or lacks permission; get a new one",
-}
-
-
-_SCANNED = 65_536  # characters of an error answer read for its detail (at most 256 of them are shown)
-_BODY_HEADERS = ("content-encoding", "content-length", "transfer-encoding")  # of the body as sent, not as read
-LATE_HINT = "is Airflow's api-server overloaded, or a proxy slow? BACKFILLCTL_AIRFLOW_TIMEOUT sets the seconds"
-BAD_ANSWER_HINT = "is BACKFILLCTL_AIRFLOW_URL the Airflow 3 api-server's own address (not a proxy or another service)?"
-_CONFIG_FAILURES = (httpx.UnsupportedProtocol, httpx.InvalidURL, httpx.LocalProtocolError)
-_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ProxyError)
-URL_HINT = "set BACKFILLCTL_AIRFLOW_URL to the API server's address with its scheme, e.g. http://127.0.0.1:8080"
-HEADER_HINT = "set BACKFILLCTL_AIRFLOW_TOKEN to the token alone: one line of ASCII characters"
-
-
-def failure_of(exc: Exception) -> Failure:
-    if isinstance(exc, _CONFIG_FAILURES):
-        return Failure.CONFIG
-    return Failure.NOT_SENT if isinstance(exc, _NOT_SENT) else Failure.AFTER_SEND
-
-
-def transport_error(method: str, path: str, exc: httpx.HTTPError, kind: Request) -> AirflowError:
-    """Map an httpx exception: not sent → unavailable (retryable); maybe processed → ambiguous for a create."""
-    failure = failure_of(exc)
-    text = f"{method} {path} failed: {type(exc).__name__}"
-    if isinstance(exc, httpx.LocalProtocolError):  # never str(exc): it quotes the header, token and all
-        return AirflowError(f"{text}: a header value cannot be sent", method=method, path=path, hint=HEADER_HINT)
-    if failure is Failure.CONFIG:
-        return AirflowError(f"{text}: {truncate(str(exc), 120)}", method=method, path=path, hint=URL_HINT)
-    if classify(kind, failure) is Verdict.AMBIGUOUS:
-        return AirflowAmbiguous(text + " (the request may have been processed)", method=method, path=path)
-    return AirflowUnavailable(text, method=method, path=path, hint="is Airflow's api-server running and reachable?")
-
-
-_HTTPX_ERRORS = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, httpx.CookieConflict)
-
-
-def translate_any(method: str, path: str, exc: Exception, kind: Request | None = None) -> AirflowError:
-    """Every exception httpx can raise, as ours (the meta-test checks each httpx exception class)."""
-    if isinstance(exc, httpx.HTTPError):
-        return transport_error(method, path, exc, kind or request_kind(method))
-    hint = URL_HINT if isinstance(exc, httpx.InvalidURL) else None
-    return AirflowError(f"{method} {path} failed: {type(exc).__name__}", method=method, path=path, hint=hint)

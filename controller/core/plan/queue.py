@@ -32,14 +32,15 @@ from controller.core.plan.admission import (
     with_load,
 )
 from controller.core.plan.chunked import adopt_chunks, chunked, first_chunk
-from controller.core.plan.identity import Identity, elsewhere, owned_elsewhere, shown
+from controller.core.plan.identity import elsewhere
 from controller.core.plan.invalid import invalid_items
 from controller.core.plan.lifecycle import adopt, bound
-from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range, matches, of_range
+from controller.core.plan.matching import LARGE, adoptable, adoptable_chunks, by_range, of_range
 from controller.core.plan.outcome import outcome_reason, terminal_phase
 from controller.core.plan.selecting import selected_item
 from controller.core.plan.stages import rehearsal_gate, verified
 from controller.core.plan.stops import STOP, stop_of
+from controller.core.plan.strangers import not_adopted, stranger, unmanaged
 from controller.core.plan.values import AWAITING_DRY_RUN, UNOBSERVED, Finding, FindingKind, Item, Kind, Plan, Step
 from controller.core.plan.world import Context, DagObservation, DryRun, World
 from controller.core.rules.chunks import chunking
@@ -219,7 +220,7 @@ def _claim(queue: Sequence[BackfillSpec], obs: DagObservation, policy: Policy, w
     owners = dict(bound.owners)
     owners.update({b.id: name for name, b in adoptions.items()})
     owners.update({b.id: name for name, found in chunk_adoptions.items() for b in found})
-    occupant = (owners.get(active[0].id) or _stranger(active[0], world.identity), active[0].id) if active else None
+    occupant = (owners.get(active[0].id) or stranger(active[0], world.identity), active[0].id) if active else None
     return _Claims(adoptions, chunk_adoptions, frozenset(taken), occupant)
 
 
@@ -235,7 +236,7 @@ def _walk(
         items.append(item)
         findings += found
         ctx = next_context(ctx, spec, item)
-    return items, [*findings, *_unmanaged(ctx), *_not_adopted(ctx, queue), *_dag_paused(ctx, items)]
+    return items, [*findings, *unmanaged(ctx), *not_adopted(ctx, queue), *_dag_paused(ctx, items)]
 
 
 def next_context(ctx: Context, spec: BackfillSpec, item: Item) -> Context:
@@ -366,43 +367,6 @@ def _create_or_refuse(ctx: Context, spec: BackfillSpec, dry: DryRun) -> Item:
     if plan is not None:
         return first_chunk(spec, counted, dry, plan, analysis_runs(spec, ctx.world))
     return replace(counted, request=BackfillRequest.from_spec(spec))
-
-
-def _stranger(backfill: Backfill, identity: Identity) -> str:
-    """Who holds the DAG's slot when no spec of this queue does: another login's backfill, or an unmanaged one."""
-    login = elsewhere(backfill, identity)
-    return (
-        f"unmanaged backfill #{backfill.id}"
-        if login is None
-        else f"a backfill owned elsewhere (created by {shown(login)})"
-    )
-
-
-def _not_adopted(ctx: Context, queue: Sequence[BackfillSpec]) -> list[Finding]:
-    """Another login's backfill with a spec's parameters is never adopted, after a lost store neither: said once."""
-    found = []
-    for spec in queue:
-        for backfill in ctx.obs.backfills:
-            login = elsewhere(backfill, ctx.world.identity)
-            if login is not None and backfill.id not in ctx.taken and matches(spec, backfill):
-                message = (
-                    f"{owned_elsewhere(backfill, login)} has the parameters of spec {spec.name}: not adopted, it is "
-                    "another controller's (this controller adopts only the backfills its own Airflow login made)"
-                )
-                found.append(Finding(FindingKind.UNMANAGED, ctx.dag_id, message, spec.name, backfill.id))
-    return found
-
-
-def _unmanaged(ctx: Context) -> list[Finding]:
-    found = []
-    for backfill in ctx.obs.backfills:
-        if not backfill.active or backfill.id in ctx.taken:
-            continue
-        login = elsewhere(backfill, ctx.world.identity)
-        what = f"unmanaged active backfill #{backfill.id}" if login is None else owned_elsewhere(backfill, login)
-        message = f"{what} blocks this DAG's queue; backfillctl never touches it"
-        found.append(Finding(FindingKind.UNMANAGED, ctx.dag_id, message, None, backfill.id))
-    return found
 
 
 def _dag_paused(ctx: Context, items: Sequence[Item]) -> list[Finding]:
