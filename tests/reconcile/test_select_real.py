@@ -15,8 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from controller.cli import main
 from controller.core.render.pr_comment import pr_comment
-from tests.reconcile.harness import Bench
+from tests.reconcile.harness import Bench, in_process
 
 pytestmark = pytest.mark.airflow
 
@@ -64,7 +65,9 @@ def lose_store(bench: Bench) -> None:
     bench.store = type(bench.store)(bench.store_url)
 
 
-def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp_path: Path, airflow_url: str) -> None:
+def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(
+    tmp_path: Path, airflow_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """demo_evolving's code 1 fails on the 2nd; code 2 fixes it. History: days 1-4 on code 1 (the 2nd failed), then
     days 3-4 re-run on code 2. `select: {code_version: <code 2's version>}` over days 1-5 re-runs exactly 1-2 and 5
     (checked in Airflow), never 3-4, and ends Succeeded with full version coverage."""
@@ -139,6 +142,10 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp
         )
         after = {r.logical_date: r for r in client.dag_runs("demo_evolving", low, high)}
         binding = bench.store.binding("fix")
+        in_process(bench, monkeypatch)
+        capsys.readouterr()
+        checked = main(["report", "fix", "--check"])  # the change record's coverage, read again from Airflow
+        record = capsys.readouterr().out
     finally:
         bench.close()
         code.http.close()
@@ -156,3 +163,8 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(tmp
     assert binding is not None
     assert binding.coverage is not None
     assert binding.coverage.text() == f"version coverage: 5 of 5 intervals on DAG version {new}"
+    assert (checked, record.splitlines()[0]) == (
+        0,
+        f"fix: coverage holds: version coverage: 5 of 5 intervals on DAG version {new}; target: the DAG's latest "
+        "version when the spec ended",
+    )
