@@ -83,16 +83,18 @@ def at_end(
     bindings: Mapping[str, Binding],
     specs: Mapping[str, BackfillSpec],
     now: datetime,
-) -> tuple[Plan, dict[str, Coverage]]:
+) -> tuple[Plan, dict[str, Coverage | None]]:
     """The coverage of each spec the plan ends (terminal now, bound but not recorded terminal yet), measured before
-    its outcome is recorded, and the plan with each `select` spec's outcome held to it (`covered_outcome`): the
-    audit record and its notification say the outcome that stays."""
+    its outcome is recorded (None: nothing to judge by, or the read failed: not read again this pass), and the plan
+    with each `select` spec's outcome held to it (`covered_outcome`): the audit record and its notification say the
+    outcome that stays."""
     ending = [
         binding
         for item in plan.items
         if item.phase.terminal and (binding := bindings.get(item.spec)) is not None and not binding.phase.terminal
     ]
-    measured = measure_ended(client, ending, specs, now) if ending else {}
+    measured: dict[str, Coverage | None] = dict.fromkeys(b.spec_name for b in ending)
+    measured |= measure_ended(client, ending, specs, now) if ending else {}
     return covered_outcomes(plan, measured), measured
 
 

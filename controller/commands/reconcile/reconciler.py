@@ -270,15 +270,15 @@ class Reconciler:
             return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
         record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
-        plan, ended = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
+        plan, measured = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
         applied = _apply(self.store, Applier(self.client, recorder, self.sleep), plan, by_name, world)
         with self.store.batch("recording observed phases"):
             recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
         after = None
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
             after, also = self._observed_after(desired, refining, applied, recorder, by_name)
-            ended |= also
-        _cover(self.client, recorder, by_name, self.clock(), besides=ended)  # any other spec this pass ended
+            measured |= also
+        _cover(self.client, recorder, by_name, self.clock(), measured)  # every spec this pass ended keeps its coverage
         recorder.findings(after or plan, by_name)
         current = after or plan  # the rehearsals, verifications and publish runs this pass's plan waits on
         self.stages.advance(
@@ -305,9 +305,9 @@ class Reconciler:
         applied: Sequence[Applied],
         recorder: Recorder,
         by_name: Mapping[str, BackfillSpec],
-    ) -> tuple[Plan, set[str]]:
+    ) -> tuple[Plan, dict[str, Coverage | None]]:
         """The plan re-observed after the changes, its phases recorded (each held to its spec's coverage when it ends
-        now), and the names of the specs it ended."""
+        now), and the coverage measured of the specs it ends."""
         world, now, specs = refining.world, self.clock(), refining.specs
         after_world = self.observer.after(
             world,
@@ -323,7 +323,8 @@ class Reconciler:
         after, measured = at_end(self.client, plan, recorder.bindings, by_name, now)
         with self.store.batch("recording observed phases"):
             recorder.phases(after, by_name, skip=set())
-        return after, _keep_coverage(recorder, measured)
+        _keep_coverage(recorder, measured)
+        return after, measured
 
     def _gate(self, desired: Desired, bindings: dict[str, Binding], *, decide: bool) -> Gate | None:
         """What the approval gate at reconcile decides with (`commands/reconcile/gate.py`); None: not in git, nothing to
@@ -412,23 +413,24 @@ def _outcomes(
     by_name: Mapping[str, BackfillSpec],
     *,
     now: datetime,
-) -> tuple[Plan, set[str]]:
+) -> tuple[Plan, dict[str, Coverage | None]]:
     """The outcomes the plan observed, stored before its changes, each held to the version coverage of its spec,
     measured before this pass's creates (the next spec on its queue) add runs to its range; the plan as recorded, and
-    the names of the specs that ended (or were measured)."""
+    the coverage measured."""
     plan, measured = at_end(client, plan, recorder.bindings, by_name, now)
     with store.batch("recording outcomes"):
         recorder.outcomes(plan, by_name)
-    return plan, _keep_coverage(recorder, measured)
+    _keep_coverage(recorder, measured)
+    return plan, measured
 
 
-def _keep_coverage(recorder: Recorder, measured: Mapping[str, Coverage]) -> set[str]:
-    """Keep the coverage measured of each spec that ended (status, the page and its notification show it); the names
-    measured and the names ended, not to be measured again."""
-    ended = {b.spec_name for b in recorder.ended()}
-    for name in sorted(measured.keys() & ended):
-        recorder.keep(name, coverage=measured[name])
-    return ended | measured.keys()
+def _keep_coverage(recorder: Recorder, measured: Mapping[str, Coverage | None]) -> None:
+    """Keep the coverage measured of each spec that has ended and keeps none yet (status, the page and its
+    notification show it)."""
+    for binding in recorder.ended():
+        found = measured.get(binding.spec_name)
+        if found is not None and binding.coverage is None:
+            recorder.keep(binding.spec_name, coverage=found)
 
 
 def _cover(
@@ -436,10 +438,9 @@ def _cover(
     recorder: Recorder,
     by_name: Mapping[str, BackfillSpec],
     now: datetime,
-    besides: Collection[str] = (),
-) -> set[str]:
-    """Keep the version coverage of each spec that ended in this pass (but `besides`), once; their names."""
-    ending = [b for b in recorder.ended() if b.spec_name not in besides]
-    for name, found in measure_ended(client, ending, by_name, now).items():
-        recorder.keep(name, coverage=found)  # status, the page and its notification show it
-    return {b.spec_name for b in ending}
+    measured: Mapping[str, Coverage | None],
+) -> None:
+    """Every spec this pass ended keeps its coverage: as measured at its end, else (it ended another way) read now;
+    a spec measured with nothing to keep is not read again."""
+    missing = [b for b in recorder.ended() if b.coverage is None and b.spec_name not in measured]
+    _keep_coverage(recorder, {**measured, **measure_ended(client, missing, by_name, now)} if missing else measured)

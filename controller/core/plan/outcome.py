@@ -33,7 +33,7 @@ def covered_outcome(item: Item, found: Coverage | None) -> Item:
     return replace(item, phase=Phase.COMPLETED_WITH_FAILURES, reason=f"{item.reason}; {why}" if item.reason else why)
 
 
-def covered_outcomes(plan: Plan, measured: Mapping[str, Coverage]) -> Plan:
+def covered_outcomes(plan: Plan, measured: Mapping[str, Coverage | None]) -> Plan:
     """The plan with each spec's outcome held to its coverage measured at its end (`covered_outcome`)."""
     items = tuple(covered_outcome(i, measured.get(i.spec)) for i in plan.items)
     return plan if items == plan.items else replace(plan, items=items)

@@ -10,6 +10,8 @@ too (the fewest such intervals, said in the plan); an interval in flight is neve
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -106,25 +108,18 @@ def select(intervals: Sequence[datetime], runs: Sequence[DagRun], target: Select
             continue
         chosen.append(at)
     spans = sub_ranges(ordered, chosen)
-    gaps = _gaps(ordered, chosen, {at for at, run in latest.items() if run.state in IN_FLIGHT})
+    gaps = _gaps(ordered, spans, {at for at, run in latest.items() if run.state in IN_FLIGHT})
     return Selection(target, len(ordered), tuple(chosen), failed, never, off, newer, spans, flying, gaps)
 
 
 def _gaps(
-    ordered: Sequence[datetime], chosen: Sequence[datetime], flying: set[datetime]
+    ordered: Sequence[datetime], spans: Sequence[tuple[datetime, datetime]], flying: set[datetime]
 ) -> tuple[tuple[datetime, ...] | None, ...]:
-    """Between each two consecutive sub-ranges, the intervals not chosen (None: one of them is in flight)."""
-    picked, out = set(chosen), []
-    between: list[datetime] | None = None  # None: before the first sub-range
-    held = False
-    for at in ordered:
-        if at in picked:
-            if between or held:
-                out.append(None if held else tuple(between or ()))
-            between, held = [], False
-        elif between is not None:
-            held = held or at in flying
-            between.append(at)
+    """Between each two consecutive sub-ranges, the intervals of the range (None: one of them is in flight)."""
+    out: list[tuple[datetime, ...] | None] = []
+    for (_, last), (first, _) in itertools.pairwise(spans):
+        between = tuple(ordered[bisect.bisect_right(ordered, last) : bisect.bisect_left(ordered, first)])
+        out.append(None if flying.intersection(between) else between)
     return tuple(out)
 
 
