@@ -25,6 +25,7 @@ from controller.cli import main
 from controller.commands.reconcile.analysis import Analyst
 from controller.core.model.analysis import Inconclusive
 from controller.core.model.capabilities import judge
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff
 from controller.errors import AirflowBadAnswer, AirflowError, AirflowUnavailable
@@ -195,7 +196,7 @@ def test_outside_answers_are_bounded_in_a_pass_prometheus(tmp_path: Path, hostil
     finally:
         bench.close()
     (item,) = result.current.items
-    assert (item.kind.value, item.guard) == ("wait", "analysis warehouse")
+    assert (item.kind.value, item.guard) == ("wait", Guard(GuardKind.ANALYSIS, "warehouse"))
     reason = f"inconclusive: warehouse: Prometheus {hostile.url} {PROMETHEUS_REASONS[kind]}; pausing at "
     assert item.reason.startswith(reason), item.reason
     assert bench.fake is not None

@@ -17,6 +17,7 @@ from controller.cli import main
 from controller.core.checks.dags import check_against_release
 from controller.core.checks.validation import check_spec
 from controller.core.model.capabilities import capabilities_of
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.policy import DEFAULT_POLICY
 from controller.core.model.spec import Select
 from controller.core.render.plan import plan_json, plan_markdown, plan_text
@@ -242,7 +243,12 @@ def test_a_select_spec_pauses_while_the_dags_code_is_not_its_target_and_goes_on_
         "the DAG's latest code is DAG version 3, not the reviewed target (version 2): its runs would use code nobody "
         "reviewed for this backfill; " + NEW_TARGET
     )
-    assert (item.kind.value, item.phase.value, item.reason, item.guard) == ("pause", "Paused", why, "code-changed")
+    assert (item.kind.value, item.phase.value, item.reason, item.guard) == (
+        "pause",
+        "Paused",
+        why,
+        Guard(GuardKind.CODE_CHANGED),
+    )
     assert [(f.kind, f.message) for f in moved.plan.findings] == [("code-changed", f"spec fix: {why}")]
     assert fake(bench).backfills[backfill]["is_paused"] is True
     _latest(bench, 2)  # the deploy rolled back: the reviewed code is the latest again

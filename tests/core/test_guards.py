@@ -5,13 +5,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window, valid_timezone
+from controller.core.model.guards import (
+    Budget,
+    Freeze,
+    Guard,
+    GuardKind,
+    SchedulerGuard,
+    SchedulerHealth,
+    Window,
+    valid_timezone,
+)
 from controller.core.rules.guards import (
     BudgetLoad,
     Claim,
     Stop,
-    StopKind,
     active_freeze,
     admit,
     guard_stop,
@@ -72,7 +82,7 @@ WINDOW_CASES = [
 def test_windows(windows: list[Window], now: str, is_open: bool, detail: str | None) -> None:
     assert in_windows(windows, at(now)) is is_open
     stop = guard_stop(windows, [], at(now))
-    assert stop == (None if is_open else Stop(StopKind.WINDOW, detail or ""))
+    assert stop == (None if is_open else Stop(Guard(GuardKind.WINDOW), detail or ""))
 
 
 def test_next_opening_is_the_earliest_instant_of_all_windows() -> None:
@@ -89,7 +99,7 @@ def test_freeze_overrides_an_open_window_and_ends_exclusively() -> None:
     inside = at("2026-12-29T21:00+01:00")  # a Tuesday night: the window is open
     assert in_windows([WEEKNIGHTS], inside)
     assert guard_stop([WEEKNIGHTS], [YEAR_END], inside) == Stop(
-        StopKind.FREEZE, "until 2027-01-04T00:00:00Z", "year-end close"
+        Guard(GuardKind.FREEZE, "year-end close"), "until 2027-01-04T00:00:00Z"
     )
     assert guard_stop([], [YEAR_END], datetime(2026, 12, 28, tzinfo=UTC)) is not None  # from is inclusive
     assert guard_stop([], [YEAR_END], datetime(2027, 1, 4, tzinfo=UTC)) is None  # to is exclusive
@@ -105,7 +115,7 @@ def test_overlapping_freezes_report_the_one_that_ends_last() -> None:
 def test_freeze_then_scheduler_then_window() -> None:
     closed = at("2026-12-01T13:00+01:00")
     assert guard_stop([WEEKNIGHTS], [], closed, "scheduler status 'unhealthy'") == Stop(
-        StopKind.SCHEDULER, "(scheduler status 'unhealthy')"
+        Guard(GuardKind.SCHEDULER), "(scheduler status 'unhealthy')"
     )
     stop = guard_stop([WEEKNIGHTS], [], closed)
     assert stop is not None
@@ -187,7 +197,7 @@ def test_a_weekly_window_whose_opening_passed_today_opens_next_week() -> None:
     tuesdays = Window(("tue",), "09:00", "10:00", "UTC")
     now = at("2026-12-01T11:00+00:00")  # a Tuesday, after today's opening
     assert next_opening([tuesdays], now) == (at("2026-12-08T09:00+00:00"), tuesdays)
-    assert guard_stop([tuesdays], [], now) == Stop(StopKind.WINDOW, "until Tue 09:00 UTC")
+    assert guard_stop([tuesdays], [], now) == Stop(Guard(GuardKind.WINDOW), "until Tue 09:00 UTC")
 
 
 def test_a_window_that_ends_where_it_starts_lasts_a_day() -> None:
@@ -198,7 +208,7 @@ def test_a_window_that_ends_where_it_starts_lasts_a_day() -> None:
 
 def test_a_window_without_days_never_opens() -> None:
     never = Window((), "00:00", "24:00", "UTC")
-    assert guard_stop([never], [], NOW) == Stop(StopKind.WINDOW, "(no window opens within a week)")
+    assert guard_stop([never], [], NOW) == Stop(Guard(GuardKind.WINDOW), "(no window opens within a week)")
 
 
 def test_a_heartbeat_exactly_at_the_limit_is_healthy() -> None:
@@ -231,3 +241,42 @@ def test_budget_load_lines() -> None:
 def test_the_next_opening_at_an_opening_instant_is_the_one_after() -> None:
     opens = at("2026-12-01T20:00+01:00")
     assert next_opening([WEEKNIGHTS], opens) == (at("2026-12-02T20:00+01:00"), WEEKNIGHTS)
+
+
+# --- the guard's stored text ------------------------------------------------------------------------------
+
+GUARD_TEXTS = [
+    # every guard as bindings, plans and audit records store it (byte-identical to the releases before Guard)
+    (Guard(GuardKind.WINDOW), "window"),
+    (Guard(GuardKind.SCHEDULER), "scheduler guard"),
+    (Guard(GuardKind.FREEZE, "year-end close"), "freeze 'year-end close'"),
+    (Guard(GuardKind.FREEZE, "Bob's close"), 'freeze "Bob\'s close"'),
+    (Guard(GuardKind.ANALYSIS, "warehouse"), "analysis warehouse"),
+    (Guard(GuardKind.BUDGET, "warehouse"), "budget warehouse"),
+    (Guard(GuardKind.STOP), "stop"),
+    (Guard(GuardKind.HALT), "halt"),
+    (Guard(GuardKind.CODE_CHANGED), "code-changed"),
+]
+
+
+@pytest.mark.parametrize(("guard", "text"), GUARD_TEXTS, ids=[t for _, t in GUARD_TEXTS])
+def test_a_guard_reads_back_from_its_stored_text(guard: Guard, text: str) -> None:
+    assert (str(guard), Guard.from_text(text)) == (text, guard)
+
+
+def test_every_guard_kind_has_a_stored_text() -> None:
+    assert {g.kind for g, _ in GUARD_TEXTS} == set(GuardKind)
+
+
+@given(st.text(min_size=1))
+def test_any_freeze_reason_round_trips(reason: str) -> None:
+    guard = Guard(GuardKind.FREEZE, reason)
+    assert Guard.from_text(str(guard)) == guard
+
+
+@pytest.mark.parametrize(
+    "text", ["", "freeze", "freeze year-end", "freeze 3", "analysis", "budget", "paused", "Window"]
+)
+def test_a_text_no_release_wrote_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not a guard: "):
+        Guard.from_text(text)

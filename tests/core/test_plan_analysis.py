@@ -12,7 +12,7 @@ from controller.commands.reconcile.reconciler import planned
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.analysis import Analysis, Inconclusive, Sample
 from controller.core.model.binding import Phase
-from controller.core.model.guards import Budget
+from controller.core.model.guards import Budget, Guard, GuardKind
 from controller.core.model.policy import Policy
 from controller.core.plan.desired import Desired
 from controller.core.plan.queue import make_plan
@@ -28,6 +28,8 @@ from tests.core.test_plan_guards import CLOSED, NIGHTS, bound, rows, world_at
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 POLICY = Policy(downstream=(Budget("warehouse", 8, analysis=WAREHOUSE),))
 LISTING = {"downstream": ("warehouse",)}
+
+BY_WAREHOUSE = Guard(GuardKind.ANALYSIS, "warehouse")  # a pause the analysis of warehouse made
 
 
 def verdict(value: float | None, config: Analysis = WAREHOUSE, state: AnalysisState = NEW_STATE) -> Verdict:
@@ -62,7 +64,9 @@ def test_high_load_pauses_as_a_guard_and_low_load_resumes_after_hysteresis() -> 
     paused = backfill(7, paused=True)
     between = verdict(0.8, state=PAUSED)
     held = make_plan(
-        [s], POLICY, world_at(NOW, paused, bindings=bound(guard="analysis warehouse"), analysis={"warehouse": between})
+        [s],
+        POLICY,
+        world_at(NOW, paused, bindings=bound(guard=BY_WAREHOUSE), analysis={"warehouse": between}),
     )
     assert rows(held) == [
         (
@@ -75,7 +79,9 @@ def test_high_load_pauses_as_a_guard_and_low_load_resumes_after_hysteresis() -> 
     ]
     low = verdict(0.5, state=PAUSED)
     resumed = make_plan(
-        [s], POLICY, world_at(NOW, paused, bindings=bound(guard="analysis warehouse"), analysis={"warehouse": low})
+        [s],
+        POLICY,
+        world_at(NOW, paused, bindings=bound(guard=BY_WAREHOUSE), analysis={"warehouse": low}),
     )
     assert rows(resumed) == [
         ("s", "unpause", "Running", "resumed: analysis warehouse no longer applies", "analysis warehouse")
@@ -90,7 +96,11 @@ def test_inconclusive_creates_nothing_pauses_nothing_resumes_nothing() -> None:
     running = make_plan([s], POLICY, world_at(NOW, backfill(7), bindings=bound(), analysis=unsure))
     assert rows(running) == [("s", "noop", "Running", f"running; {why}", None)]
     paused = backfill(7, paused=True)
-    kept = make_plan([s], POLICY, world_at(NOW, paused, bindings=bound(guard="analysis warehouse"), analysis=unsure))
+    kept = make_plan(
+        [s],
+        POLICY,
+        world_at(NOW, paused, bindings=bound(guard=BY_WAREHOUSE), analysis=unsure),
+    )
     assert rows(kept) == [("s", "noop", "Paused", f"paused by analysis warehouse: {why}", "analysis warehouse")]
 
 

@@ -13,7 +13,7 @@ import pytest
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
-from controller.core.model.guards import Budget, Freeze, SchedulerGuard
+from controller.core.model.guards import Budget, Freeze, Guard, GuardKind, SchedulerGuard
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, Execution
 from controller.core.plan.chunked import HALT
@@ -239,7 +239,7 @@ def test_too_many_failures_halt_the_running_chunk() -> None:
     w = world(airflow(1, 0, 4), progress=progress, backfill_id=1, runs_of={1: runs(success=3, failed=2)})
     item = one(make_plan([ten(execution=HALTING)], Policy(), w))
     assert row(item) == ("pause", "Halted", halted(2, 5, 40), 1)
-    assert item.guard == HALT == "halt"
+    assert item.guard == HALT == Guard(GuardKind.HALT)
     assert item.progress == replace(progress, halted=halted(2, 5, 40))
     assert (item.runs, item.chunk) == (runs(success=3, failed=2), (1, 2))
 
@@ -283,7 +283,7 @@ def test_a_halted_chunk_holds_until_a_new_resume_value(
     )
     item = one(make_plan([ten(execution=HALTING, resume=resume)], Policy(), w))
     assert row(item) == expected
-    assert item.guard == (None if expected[2] == "in sync" else "halt")
+    assert item.guard == (None if expected[2] == "in sync" else Guard(GuardKind.HALT))
     assert item.progress == progress
 
 
@@ -298,7 +298,7 @@ def test_a_resume_inside_a_freeze_ends_the_halt_not_the_pause() -> None:
     )
     item = one(make_plan([ten(execution=HALTING, resume="r1")], Policy(freezes=(freeze,)), w))
     assert row(item) == ("noop", "Paused", "paused by freeze 'close' until 2026-11-02T00:00:00Z", 1)
-    assert item.guard == "freeze 'close'"
+    assert item.guard == Guard(GuardKind.FREEZE, "close")
     assert item.progress == replace(HELD, halted=None, resumed="r1", base_finished=5, base_failed=2)
     item = one(make_plan([ten(execution=HALTING, resume="r1")], Policy(), replace(w, now=T0 + 2 * DAY)))
     assert row(item) == ("unpause", "Running", "resumed: r1", 1)
@@ -420,7 +420,7 @@ def test_a_freeze_holds_the_next_chunk() -> None:
     freeze = Freeze(T0 - DAY, T0 + DAY, "close")
     item = one(make_plan([ten()], Policy(freezes=(freeze,)), finished_first(dry=days(4, 9), now=T0)))
     assert row(item) == ("wait", "Queued", "queued by freeze 'close' until 2026-11-02T00:00:00Z", None)
-    assert (item.guard, item.request) == ("freeze 'close'", None)
+    assert (item.guard, item.request) == (Guard(GuardKind.FREEZE, "close"), None)
     assert item.progress == DONE_FIRST
 
 
@@ -1038,7 +1038,7 @@ def test_a_chunk_waiting_for_a_budget_keeps_no_pending_chunk(w: World, progress:
         Kind.WAIT,
         Phase.QUEUED,
         "waiting for warehouse budget (3 of 4 in use by a)",
-        "budget warehouse",
+        Guard(GuardKind.BUDGET, "warehouse"),
         None,
     )
     assert item.progress == progress

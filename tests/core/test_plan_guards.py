@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from controller.commands.reconcile.reconciler import PassResult
 from controller.core.model.airflow import DagInfo, DagRun
 from controller.core.model.binding import Binding, Phase
-from controller.core.model.guards import Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
+from controller.core.model.guards import Budget, Freeze, Guard, GuardKind, SchedulerGuard, SchedulerHealth, Window
 from controller.core.model.policy import DriftMode, Policy
 from controller.core.model.spec import DesiredState
 from controller.core.plan.queue import make_plan
@@ -32,10 +32,12 @@ def world_at(now: datetime, *backfills: object, dag: str = "d", **kw: object) ->
 
 
 def rows(plan: Plan) -> list[tuple[str, str, str, str, str | None]]:
-    return [(i.spec, i.kind.value, i.phase.value, i.reason, i.guard) for i in plan.items]
+    return [
+        (i.spec, i.kind.value, i.phase.value, i.reason, i.as_json()["guard"]) for i in plan.items
+    ]  # as the plan says
 
 
-def bound(name: str = "s", bf: int = 7, guard: str = "", applied: str = "active") -> dict[str, Binding]:
+def bound(name: str = "s", bf: int = 7, guard: Guard | None = None, applied: str = "active") -> dict[str, Binding]:
     return {name: Binding(name, "d", bf, Phase.RUNNING, DesiredState(applied), guard=guard)}
 
 
@@ -56,10 +58,10 @@ def test_a_window_closing_pauses_and_opening_resumes() -> None:
     paused = backfill(7, paused=True)
     plan = make_plan([s], WINDOWED, world_at(CLOSED, running, bindings=bound()))
     assert rows(plan) == [("s", "pause", "Paused", "paused by window until 20:00 Europe/Berlin", "window")]
-    held = make_plan([s], WINDOWED, world_at(CLOSED, paused, bindings=bound(guard="window")))
+    held = make_plan([s], WINDOWED, world_at(CLOSED, paused, bindings=bound(guard=Guard(GuardKind.WINDOW))))
     assert rows(held) == [("s", "noop", "Paused", "paused by window until 20:00 Europe/Berlin", "window")]
     assert held.findings == ()  # a guard's pause is not drift
-    resumed = make_plan([s], WINDOWED, world_at(OPEN, paused, bindings=bound(guard="window")))
+    resumed = make_plan([s], WINDOWED, world_at(OPEN, paused, bindings=bound(guard=Guard(GuardKind.WINDOW))))
     assert rows(resumed) == [("s", "unpause", "Running", "resumed: window no longer applies", "window")]
 
 
@@ -95,7 +97,11 @@ def test_freeze_pauses_even_inside_a_window_and_its_end_resumes() -> None:
     rule = "freeze 'year-end close'"
     assert rows(plan) == [("s", "pause", "Paused", f"paused by {rule} until 2026-12-02T00:00:00Z", rule)]
     after = datetime(2026, 12, 2, 20, 0, tzinfo=UTC)
-    resumed = make_plan([spec()], policy, world_at(after, backfill(7, paused=True), bindings=bound(guard=rule)))
+    resumed = make_plan(
+        [spec()],
+        policy,
+        world_at(after, backfill(7, paused=True), bindings=bound(guard=Guard(GuardKind.FREEZE, "year-end close"))),
+    )
     assert rows(resumed) == [("s", "unpause", "Running", f"resumed: {rule} no longer applies", rule)]
 
 
@@ -111,7 +117,7 @@ def test_scheduler_brake() -> None:
     resumed = make_plan(
         [spec()],
         BRAKE,
-        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="scheduler guard"), scheduler=well),
+        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard=Guard(GuardKind.SCHEDULER)), scheduler=well),
     )
     assert rows(resumed) == [
         ("s", "unpause", "Running", "resumed: scheduler guard no longer applies", "scheduler guard")
@@ -127,7 +133,7 @@ def test_unreadable_scheduler_health_is_an_incomplete_observation_not_healthy() 
     held = make_plan(
         [spec()],
         BRAKE,
-        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="scheduler guard"), scheduler=unread),
+        world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard=Guard(GuardKind.SCHEDULER)), scheduler=unread),
     )
     why = "observation incomplete: scheduler health: GET /api/v2/monitor/health -> 503"
     assert rows(held) == [("s", "noop", "Paused", why, "scheduler guard")]
@@ -241,7 +247,9 @@ def test_a_hand_pause_while_a_guard_holds_is_drift_and_never_healed() -> None:
 
 
 def test_a_guard_pause_is_not_settled_and_status_says_which_guard() -> None:
-    plan = make_plan([spec()], WINDOWED, world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard="window")))
+    plan = make_plan(
+        [spec()], WINDOWED, world_at(CLOSED, backfill(7, paused=True), bindings=bound(guard=Guard(GuardKind.WINDOW)))
+    )
     assert not PassResult(plan).settled  # --until-complete waits for the window instead of stopping
     (row,) = status_rows(plan, {})
     assert (row.phase, row.note) == ("Paused", "paused by window until 20:00 Europe/Berlin")

@@ -12,7 +12,7 @@ from packaging.version import Version
 
 from controller.core.model.airflow import DagRun, DagVersion
 from controller.core.model.capabilities import capabilities_of
-from controller.core.model.guards import Freeze
+from controller.core.model.guards import Freeze, Guard, GuardKind
 from controller.core.model.policy import Policy, Rule
 from controller.core.model.spec import ReprocessBehavior, Select
 from controller.core.plan.queue import make_plan
@@ -123,7 +123,7 @@ def test_a_freeze_holds_it_queued() -> None:
     assert (item.kind.value, item.phase.value, item.guard, item.runs_to_create) == (
         "wait",
         "Queued",
-        "freeze 'close'",
+        Guard(GuardKind.FREEZE, "close"),
         5,
     )
     assert item.selection == SELECTION

@@ -9,7 +9,7 @@ from controller.core.model.airflow import DagVersion, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.chunks import Progress
-from controller.core.model.guards import Budget, SchedulerGuard
+from controller.core.model.guards import Budget, Guard, GuardKind, SchedulerGuard
 from controller.core.model.policy import Policy
 from controller.core.model.ranges import DateRange, compact
 from controller.core.model.spec import BackfillSpec, DesiredState
@@ -257,7 +257,12 @@ def test_a_head_waiting_for_a_budget_no_longer_waits_for_its_dry_run() -> None:
     obs = {"d": DagObservation("d", OK, (backfill(7, a),)), "e": DagObservation("e", OK)}
     w = World(obs, {"a": Binding("a", "d", 7, Phase.RUNNING)}, now=NOW)
     item = make_plan([a, b], full, w).items[1]
-    assert (item.spec, item.kind, item.guard, item.awaiting_dry_run) == ("b", Kind.WAIT, "budget wh", False)
+    assert (item.spec, item.kind, item.guard, item.awaiting_dry_run) == (
+        "b",
+        Kind.WAIT,
+        Guard(GuardKind.BUDGET, "wh"),
+        False,
+    )
 
 
 def test_a_bound_chunked_spec_does_not_show_the_next_chunks_in_flight_runs() -> None:

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.chunks import Progress
-from controller.core.model.guards import Budget
+from controller.core.model.guards import Budget, Guard, GuardKind
 from controller.core.model.logins import one_of, same_login
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
@@ -45,7 +45,7 @@ def test_a_stopped_spec_is_never_created() -> None:
     s = spec(downstream=("warehouse",))
     plan = make_plan([s], Policy(), stopped(world(dry={"s": dates(3)})))
     assert decided(plan) == [("s", "noop", "Paused", HELD, None)]
-    assert (plan.items[0].guard, plan.items[0].dag_id, plan.items[0].source) == ("stop", "d", s)
+    assert (plan.items[0].guard, plan.items[0].dag_id, plan.items[0].source) == (Guard(GuardKind.STOP), "d", s)
     other = spec(downstream=("lake",))
     assert [i.kind.value for i in make_plan([other], Policy(), stopped(world(dry={"s": dates(3)}))).items] == ["create"]
 
@@ -114,7 +114,7 @@ def test_a_stop_holds_the_next_chunk_and_keeps_the_progress() -> None:
     w = chunk_world(finished, progress=progress, backfill_id=1, runs_of={1: runs(success=4)}, dry=days(4, 9))
     item = one(make_plan([s], Policy(), stopped(w)))
     assert row(item) == ("noop", "Paused", HELD, None)
-    assert (item.guard, item.chunk, item.dag_id, item.source) == ("stop", (1, 3), "d", s)
+    assert (item.guard, item.chunk, item.dag_id, item.source) == (Guard(GuardKind.STOP), (1, 3), "d", s)
     assert item.progress is not None
     assert [(c.backfill_id, c.summary) for c in item.progress.chunks] == [(1, RunSummary({"success": 4}))]
     canary = ten(downstream=("warehouse",), execution=Execution(chunk_runs=4, canary_runs=4))

@@ -16,6 +16,7 @@ import pytest
 from controller.adapters.prometheus import PrometheusClient
 from controller.commands.reconcile.reconciler import PassResult, Reconciler
 from controller.core.model.analysis import Sample
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.plan.values import Item
 from tests.prometheus.harness import PrometheusServer, free_port, wait
 from tests.reconcile.harness import Bench
@@ -111,7 +112,7 @@ def test_load_holds_creates_pauses_and_resumes_a_real_backfill(
         "wait",
         "Queued",
         f"waiting: warehouse load 0.95 > 0.85 ({QUERY})",
-        "analysis warehouse",
+        Guard(GuardKind.ANALYSIS, "warehouse"),
     )
     with bench.client() as client:
         assert [b for b in client.list_backfills(DAG) if b.from_date == START] == []
@@ -126,7 +127,11 @@ def test_load_holds_creates_pauses_and_resumes_a_real_backfill(
     load(prometheus_server, 0.95)
     paused = bench.run()
     assert [(i.kind.value, i.guard, i.reason) for i, _ in paused.applied] == [
-        ("pause", "analysis warehouse", f"paused by analysis warehouse: waiting: warehouse load 0.95 > 0.85 ({QUERY})")
+        (
+            "pause",
+            Guard(GuardKind.ANALYSIS, "warehouse"),
+            f"paused by analysis warehouse: waiting: warehouse load 0.95 > 0.85 ({QUERY})",
+        )
     ]
     assert one(paused).phase.value == "Paused"
     assert is_paused(bench)

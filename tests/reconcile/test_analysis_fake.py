@@ -16,6 +16,7 @@ from controller.adapters.store import NoStore
 from controller.adapters.store.tables import analysis_state
 from controller.commands.reconcile.analysis import Analyst, analysed_names
 from controller.commands.reconcile.reconciler import PassResult, Reconciler
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.render.analysis import analysis_text
 from tests.reconcile.harness import Bench, fake
 
@@ -74,13 +75,13 @@ def test_one_query_a_pass_state_kept_and_a_lost_store_stays_paused(bench: Bench)
     assert gauge.asked == 1  # only systems a spec lists: lake is not asked
     gauge.value = 0.95
     paused = run(bench, gauge)
-    assert [(i.kind.value, i.guard) for i, _ in paused.applied] == [("pause", "analysis warehouse")]
+    assert [(i.kind.value, i.guard) for i, _ in paused.applied] == [("pause", Guard(GuardKind.ANALYSIS, "warehouse"))]
     assert gauge.asked == 2  # once a pass, the re-observation after the pause included
     (backfill,) = fake(bench).backfills.values()
     assert backfill["is_paused"] is True
     binding = bench.store.binding("wh")
     assert binding is not None
-    assert (binding.guard, binding.applied_state.value) == ("analysis warehouse", "active")
+    assert (binding.guard, binding.applied_state.value) == (Guard(GuardKind.ANALYSIS, "warehouse"), "active")
     stored = bench.store.analysis_states()["warehouse"]
     assert stored.paused_since is not None
     with bench.store.engine.begin() as conn:  # the store loses the analysis state
@@ -101,7 +102,7 @@ def test_a_missing_url_is_inconclusive_with_a_warning(bench: Bench, caplog: pyte
     with caplog.at_level(logging.WARNING):
         result = run(bench, Gauge(), env={})
     (item,) = result.current.items
-    assert (item.kind.value, item.phase.value, item.guard) == ("wait", "Queued", "analysis warehouse")
+    assert (item.kind.value, item.phase.value, item.guard) == ("wait", "Queued", Guard(GuardKind.ANALYSIS, "warehouse"))
     assert item.reason.startswith("inconclusive: warehouse: BACKFILLCTL_PROMETHEUS_URL is not set; pausing at ")
     assert fake(bench).backfills == {}
     assert any("BACKFILLCTL_PROMETHEUS_URL is not set" in r.getMessage() for r in caplog.records)

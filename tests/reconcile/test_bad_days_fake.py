@@ -19,6 +19,7 @@ from controller.commands.loop.passhooks import MonitorOptions, PassHooks
 from controller.commands.runtime import session
 from controller.commands.verbs.status import report_document, status_view
 from controller.commands.verbs.stop import BREAK_GLASS, lift_with_settings, stop_with_settings
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.oidc import GITHUB_ISSUER
 from controller.core.model.secret import Secret
 from controller.core.model.spec import format_utc
@@ -312,7 +313,7 @@ def test_a_hand_pause_during_a_store_outage_holds_after_recovery(bench: Bench, m
         plan = bench.run().plan
         fake(bench).tick()
     (a,) = plan.items
-    assert (a.kind.value, a.phase.value, a.guard) == ("noop", "Paused", "stop")
+    assert (a.kind.value, a.phase.value, a.guard) == ("noop", "Paused", Guard(GuardKind.STOP))
     assert a.reason.startswith("paused by hand in Airflow (who: not recorded) at ")
     assert mutating(fake(bench).requests) == []
     assert fake(bench).backfills[1]["is_paused"] is True

@@ -16,6 +16,7 @@ from controller.commands.reconcile.observe import _runs_wanted
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.plan.values import Kind
 from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_text
@@ -189,7 +190,11 @@ def test_too_many_failures_pause_the_active_chunk_until_a_new_resume_value(bench
     assert fake(bench).backfills[1]["is_paused"] is True
     binding = bench.store.binding("flk")
     assert binding is not None
-    assert (binding.phase.value, binding.guard, binding.applied_state.value) == ("Halted", "halt", "active")
+    assert (binding.phase.value, binding.guard, binding.applied_state.value) == (
+        "Halted",
+        Guard(GuardKind.HALT),
+        "active",
+    )
     held = bench.run()
     assert held.applied == []
     assert held.current.findings == ()  # a halt's pause is not drift
@@ -458,7 +463,7 @@ def test_a_chunk_asks_the_downstream_budget_and_a_waiting_first_chunk_stays_new(
     first = bench.run()
     assert [(i.spec, i.kind.value, o) for i, o in first.applied] == [("a-hold", "create", "created")]
     waiting = next(i for i in first.current.items if i.spec == "b-ch")
-    assert (waiting.kind.value, waiting.guard, waiting.progress) == ("wait", "budget warehouse", None)
+    assert (waiting.kind.value, waiting.guard, waiting.progress) == ("wait", Guard(GuardKind.BUDGET, "warehouse"), None)
     binding = bench.store.binding("b-ch")
     assert binding is not None
     assert (binding.phase.value, binding.progress) == ("Queued", None)
@@ -614,7 +619,7 @@ def test_a_new_resume_value_in_a_freeze_ends_the_halt_but_not_the_pause(bench: B
     held = bench.run()
     assert held.applied == []
     (item,) = held.current.items
-    assert (item.phase.value, item.guard) == ("Paused", "freeze 'year-end close'")
+    assert (item.phase.value, item.guard) == ("Paused", Guard(GuardKind.FREEZE, "year-end close"))
     assert fake(bench).backfills[1]["is_paused"] is True
     bench.policy("version: 1\n")
     resumed = bench.run()

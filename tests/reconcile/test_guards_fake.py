@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from controller.core.model.guards import Guard, GuardKind
 from tests.reconcile.harness import Bench, fake
 
 BRAKE = """\
@@ -27,7 +28,11 @@ def test_an_unhealthy_scheduler_pauses_and_its_recovery_resumes(bench: Bench) ->
     assert backfill["is_paused"] is True
     binding = bench.store.binding("brk")
     assert binding is not None
-    assert (binding.guard, binding.applied_state.value, binding.phase.value) == ("scheduler guard", "active", "Paused")
+    assert (binding.guard, binding.applied_state.value, binding.phase.value) == (
+        Guard(GuardKind.SCHEDULER),
+        "active",
+        "Paused",
+    )
     held = bench.run()
     assert held.applied == []
     assert held.current.findings == ()  # the guard's pause is not drift
@@ -39,7 +44,7 @@ def test_an_unhealthy_scheduler_pauses_and_its_recovery_resumes(bench: Bench) ->
     assert backfill["is_paused"] is False
     binding = bench.store.binding("brk")
     assert binding is not None
-    assert binding.guard == ""
+    assert binding.guard is None
     fake(bench).scheduler_running = True
     assert bench.phases(bench.until_terminal()) == {"brk": "Succeeded"}
     steps = [

@@ -17,6 +17,7 @@ from controller.core.model.airflow import summary_from_json
 from controller.core.model.binding import Ahead, Applied, Approval, Binding, CreateFacts, NotesMark, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.coverage import Coverage
+from controller.core.model.guards import Guard
 from controller.core.model.spec import DesiredState
 from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
 
@@ -77,7 +78,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
         git_commit=row.get("git_commit"),
         airflow_url=row.get("airflow_url") or "",
         updated_at=row.get("updated_at"),
-        guard=detail.get("guard", ""),
+        guard=Guard.from_text(detail["guard"]) if detail.get("guard") else None,
         progress=None if detail.get("progress") is None else Progress.from_json(detail["progress"]),
         refused=bool(detail.get("refused")),
         approval_refused=_approval_refused(row["phase"], detail),
@@ -108,8 +109,8 @@ def _approval_refused(phase: str, detail: Mapping[str, Any]) -> bool:
 def _binding_row(binding: Binding) -> dict[str, Any]:
     """And back: the core value as the row's columns (the JSON detail keeps the reason and create facts)."""
     detail: dict[str, Any] = {"reason": binding.reason, "backfills": list(binding.backfills)}
-    if binding.guard:  # a guard's pause, remembered across passes (never confused with state: paused)
-        detail["guard"] = binding.guard
+    if binding.guard is not None:  # a guard's pause, remembered across passes (never confused with state: paused)
+        detail["guard"] = str(binding.guard)
     if binding.created is not None:
         detail.update(binding.created.as_json())
     if binding.progress is not None:  # a chunked spec's chunks, one backfill each: JSON beside the rest, no migration

@@ -21,6 +21,7 @@ from controller.adapters.store import EventFilter, NoStore, Store
 from controller.core.audit.chain import AuditRecord
 from controller.core.audit.vocabulary import Action, AuditPhase
 from controller.core.model.analysis import Analysis, Inconclusive, Observation
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.rules.analysis import NEW_STATE, AnalysisState, Verdict, evaluate
@@ -124,10 +125,12 @@ def _newest_analysis_event(store: Store, system: str) -> AuditRecord | None:
     return max(found, key=lambda r: r.seq, default=None)
 
 
-def audit_of(guard: str | None, spec: BackfillSpec, verdicts: Mapping[str, Verdict] | None) -> list[dict[str, object]]:
+def audit_of(
+    guard: Guard | None, spec: BackfillSpec, verdicts: Mapping[str, Verdict] | None
+) -> list[dict[str, object]]:
     """What an analysis pause or resume records: the verdicts of the spec's systems (query, value, thresholds,
     the sample's time); empty for any other guard."""
-    if not guard or not guard.startswith("analysis ") or not verdicts:
+    if guard is None or guard.kind is not GuardKind.ANALYSIS or not verdicts:
         return []
     return [verdicts[s].audit() for s in spec.downstream if s in verdicts]
 

@@ -23,6 +23,7 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import CreateFacts, Phase
 from controller.core.model.chunks import Chunk, Progress
+from controller.core.model.guards import Guard
 from controller.core.model.ranges import ranges_json
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.model.stages import Promotion
@@ -286,14 +287,14 @@ class Applier:
         return None if binding is None else binding.progress
 
 
-def _steered(item: Item, outcome: Outcome) -> tuple[Phase, DesiredState | None, str]:
+def _steered(item: Item, outcome: Outcome) -> tuple[Phase, DesiredState | None, Guard | None]:
     """What a pause, unpause or cancel leaves bound: its phase, the state it applied, the guard that paused it."""
     # a cancelled backfill becomes terminal once observed (its runs counted), not when asked
     phase = Phase.RUNNING if item.kind is Kind.CANCEL else item.phase
     # a 409 means Airflow finished it first: nothing was paused or cancelled, so nothing is recorded as such
     applied = APPLIED[item.kind] if outcome is Outcome.DONE else None
-    guard = (item.guard or "") if item.kind is Kind.PAUSE else ""  # a guard's pause is not `state: paused`
-    return phase, None if guard else applied, guard
+    guard = item.guard if item.kind is Kind.PAUSE else None  # a guard's pause is not `state: paused`
+    return phase, None if guard is not None else applied, guard
 
 
 def _with_chunk(progress: Progress | None, backfill_id: int) -> Progress | None:

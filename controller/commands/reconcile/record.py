@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
+from enum import Enum
 from typing import Any
 
 from controller import __version__
@@ -21,12 +22,19 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Approval, Binding, CreateFacts, Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.guards import Guard
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, DesiredState
 from controller.core.plan.provenance import UNKNOWN_ORIGIN, SpecOrigin
 from controller.core.plan.values import Item, Kind, Plan
 
 LIVENESS_EVERY = timedelta(hours=1)  # an idle reconciler's one record an hour: it is alive, the log stays small
+
+
+class Kept(Enum):
+    """A binding field an update leaves as it was (where None means "clear it")."""
+
+    KEEP = "keep"
 
 
 class Recorder:
@@ -162,7 +170,7 @@ class Recorder:
         runs: RunSummary | None = None,
         applied_state: DesiredState | None = None,
         created: CreateFacts | None = None,
-        guard: str | None = None,  # the guard whose pause this is; "" clears it, None keeps it
+        guard: Guard | Kept | None = Kept.KEEP,  # the guard whose pause this is; None clears it
         progress: Progress | None = None,  # a chunked spec's progress; None keeps it
         refused: bool = False,  # this pass refused its create: what `status` shows until a pass decides again
         approval: Approval | None = None,  # who approved its pull request; None keeps it
@@ -183,7 +191,7 @@ class Recorder:
             backfills=_owned(before, backfill_id, progress),
             git_commit=self.commit,
             airflow_url=self.airflow_url,
-            guard=guard if guard is not None else (before.guard if before else ""),
+            guard=guard if not isinstance(guard, Kept) else (before.guard if before else None),
             progress=progress if progress is not None else (before.progress if before else None),
             refused=refused,
             approval_refused=refused and approval_refused,

@@ -34,6 +34,7 @@ from controller.core.model.logins import one_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.plan.stops import (
+    STOP,
     EmergencyStop,
     EmergencyStopKind,
     StopSource,
@@ -199,7 +200,7 @@ def _pause(
         Action.PAUSE, AuditPhase.OUTCOME, spec, outcome=outcome, backfill_id=backfill_id, response=response, **named
     )
     if outcome is Outcome.DONE and spec is not None:
-        recorder.bind(spec, backfill_id, Phase.PAUSED, stop.held, guard="stop")
+        recorder.bind(spec, backfill_id, Phase.PAUSED, stop.held, guard=STOP)
     return True
 
 

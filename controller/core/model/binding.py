@@ -15,6 +15,7 @@ from typing import Any
 from controller.core.model.airflow import RunSummary
 from controller.core.model.chunks import Progress
 from controller.core.model.coverage import Coverage
+from controller.core.model.guards import Guard
 from controller.core.model.ranges import DateRange, expand, ranges_from_json, ranges_json
 from controller.core.model.spec import DesiredState
 
@@ -278,7 +279,7 @@ class Binding:
     git_commit: str | None = None
     airflow_url: str = ""
     updated_at: str | None = None  # when the store last saved it (set by the store)
-    guard: str = ""  # the guard rule whose pause holds the backfill now ("" when no guard paused it)
+    guard: Guard | None = None  # the guard whose pause holds the backfill now (None when no guard paused it)
     progress: Progress | None = None  # a chunked spec's chunks, canary and halt state
     refused: bool = False  # reconcile refused its create (exit 5) when it last recorded the spec
     approval_refused: bool = False  # that refusal was the approval gate's: it holds until the spec changes

@@ -6,11 +6,65 @@ these values is `core/rules/guards.py`.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from controller.core.model.analysis import Analysis
+
+
+class GuardKind(StrEnum):
+    """Which guard's pause or wait holds a spec: the word the plan, the binding and the audit record say."""
+
+    FREEZE = "freeze"  # overrides the others
+    SCHEDULER = "scheduler guard"
+    WINDOW = "window"
+    ANALYSIS = "analysis"  # a downstream system's metric analysis
+    BUDGET = "budget"  # a downstream budget's share
+    STOP = "stop"  # an emergency stop's pause (never `state: paused`, never drift)
+    HALT = "halt"  # a chunked spec's halt ratio
+    CODE_CHANGED = "code-changed"  # a `select` spec's DAG moved past its reviewed target
+
+
+_NAMED = frozenset({GuardKind.ANALYSIS, GuardKind.BUDGET})  # "analysis warehouse", "budget warehouse"
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The guard behind a pause or a wait; `str()` is its stored text ("window", "freeze 'year-end close'",
+    "analysis warehouse"), which stays byte-identical in bindings, plans and audit records."""
+
+    kind: GuardKind
+    name: str = ""  # a freeze's reason, an analysis's system, a budget's name
+
+    def __str__(self) -> str:
+        if self.kind is GuardKind.FREEZE:
+            return f"freeze {self.name!r}"
+        return f"{self.kind} {self.name}" if self.kind in _NAMED else self.kind.value
+
+    @classmethod
+    def from_text(cls, text: str) -> Guard:
+        """The guard a stored text names (the inverse of `str`); ValueError for a text no release wrote."""
+        word, _, rest = text.partition(" ")
+        if word == GuardKind.FREEZE and rest:
+            reason = _literal(rest)  # written with repr(): either quote, escapes included
+            if isinstance(reason, str):
+                return cls(GuardKind.FREEZE, reason)
+        elif word in _NAMED and rest:
+            return cls(GuardKind(word), rest)
+        elif text in set(GuardKind) - _NAMED - {GuardKind.FREEZE}:
+            return cls(GuardKind(text))
+        raise ValueError(f"not a guard: {text!r}")
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
+
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 DAY_MINUTES = 24 * 60

@@ -10,12 +10,13 @@ from dataclasses import replace
 from controller.core.model.airflow import DagInfo
 from controller.core.model.binding import Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.values import UNOBSERVED, Finding, FindingKind, Item, Kind
 from controller.core.plan.world import World
 from controller.core.rules.analysis import LoadAction, Verdict
-from controller.core.rules.guards import BudgetLoad, Claim, Stop, StopKind, admit, guard_stop, scheduler_problem
+from controller.core.rules.guards import BudgetLoad, Claim, Stop, admit, guard_stop, scheduler_problem
 from controller.core.rules.schedules import unbackfillable
 
 
@@ -58,7 +59,7 @@ def guard_now(spec: BackfillSpec, policy: Policy, world: World) -> tuple[Stop | 
         else:
             problem = scheduler_problem(health, policy.scheduler_guard, world.now)
     stop = guard_stop(windows, policy.freezes, world.now, problem)
-    if stop is not None and stop.kind is StopKind.FREEZE:
+    if stop is not None and stop.rule.kind is GuardKind.FREEZE:
         return stop, None  # a freeze holds, whatever the scheduler says
     held = analysis_stop(spec, world)
     if stop is None and held is not None and held.pauses:
@@ -91,7 +92,7 @@ def analysis_stop(spec: BackfillSpec, world: World) -> Stop | None:
     verdict = strictest(spec, world)
     if verdict is None or verdict.action.creates:
         return None
-    return Stop(StopKind.ANALYSIS, verdict.reason, verdict.system, pauses=verdict.action.pauses)
+    return Stop(Guard(GuardKind.ANALYSIS, verdict.system), verdict.reason, pauses=verdict.action.pauses)
 
 
 def analysis_runs(spec: BackfillSpec, world: World) -> tuple[int, str | None]:
@@ -145,7 +146,7 @@ def admit_creates(items: list[Item], specs: Sequence[BackfillSpec], policy: Poli
             phase=Phase.QUEUED,
             reason=waiting[i.spec].reason,
             request=None,
-            guard=f"budget {waiting[i.spec].budget}",
+            guard=Guard(GuardKind.BUDGET, waiting[i.spec].budget),
             progress=_waiting(i.progress),
             awaiting_dry_run=False,
         )

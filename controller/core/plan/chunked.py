@@ -14,6 +14,7 @@ from datetime import datetime
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.spec import BackfillSpec, DesiredState
 from controller.core.model.stages import Stage, StageState
 from controller.core.plan.admission import analysis_runs, dag_problem, guard_now
@@ -38,8 +39,8 @@ from controller.core.rules.chunks import (
 )
 from controller.core.rules.selection import Selection, code_moved, rederived
 
-HALT = "halt"  # the guard name of a halt's pause: never `state: paused`, never drift
-CODE_CHANGED = "code-changed"  # the guard name of a `select` spec's pause while its DAG's code is not the target
+HALT = Guard(GuardKind.HALT)  # a halt's pause: never `state: paused`, never drift
+CODE_CHANGED = Guard(GuardKind.CODE_CHANGED)  # a `select` spec's pause while its DAG's code is not the target
 LOST_SELECTION = (
     "select: the spec's selection is not in the store (it was lost), and it cannot be read again from Airflow now"
 )
@@ -55,7 +56,7 @@ def _chunk_item(
     *,
     backfill_id: int | None = None,
     error: bool = False,
-    guard: str | None = None,
+    guard: Guard | None = None,
     behind: str | None = None,
     awaiting_dry_run: bool = False,
     unobserved: bool = False,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from controller.core.model.airflow import Backfill, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Progress
+from controller.core.model.guards import Guard
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
 from controller.core.plan.admission import guard_now
 from controller.core.plan.outcome import outcome_reason, terminal_phase
@@ -35,7 +36,7 @@ class Observed:
         reason: str,
         *,
         error: bool = False,
-        guard: str | None = None,
+        guard: Guard | None = None,
         progress: Progress | None = None,
         unobserved: bool = False,
     ) -> Item:
@@ -122,10 +123,10 @@ def _completed_early(ctx: Context, seen: Observed) -> Finding:
 
 
 def steer(  # noqa: PLR0911 - one return per state the spec and its backfill can be in
-    ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: str
+    ctx: Context, spec: BackfillSpec, backfill: Backfill, applied: DesiredState, guarded: Guard | None
 ) -> Step:
     """An active backfill to the spec's state: cancel, pause, the guards' pause and resume, unpause, or drift.
-    `guarded` is the guard whose pause holds it now ("" when no guard paused it)."""
+    `guarded` is the guard whose pause holds it now (None when no guard paused it)."""
     seen = Observed(spec, backfill, ctx.runs(backfill.id))
     if spec.state is DesiredState.CANCELLED:
         found = (_still_running(ctx, seen),) if seen.runs.count("running") else ()
@@ -148,20 +149,22 @@ def steer(  # noqa: PLR0911 - one return per state the spec and its backfill can
     return _drift(ctx, seen)
 
 
-def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: str) -> Step | None:
+def _guarded(ctx: Context, seen: Observed, applied: DesiredState, guarded: Guard | None) -> Step | None:
     """A guard pauses a running backfill and resumes the one it paused; None: guards change nothing."""
     stop, unknown = guard_now(seen.spec, ctx.policy, ctx.world)
     paused = seen.backfill.is_paused
-    if unknown is not None and (guarded or not paused):  # neither pause nor resume on a guess
+    if unknown is not None and (guarded is not None or not paused):  # neither pause nor resume on a guess
         phase = Phase.PAUSED if paused else Phase.RUNNING
         why = f"{UNOBSERVED}: {unknown}"
-        return seen.item(Kind.NOOP, phase, why, guard=guarded or None, unobserved=True), ()
+        return seen.item(Kind.NOOP, phase, why, guard=guarded, unobserved=True), ()
     if stop is not None and not paused:  # an analysis that only holds pauses nothing (yet)
         pause = seen.item(Kind.PAUSE, Phase.PAUSED, stop.paused, guard=stop.rule) if stop.pauses else None
         return pause or seen.item(Kind.NOOP, Phase.RUNNING, f"running; {stop.detail}"), ()
-    if stop is not None and (guarded or applied is DesiredState.PAUSED):
+    if stop is not None and (guarded is not None or applied is DesiredState.PAUSED):
         return seen.item(Kind.NOOP, Phase.PAUSED, stop.paused, guard=stop.rule), ()
-    if stop is None and guarded and paused:  # a stop's pause ends with its lift (said so, never `resumed: stop …`)
+    if (
+        stop is None and guarded is not None and paused
+    ):  # a stop's pause ends with its lift (said so, never `resumed: stop …`)
         why = LIFTED if guarded == STOP else resumed_text(guarded)
         return seen.item(Kind.UNPAUSE, Phase.RUNNING, why, guard=guarded), ()
     if stop is not None and paused:  # a hand pause stays drift, but is not healed into a guard

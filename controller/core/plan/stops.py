@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from controller.core.model.airflow import Backfill
+from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.logins import one_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
@@ -39,7 +40,7 @@ class StopSource(StrEnum):
 
 
 NOT_RECORDED = "not recorded"
-STOP = "stop"  # the guard word of a stop's pause on an item (never `state: paused`, never drift)
+STOP = Guard(GuardKind.STOP)  # a stop's pause on an item (never `state: paused`, never drift)
 
 
 @dataclass(frozen=True, slots=True)

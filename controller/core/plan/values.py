@@ -16,6 +16,7 @@ from controller.core.model.airflow import BackfillRequest, RunSummary
 from controller.core.model.binding import Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.drain import DrainHold
+from controller.core.model.guards import Guard
 from controller.core.model.load import DagLoad, load_json
 from controller.core.model.notify_policy import Alert
 from controller.core.model.ranges import DateRange
@@ -95,7 +96,7 @@ class Item:
     runs: RunSummary | None = None  # the observed (or last recorded) runs of its backfill
     request: BackfillRequest | None = None  # what a create sends
     partitions: tuple[str, str] | None = None  # first and last partition key to run (partitioned DAGs)
-    guard: str | None = None  # the guard rule behind this item ("window", "freeze 'x'", "budget warehouse", …)
+    guard: Guard | None = None  # the guard behind this item (a window, a freeze, a budget, a stop, …)
     task_ceiling: int | None = None  # max_active_runs × the DAG's max_active_tasks (None: not known)
     in_flight: tuple[tuple[str, str], ...] | None = ()  # queued or running runs in range that Airflow skips
     in_flight_more: int = 0  # in flight beyond those listed
@@ -194,7 +195,7 @@ class Item:
             "first_date": _iso(self.first_date),
             "last_date": _iso(self.last_date),
             "error": self.error,
-            "guard": self.guard,
+            "guard": None if self.guard is None else str(self.guard),
             "facts": self.facts,
         } | ({"refused_at_head": self.refused_at_head} if self.refused_at_head is not None else {})
 

@@ -10,48 +10,29 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from enum import StrEnum
 from zoneinfo import ZoneInfo
 
-from controller.core.model.guards import DAYS, Budget, Freeze, SchedulerGuard, SchedulerHealth, Window
-
-
-class StopKind(StrEnum):
-    """Which guard holds a spec back (a freeze overrides the others)."""
-
-    FREEZE = "freeze"
-    SCHEDULER = "scheduler guard"
-    WINDOW = "window"
-    ANALYSIS = "analysis"  # a downstream system's metric analysis (its verdict's reason is the detail)
+from controller.core.model.guards import DAYS, Budget, Freeze, Guard, GuardKind, SchedulerGuard, SchedulerHealth, Window
 
 
 @dataclass(frozen=True, slots=True)
 class Stop:
     """A guard that holds a spec back now: which one, and until when."""
 
-    kind: StopKind
+    rule: Guard  # the guard as the audit and the plan name it
     detail: str  # "until 20:00 Europe/Berlin", "(scheduler status 'unhealthy')"
-    freeze: str = ""  # a freeze's reason ("year-end close"); an analysis: the system
     pauses: bool = True  # False: an analysis that only holds (nothing new, nothing resumed, nothing paused)
 
     @property
-    def rule(self) -> str:
-        """The rule as the audit and the plan name it: "window", "freeze 'year-end close'", "scheduler guard",
-        "analysis warehouse"."""
-        if self.kind is StopKind.ANALYSIS:
-            return f"analysis {self.freeze}"
-        return f"freeze {self.freeze!r}" if self.kind is StopKind.FREEZE else self.kind.value
-
-    @property
     def paused(self) -> str:
-        if self.kind is StopKind.ANALYSIS:
+        if self.rule.kind is GuardKind.ANALYSIS:
             return f"paused by {self.rule}: {self.detail}"
         return f"paused by {self.rule} {self.detail}"
 
     @property
     def queued(self) -> str:
         """Why a create waits; an analysis says its verdict as it is ("waiting: warehouse load 0.95 > 0.85 (…)")."""
-        return self.detail if self.kind is StopKind.ANALYSIS else f"queued by {self.rule} {self.detail}"
+        return self.detail if self.rule.kind is GuardKind.ANALYSIS else f"queued by {self.rule} {self.detail}"
 
 
 def _local_day(now: datetime, timezone: str) -> date:
@@ -125,17 +106,17 @@ def guard_stop(
     """
     freeze = active_freeze(freezes, now)
     if freeze is not None:
-        return Stop(StopKind.FREEZE, f"until {_utc(freeze.end)}", freeze.reason)
+        return Stop(Guard(GuardKind.FREEZE, freeze.reason), f"until {_utc(freeze.end)}")
     if scheduler is not None:
-        return Stop(StopKind.SCHEDULER, f"({scheduler})")
+        return Stop(Guard(GuardKind.SCHEDULER), f"({scheduler})")
     if not windows or in_windows(windows, now):
         return None
     opening = next_opening(windows, now)
     until = "(no window opens within a week)" if opening is None else f"until {opening_text(*opening, now)}"
-    return Stop(StopKind.WINDOW, until)
+    return Stop(Guard(GuardKind.WINDOW), until)
 
 
-def resumed_text(rule: str) -> str:
+def resumed_text(rule: Guard) -> str:
     """The reason of the unpause that ends a guard's pause."""
     return f"resumed: {rule} no longer applies"
 
