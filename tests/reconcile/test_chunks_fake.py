@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.commands.reconcile.observe import _runs_wanted
 from controller.core.model.airflow import Backfill, BackfillRequest, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Chunk, Progress
 from controller.core.model.guards import Guard, GuardKind
+from controller.core.plan.reads import runs_wanted
 from controller.core.plan.values import Kind
 from controller.core.render.change_record import change_record
 from controller.core.render.plan import plan_text
@@ -716,5 +716,5 @@ def test_a_chunk_whose_final_runs_the_store_keeps_is_not_read_again() -> None:
         Backfill(n, "demo_hourly", c.first, c.last, "none", 4, False, None, c.first, c.last if n == 1 else None)
         for n, c in ((1, chunk), (2, running))
     ]
-    wanted = _runs_wanted("demo_hourly", backfills, [], {"s": binding, "t": later})
+    wanted = runs_wanted("demo_hourly", backfills, [], {"s": binding, "t": later})
     assert [b.id for b in wanted] == [2]

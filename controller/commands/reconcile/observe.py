@@ -28,8 +28,9 @@ from controller.core.model.stages import Stage, StageRecord
 from controller.core.plan.drains import draining, with_drain
 from controller.core.plan.identity import Identity, creator_of
 from controller.core.plan.load import creates, with_load
-from controller.core.plan.matching import chunks_among, matched, matches_request, pending_request
+from controller.core.plan.matching import chunks_among, matched
 from controller.core.plan.queue import dry_runs_needed
+from controller.core.plan.reads import bound_only, has_backfill, owners_of, runs_wanted
 from controller.core.plan.values import Plan
 from controller.core.plan.world import DagObservation, DryRun, World, closest_ids
 from controller.errors import AirflowError, AirflowNotFound
@@ -255,7 +256,7 @@ class Observer:
         history: HistoryRead | None = None,
     ) -> DagObservation:
         try:
-            backfills = backfills_of(self.client, dag_id, _bound_only(dag_id, specs, bindings), history)
+            backfills = backfills_of(self.client, dag_id, bound_only(dag_id, specs, bindings), history)
             if info is None:
                 try:
                     info = self.client.dag(dag_id, with_tasks=False)  # the dry run enforces depends_on_past
@@ -263,7 +264,7 @@ class Observer:
                     info = None
             partitioned = info is not None and info.partitioned
             backfills = self._creators(dag_id, backfills, specs, bindings, partitioned=partitioned)
-            wanted = _runs_wanted(dag_id, backfills, specs, bindings)
+            wanted = runs_wanted(dag_id, backfills, specs, bindings)
             owners = owners_of(bindings, specs, backfills)
             runs, owned = self.runs.summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
         except AirflowError as exc:
@@ -286,7 +287,7 @@ class Observer:
         if identity is None or identity.login is None or not identity.by_runs:
             return backfills
         bound = {i for b in bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
-        unbound = [s for s in specs if s.dag_id == dag_id and not _has_backfill(bindings.get(s.name))]
+        unbound = [s for s in specs if s.dag_id == dag_id and not has_backfill(bindings.get(s.name))]
         candidates = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)
         found = []
         for backfill in backfills:
@@ -307,7 +308,7 @@ def reading(
 ) -> Iterator[HistoryRead | None]:
     """The kept history of the DAGs whose whole backfill history the plan needs (a spec may adopt one from any
     time), read before the pool, and what the pool's reads taught, written after it: by this thread only."""
-    wanted = [d for d in dag_ids if _bound_only(d, specs, bindings) is None]
+    wanted = [d for d in dag_ids if bound_only(d, specs, bindings) is None]
     read = kept.read(client, wanted) if kept is not None and wanted else None
     yield read
     if kept is not None and read is not None:
@@ -362,57 +363,3 @@ def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | N
     pools = pools_of(task_pools, slots) if isinstance(slots, dict) else None
     unknown += [slots] if isinstance(slots, str) else []
     return DagLoad(dag_id, len(task_pools), assets, pools, tuple(unknown))
-
-
-def owners_of(
-    bindings: Mapping[str, Binding], specs: Sequence[BackfillSpec], listed: Sequence[Backfill]
-) -> dict[int, str]:
-    """Backfill id → the spec that owns it (every backfill a spec owned, chunks included), or that matches it
-    and is not bound yet (after a lost store it is adopted in the same pass)."""
-    owners = {b.id: s.name for s, b in matched([s for s in specs if not _has_backfill(bindings.get(s.name))], listed)}
-    owners |= {i: name for name, b in bindings.items() for i in b.backfills}
-    owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
-    return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}
-
-
-def _has_backfill(binding: Binding | None) -> bool:
-    """The store binds the spec to a backfill: a spec recorded before its create (a save lost after it, a crash)
-    is matched like an unbound one, and its backfill's runs are read before it is adopted."""
-    chunks = binding is not None and binding.progress is not None and bool(binding.progress.chunks)
-    return binding is not None and (binding.backfill_id is not None or chunks)
-
-
-def _bound_only(dag_id: str, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]) -> frozenset[int] | None:
-    """The backfills the DAG's live bindings own, when that is all the plan needs of its history; None when
-    a spec without a backfill may adopt one from any time (after a lost store, or a crash before the outcome)."""
-    if any(s.dag_id == dag_id and (s.name not in bindings or bindings[s.name].backfill_id is None) for s in specs):
-        return None
-    return frozenset(
-        b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal and b.backfill_id
-    )
-
-
-def _settled_chunks(dag_id: str, bindings: Mapping[str, Binding]) -> set[int | None]:
-    """Chunks whose final runs the store keeps (a spec held between chunks reads none of them again)."""
-    return {
-        c.backfill_id
-        for b in bindings.values()
-        if b.dag_id == dag_id and b.progress is not None
-        for c in b.progress.chunks
-        if c.summary is not None
-    }
-
-
-def _runs_wanted(
-    dag_id: str, backfills: Sequence[Backfill], specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
-) -> list[Backfill]:
-    bound = {b.backfill_id for b in bindings.values() if b.dag_id == dag_id and not b.phase.terminal}
-    bound -= _settled_chunks(dag_id, bindings)
-    unbound = [s for s in specs if s.dag_id == dag_id and not _has_backfill(bindings.get(s.name))]
-    pending = [r for s in specs if s.dag_id == dag_id and (r := pending_request(s, bindings.get(s.name))) is not None]
-    adoptable = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)  # chunks too
-    return [
-        b
-        for b in backfills
-        if b.active or b.id in bound or b.id in adoptable or any(matches_request(r, b) for r in pending)
-    ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,6 @@ from controller.commands.runtime.session import open_store
 from controller.commands.runtime.settings import Settings
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding, Phase
-from controller.core.model.logins import one_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.plan.stops import (
@@ -39,12 +38,17 @@ from controller.core.plan.stops import (
     EmergencyStopKind,
     StopSource,
     affected,
+    check_target,
     covers,
+    find_stop,
     lifters,
+    may_lift,
+    may_stop,
+    owners_of_system,
     stoppers,
 )
 from controller.core.rules.oidc import Proof, Unproven, parse, prove
-from controller.errors import AirflowConflict, AirflowError, Refused, StoreError, UsageError
+from controller.errors import AirflowConflict, AirflowError, StoreError
 
 if TYPE_CHECKING:
     from controller.commands.reconcile.reconciler import Reconciler
@@ -111,22 +115,6 @@ BREAK_GLASS = (
     "`PUT /api/v2/backfills/ID/pause`); the next pass records that pause as a stop made by hand and never undoes "
     'it (docs/operations.md, "The store is down")'
 )
-
-
-def check_target(
-    specs: Sequence[BackfillSpec], bound: Collection[str], policy: Policy, kind: EmergencyStopKind, target: str
-) -> None:
-    """A stop names a spec that exists (a valid file, or a spec the store binds), or a downstream system of the
-    policy (a typo must not stop nothing)."""
-    if kind is EmergencyStopKind.SPEC and not affected(specs, kind, target) and target not in bound:
-        names = ", ".join(sorted(s.name for s in specs)[:5]) or "none"
-        raise UsageError(f"stop {target}: no spec named {target!r} in the specs directory", hint=f"specs: {names}")
-    systems = {b.name for b in policy.downstream}
-    if kind is EmergencyStopKind.DOWNSTREAM and target not in systems:
-        raise UsageError(
-            f"stop --downstream {target}: the policy has no downstream system {target!r}",
-            hint=f"systems in specs/policy.yaml: {', '.join(sorted(systems)) or 'none'}",
-        )
 
 
 def stop_now(
@@ -204,17 +192,6 @@ def _pause(
     return True
 
 
-def find_stop(store: Store, name: str) -> EmergencyStop:
-    """The stop in force of a spec or system name, or of an id (`#3` or `3`)."""
-    stops = store.stops()
-    wanted = name.removeprefix("#")
-    found = [s for s in stops if s.target == name or str(s.id) == wanted]
-    if not found:
-        shown = ", ".join(f"#{s.id} {s.target}" for s in stops) or "none"
-        raise UsageError(f"stop lift {name}: no stop in force names {name!r}", hint=f"stops in force: {shown}")
-    return found[0]
-
-
 def list_lines(stops: Sequence[EmergencyStop]) -> list[str]:
     if not stops:
         return ["no stops in force"]
@@ -264,7 +241,7 @@ def stop_with_settings(  # noqa: PLR0917 - the stop's fields
             origin = stop_origin(claimed, settings, last_good_policy(reconciler.store), datetime.now(UTC), keys)
             settings = replace(settings, actor=origin.actor)
             if claimed is StopSource.WORKFLOW:  # owners and on-call only: proven, the token's actor; else as before
-                require_stopper(settings, stoppers(policy, specs, kind, target), f"stop {kind.value} {target}")
+                may_stop(settings.actor, _teams(), stoppers(policy, specs, kind, target), f"stop {kind.value} {target}")
             return stop_now(
                 reconciler.store,
                 reconciler.client,
@@ -287,10 +264,10 @@ def lift_with_settings(settings: Settings, name: str, reason: str) -> EmergencyS
     policy at the last reconciled commit (a pull request cannot name itself an owner and lift before review)."""
     store = open_store(settings)
     with store:
-        stop = find_stop(store, name)
+        stop = find_stop(store.stops(), name)
         result = validate_paths([], settings.specs_dir, datetime.now(UTC))
         policy = last_good_policy(store) or result.policy
-        require_lifter(settings, lifters(policy, list(result.split().valid), stop), f"lift stop #{stop.id}")
+        may_lift(settings.actor, _teams(), lifters(policy, list(result.split().valid), stop), f"lift stop #{stop.id}")
         git = GitSource(settings.specs_dir)
         recorder = Recorder(settings, store, git.head(), {}, "", policy=policy, bindings=dict(store.bindings()))
         return lift(
@@ -309,36 +286,10 @@ def result_lines(result: StopResult) -> list[str]:
     return [*lines, f"note: {TRUST}"]
 
 
-def _teams() -> set[str]:
-    return set(os.environ.get("BACKFILLCTL_ACTOR_TEAMS", "").split())
-
-
-def require_lifter(settings: Settings, allowed: Sequence[str], what: str) -> None:
-    """The actor may lift: one of `allowed` (a login, case-insensitive, or a team the workflow found the actor in:
-    BACKFILLCTL_ACTOR_TEAMS). Nobody allowed: only the expiry or a reviewed `resume` lifts it."""
-    if allowed and (one_of(settings.actor, allowed) or any(one_of(t, allowed) for t in _teams())):
-        return
-    who = ", ".join(allowed) or "nobody by hand"
-    raise Refused(
-        f"{what}: only {who} may; the actor is {settings.actor}",
-        hint="ask an owner; a stop also lifts at its expiry or when a reviewed `resume` names it "
-        "(on-call logins may stop, never lift)",
-    )
-
-
-def require_stopper(settings: Settings, allowed: Sequence[str], what: str) -> None:
-    """The actor may stop (no owner covers the target: anyone may; a stop only reduces the load)."""
-    if not allowed or one_of(settings.actor, allowed) or any(one_of(t, allowed) for t in _teams()):
-        return
-    raise Refused(
-        f"{what}: only {', '.join(allowed)} may; the actor is {settings.actor}",
-        hint="ask an owner or the on-call, or pause the backfill in Airflow (the next pass records it as a stop)",
-    )
+def _teams() -> frozenset[str]:
+    """The teams the workflow found the actor in (BACKFILLCTL_ACTOR_TEAMS, space-separated)."""
+    return frozenset(os.environ.get("BACKFILLCTL_ACTOR_TEAMS", "").split())
 
 
 def system_owners(settings: Settings, system: str) -> list[str]:
-    result = validate_paths([], settings.specs_dir, datetime.now(UTC))
-    budgets = {b.name: b for b in result.policy.downstream}
-    if system not in budgets:
-        raise UsageError(f"--owners {system}: the policy has no downstream system {system!r}")
-    return list(budgets[system].owners)
+    return owners_of_system(validate_paths([], settings.specs_dir, datetime.now(UTC)).policy, system)

@@ -10,7 +10,7 @@ Airflow also by unpausing the backfill in Airflow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -20,6 +20,7 @@ from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.logins import one_of
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
+from controller.errors import Refused, UsageError
 
 
 class EmergencyStopKind(StrEnum):
@@ -150,6 +151,67 @@ def _systems(policy: Policy, specs: Sequence[BackfillSpec], kind: EmergencyStopK
 def _owners(policy: Policy, systems: Iterable[str]) -> list[str]:
     budgets = policy.budgets
     return list(dict.fromkeys(o for name in systems if name in budgets for o in budgets[name].owners))
+
+
+def check_target(
+    specs: Sequence[BackfillSpec], bound: Collection[str], policy: Policy, kind: EmergencyStopKind, target: str
+) -> None:
+    """A stop names a spec that exists (a valid file, or a spec the store binds), or a downstream system of the
+    policy (a typo must not stop nothing)."""
+    if kind is EmergencyStopKind.SPEC and not affected(specs, kind, target) and target not in bound:
+        names = ", ".join(sorted(s.name for s in specs)[:5]) or "none"
+        raise UsageError(f"stop {target}: no spec named {target!r} in the specs directory", hint=f"specs: {names}")
+    systems = {b.name for b in policy.downstream}
+    if kind is EmergencyStopKind.DOWNSTREAM and target not in systems:
+        raise UsageError(
+            f"stop --downstream {target}: the policy has no downstream system {target!r}",
+            hint=f"systems in specs/policy.yaml: {', '.join(sorted(systems)) or 'none'}",
+        )
+
+
+def find_stop(stops: Sequence[EmergencyStop], name: str) -> EmergencyStop:
+    """The stop in force of a spec or system name, or of an id (`#3` or `3`)."""
+    wanted = name.removeprefix("#")
+    found = [s for s in stops if s.target == name or str(s.id) == wanted]
+    if not found:
+        shown = ", ".join(f"#{s.id} {s.target}" for s in stops) or "none"
+        raise UsageError(f"stop lift {name}: no stop in force names {name!r}", hint=f"stops in force: {shown}")
+    return found[0]
+
+
+def _one_of(actor: str, teams: Collection[str], allowed: Sequence[str]) -> bool:
+    """The actor is allowed: by login (case-insensitive), or by a team the workflow found the actor in."""
+    return one_of(actor, allowed) or any(one_of(t, allowed) for t in teams)
+
+
+def may_lift(actor: str, teams: Collection[str], allowed: Sequence[str], what: str) -> None:
+    """The actor may lift: one of `allowed`. Nobody allowed: only the expiry or a reviewed `resume` lifts it."""
+    if allowed and _one_of(actor, teams, allowed):
+        return
+    who = ", ".join(allowed) or "nobody by hand"
+    raise Refused(
+        f"{what}: only {who} may; the actor is {actor}",
+        hint="ask an owner; a stop also lifts at its expiry or when a reviewed `resume` names it "
+        "(on-call logins may stop, never lift)",
+    )
+
+
+def may_stop(actor: str, teams: Collection[str], allowed: Sequence[str], what: str) -> None:
+    """The actor may stop (no owner covers the target: anyone may; a stop only reduces the load)."""
+    if not allowed or _one_of(actor, teams, allowed):
+        return
+    raise Refused(
+        f"{what}: only {', '.join(allowed)} may; the actor is {actor}",
+        hint="ask an owner or the on-call, or pause the backfill in Airflow (the next pass records it as a stop)",
+    )
+
+
+def owners_of_system(policy: Policy, system: str) -> list[str]:
+    """The owners of a downstream system of the policy (`stop --owners`)."""
+    budgets = {b.name: b for b in policy.downstream}
+    if system not in budgets:
+        raise UsageError(f"--owners {system}: the policy has no downstream system {system!r}")
+    return list(budgets[system].owners)
 
 
 def named_by_resume(spec: BackfillSpec) -> frozenset[int]:
