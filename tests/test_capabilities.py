@@ -437,7 +437,7 @@ def test_a_create_in_the_plan_names_the_release_and_the_code_its_runs_use(
     auth = {"username": "admin", "password": Secret("admin")}
     client = AirflowClient("http://fake", transport=transport, capabilities=caps(version), **auth)
     try:
-        plan, _, _ = Reconciler(bench.settings(), bench.store, client).plan()
+        plan = Reconciler(bench.settings(), bench.store, client).plan().plan
         (item,) = plan.items
         assert (item.kind.value, item.code, item.facts["code"]) == ("create", code, code)
         assert code in plan_text(plan)

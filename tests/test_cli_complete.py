@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from controller.adapters.store import Store
-from controller.core.plan.stops import EmergencyStopKind, StopSource
+from controller.core.model.stops import EmergencyStopKind, StopSource
 
 SCRIPT = str(Path(sys.executable).parent / "backfillctl")  # the console script of this environment
 

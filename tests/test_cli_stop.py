@@ -14,7 +14,7 @@ from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
 from controller.cli import main
 from controller.commands.runtime import session
-from controller.core.plan.stops import EmergencyStopKind, StopSource
+from controller.core.model.stops import EmergencyStopKind, StopSource
 from tests.fakes.airflow import FakeAirflow
 from tests.oidc_issuer import ISSUED, REPOSITORY, WORKFLOW, claims, issuer, part, rsa_key, token
 

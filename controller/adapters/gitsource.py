@@ -30,6 +30,13 @@ class Commit:
     author_name: str
 
 
+def _repository(repo: git.Repo | None) -> git.Repo:
+    """The repository; asked outside one (a caller that did not check `available`), a GitError says so."""
+    if repo is None:
+        raise GitError("the specs folder is not inside a git repository", hint="run backfillctl in a git clone")
+    return repo
+
+
 class GitSource:
     def __init__(self, path: Path) -> None:
         try:
@@ -54,9 +61,9 @@ class GitSource:
 
     @functools.cached_property  # resolved once: a pass asks it for every spec path (10,000 resolves cost ~1 s)
     def root(self) -> Path:
-        assert self._repo is not None
-        assert self._repo.working_tree_dir is not None
-        return Path(self._repo.working_tree_dir).resolve()
+        return Path(
+            str(_repository(self._repo).working_tree_dir)
+        ).resolve()  # never None: a bare repository is refused above
 
     def head(self) -> str | None:
         if self._repo is None:
@@ -89,9 +96,9 @@ class GitSource:
 
     def _log(self, *args: str) -> str:
         """`git log -z`: paths NUL-terminated and never quoted (git quotes non-ASCII, quotes, newlines by default)."""
-        assert self._repo is not None
+        repo = _repository(self._repo)
         try:
-            return str(self._repo.git.log("-z", *args))
+            return str(repo.git.log("-z", *args))
         except git.GitCommandError as exc:
             raise GitError(
                 f"git log failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
@@ -174,8 +181,7 @@ class GitSource:
     @functools.cached_property
     def history(self) -> GitHistory:
         """What the approval gate reads of the history (`adapters/githistory.py`)."""
-        assert self._repo is not None
-        return GitHistory(self._repo, self.root)
+        return GitHistory(_repository(self._repo), self.root)
 
     def resolve(self, ref: str) -> str:
         if self._repo is None:
@@ -202,11 +208,11 @@ class GitSource:
         """Repository-relative paths under `folder` that differ from `ref` on disk: added, changed or renamed since
         it (committed or not), and every untracked file (ignored ones too: the folder's reader reads them)."""
         self.resolve(ref)
-        assert self._repo is not None
+        repo = _repository(self._repo)
         where = str(folder.resolve())
         try:
-            diff = str(self._repo.git.diff("-z", "--name-only", "--no-renames", "--diff-filter=ACMT", ref, "--", where))
-            untracked = str(self._repo.git.ls_files("-z", "--others", "--full-name", "--", where))
+            diff = str(repo.git.diff("-z", "--name-only", "--no-renames", "--diff-filter=ACMT", ref, "--", where))
+            untracked = str(repo.git.ls_files("-z", "--others", "--full-name", "--", where))
         except git.GitCommandError as exc:
             raise GitError(
                 f"git diff failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
@@ -216,10 +222,10 @@ class GitSource:
     def uncommitted(self, folder: Path) -> list[tuple[str, str]]:
         """Spec and policy files under `folder` that differ from HEAD: (path as shown, how), sorted. Ignored files
         count too: the working-tree reader would apply them as well."""
-        assert self._repo is not None
+        repo = _repository(self._repo)
         try:
             out = str(
-                self._repo.git.status(
+                repo.git.status(
                     "--porcelain=v1", "-z", "--untracked-files=all", "--ignored", "--", str(folder.resolve())
                 )
             )
@@ -242,8 +248,8 @@ class GitSource:
 
     def policy_at(self, ref: str, folder: Path, shown: str | None = None) -> SourceFile | None:
         """`folder/policy.yaml` (or .yml) as it was at `ref`, if it existed (its path marked `@ref`, or `@shown`)."""
-        assert self._repo is not None
-        commit = self._repo.commit(self.resolve(ref))
+        repo = _repository(self._repo)
+        commit = repo.commit(self.resolve(ref))
         prefix = self.relative(folder)
         for suffix in SPEC_SUFFIXES:
             path = f"{prefix}/policy{suffix}" if prefix not in ("", ".") else f"policy{suffix}"
@@ -262,8 +268,8 @@ class GitSource:
     def specs_at(self, ref: str, folder: Path, skip: Container[str] = ()) -> list[SourceFile]:
         """The spec files under `folder` as they were at `ref` (paths as in the working tree), but `skip`
         (repository-relative paths); a symlink is followed inside the folder only, as in the working tree."""
-        assert self._repo is not None
-        commit = self._repo.commit(self.resolve(ref))
+        repo = _repository(self._repo)
+        commit = repo.commit(self.resolve(ref))
         prefix = self.relative(folder)
         tree = _entry(commit.tree, prefix) if prefix not in ("", ".") else commit.tree
         if not isinstance(tree, git.Tree):  # absent at `ref`, or a symlink there: no spec to compare with

@@ -72,7 +72,8 @@ def plan(
     changed = None if pr_comment is None else pr_comment_cmd.read_changed(pr_comment)
     only = None if changed is None else pr_comment_cmd.changed_specs(changed)
     with open_reconciler(load_settings(), read_only=True, no_store=no_store) as reconciler:
-        result, specs, world = reconciler.plan(ahead=True, only=only)
+        viewed = reconciler.plan(ahead=True, only=only)
+    result, specs, world = viewed.plan, viewed.specs, viewed.world
     renderers: dict[PlanFormat, Callable[[Plan], str]] = {
         PlanFormat.text: lambda p: plan_render.plan_text(p, width(), show_unchanged=show_unchanged),
         PlanFormat.markdown: plan_render.plan_markdown,
@@ -81,8 +82,8 @@ def plan(
     shown = (
         renderers[output](result) if changed is None else pr_comment_cmd.render(result, specs, changed, world.airflow)
     )
-    scoped = scope_text(output, reconciler.policy)
-    out(shown + analysis_text(output, analysed_names(specs, reconciler.policy), world.analysis) + scoped)
+    scoped = scope_text(output, viewed.policy)
+    out(shown + analysis_text(output, analysed_names(specs, viewed.policy), world.analysis) + scoped)
     refused = refusals(result, only)
     for item in refused:
         sys.stderr.write(f"refused: {item.spec}: {item.reason}\n")

@@ -105,7 +105,7 @@ def stop_command(
     keeps it."""
     from controller.commands.verbs import stop as stops
     from controller.core.model.policy import parse_span
-    from controller.core.plan.stops import EVERYTHING, EmergencyStopKind, StopSource
+    from controller.core.model.stops import EVERYTHING, EmergencyStopKind, StopSource
 
     _check_source(source)
     settings = load_settings()

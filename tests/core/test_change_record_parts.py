@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from controller.core.audit.chain import AuditEntry
 from controller.core.model.airflow import DagRun, DagVersion, RunSummary, Skipped
 from controller.core.model.binding import Approval, ApprovedReview, Binding, Phase
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
 from controller.core.render.change_record import approvals_of, approved_change_text, change_record, ran_on, so_far
 from tests.core.test_change_record import sealed
 from tests.core.test_plan import JAN1, spec

@@ -14,10 +14,10 @@ from controller.core.model.airflow import Backfill, DagInfo, RunSummary
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import DriftMode, Policy, Rule
 from controller.core.model.spec import BackfillSpec, DesiredState, ReprocessBehavior
+from controller.core.model.stops import HandPause
 from controller.core.plan.matching import adoptable, matches
 from controller.core.plan.outcome import terminal_phase
 from controller.core.plan.queue import dry_runs_needed, make_plan
-from controller.core.plan.stops import HandPause
 from controller.core.plan.values import Finding, Item, Kind, Plan, iter_changes, stuck, summary_counts
 from controller.core.plan.world import DagObservation, DryRun, Holds, World
 

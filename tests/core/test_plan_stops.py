@@ -11,21 +11,9 @@ from controller.core.model.guards import Budget, Guard, GuardKind
 from controller.core.model.logins import one_of, same_login
 from controller.core.model.policy import Policy
 from controller.core.model.spec import Execution
+from controller.core.model.stops import EVERYTHING, EmergencyStop, EmergencyStopKind, StopSource
 from controller.core.plan.queue import make_plan
-from controller.core.plan.stops import (
-    EVERYTHING,
-    EmergencyStop,
-    EmergencyStopKind,
-    Lift,
-    LiftReason,
-    StopSource,
-    affected,
-    due_lifts,
-    lifters,
-    resumed_from,
-    stop_of,
-    stoppers,
-)
+from controller.core.plan.stops import Lift, LiftReason, affected, due_lifts, lifters, resumed_from, stop_of, stoppers
 from controller.core.plan.world import Holds, World
 from tests.core.test_plan import NOW, T0, backfill, bound, dates, decided, spec, world
 from tests.core.test_plan_chunks import airflow, chunk, days, one, row, runs, ten

@@ -22,6 +22,7 @@ from controller.core.model.evidence import (
 )
 from controller.core.model.guards import Budget
 from controller.core.model.policy import Policy
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopSource
 from controller.core.plan.provenance import (
     Carried,
     Gate,
@@ -31,7 +32,6 @@ from controller.core.plan.provenance import (
     gate_plan,
     resumable,
 )
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopSource
 from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from tests.core.specs import loaded, text
 

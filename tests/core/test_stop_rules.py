@@ -9,16 +9,8 @@ import pytest
 
 from controller.core.model.guards import Budget
 from controller.core.model.policy import Policy
-from controller.core.plan.stops import (
-    EmergencyStop,
-    EmergencyStopKind,
-    StopSource,
-    check_target,
-    find_stop,
-    may_lift,
-    may_stop,
-    owners_of_system,
-)
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopSource
+from controller.core.plan.stops import check_target, find_stop, may_lift, may_stop, owners_of_system
 from controller.errors import ExitCode, Refused, UsageError
 from tests.core.test_plan import NOW, T0, spec
 

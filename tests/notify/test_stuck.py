@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from controller.core.model.airflow import RunSummary
 from controller.core.model.binding import Phase
 from controller.core.model.guards import SchedulerHealth
-from controller.core.plan.stuck import candidates, find_stuck, overdue
+from controller.core.plan.stuck import candidates, find_stuck, overdue, too_young
 from controller.core.plan.values import Finding, Item, Kind, Plan
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -51,9 +51,14 @@ def test_causes_in_order_dag_paused_scheduler_then_slots() -> None:
     down = SchedulerHealth("unhealthy", datetime(2025, 6, 1, 10, 0, tzinfo=UTC))
     found = find_stuck(ITEM, 2, ago(45), plan(), health=down, now=NOW, threshold_minutes=30)
     assert found is not None
-    assert (
-        found.cause == "the scheduler is unhealthy, latest heartbeat 2025-06-01T10:00:00Z: check the scheduler process"
-    )
+    assert found.cause == "the scheduler is unhealthy: check the scheduler process"
+    beating = SchedulerHealth("unhealthy", datetime(2025, 6, 1, 11, 59, tzinfo=UTC))  # a heartbeat later: the same
+    again = find_stuck(ITEM, 2, ago(45), plan(), health=beating, now=NOW, threshold_minutes=30)
+    assert again is not None
+    assert again.message(30) == found.message(30)  # the message is the notification's key: not notified again
+    dead = find_stuck(ITEM, 2, ago(45), plan(), health=SchedulerHealth("unhealthy"), now=NOW, threshold_minutes=30)
+    assert dead is not None
+    assert dead.cause == "the scheduler is unhealthy (no heartbeat): check the scheduler process"
     found = find_stuck(ITEM, 2, ago(45), plan(), health=HEALTHY, now=NOW, threshold_minutes=30)
     assert found is not None
     assert found.cause.startswith("no free slot: the scheduler is healthy and the DAG unpaused")
@@ -109,3 +114,9 @@ def test_a_paused_dags_stuck_message_stays_the_same_as_its_run_in_flight_settles
         assert found is not None
         messages.add(found.message(30))
     assert len(messages) == 1
+
+
+def test_a_backfill_younger_than_the_threshold_is_not_read() -> None:
+    assert [too_young(ago(m), NOW, 30) for m in (0, 29, 30, 45)] == [True, True, False, False]
+    assert too_young(None, NOW, 30) is False  # not observed: read
+    assert too_young(ago(0), NOW, 0) is False  # a cancelled backfill's queued runs are stuck at once

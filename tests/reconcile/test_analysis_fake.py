@@ -114,8 +114,9 @@ def test_the_pr_plan_does_not_query_prometheus(bench: Bench) -> None:
     reconciler = Reconciler(bench.settings(), NoStore(), bench.client())
     gauge = Gauge()
     reconciler.analyst = Analyst(NoStore(), {"BACKFILLCTL_PROMETHEUS_URL": "http://p"}, lambda *_: gauge.client())
-    plan, specs, world = reconciler.plan()
+    viewed = reconciler.plan()
+    plan, specs, world = viewed.plan, viewed.specs, viewed.world
     assert (world.analysis, gauge.asked, plan.items[0].kind.value) == (None, 0, "create")
-    assert analysis_text("text", analysed_names(specs, reconciler.policy), world.analysis) == (
+    assert analysis_text("text", analysed_names(specs, viewed.policy), world.analysis) == (
         "analysis of warehouse: analysis evaluated at reconcile (this plan does not query Prometheus)\n"
     )

@@ -23,7 +23,7 @@ from controller.core.model.guards import Guard, GuardKind
 from controller.core.model.oidc import GITHUB_ISSUER
 from controller.core.model.secret import Secret
 from controller.core.model.spec import format_utc
-from controller.core.plan.stops import EVERYTHING, EmergencyStopKind, StopSource
+from controller.core.model.stops import EVERYTHING, EmergencyStopKind, StopSource
 from controller.errors import Refused, StoreError
 from tests.fakes.airflow import FakeAirflow
 from tests.oidc_issuer import REPOSITORY, WORKFLOW, claims, rsa_key, token

@@ -56,7 +56,7 @@ def passes(bench: Bench, n: int) -> list[list[tuple[str, str, str]]]:
 
 def test_chunks_are_created_one_after_another_in_order(bench: Bench) -> None:
     bench.spec("ch", mar=4, execution="{chunk_runs: 12}", **HOURLY_2_DAYS)
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind, item.runs_to_create, item.chunk) == (Kind.CREATE, 48, (1, 4))
     assert "runs 48 of 48 in range  48 runs in 4 chunks of ≤ 12" in plan_text(plan)
@@ -337,18 +337,18 @@ def test_the_policy_chunks_large_specs_by_default_and_counts_the_whole_spec(benc
         """
     )
     bench.spec("a-small", dag="demo_hourly", start="2025-01-01", end="2025-01-01T23:00:00Z", mar=4)
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     assert [(i.spec, i.kind.value, i.chunk, i.reason) for i in plan.items] == [("a-small", "create", None, "")]
     (bench.specs / "a-small.yaml").unlink()
     bench.spec("big", mar=4, **HOURLY_2_DAYS)
-    refused = bench.reconciler().plan()[0]
+    refused = bench.reconciler().plan().plan
     big = next(i for i in refused.items if i.spec == "big")
     assert (big.kind.value, big.reason) == (
         "refuse",
         "the dry run counts 48 runs; the policy allows at most 40 for demo_hourly",
     )
     bench.spec("big", mar=4, dag="demo_hourly", start="2025-01-01", end="2025-01-02T09:00:00Z")
-    chunked = next(i for i in bench.reconciler().plan()[0].items if i.spec == "big")
+    chunked = next(i for i in bench.reconciler().plan().plan.items if i.spec == "big")
     assert (chunked.kind.value, chunked.runs_to_create, chunked.chunk) == ("create", 34, (1, 3))
 
 
@@ -356,7 +356,7 @@ def test_a_year_plans_with_dry_runs_bounded_in_size(bench: Bench) -> None:
     bench.spec(
         "year", mar=4, dag="demo_hourly", start="2024-01-01", end="2024-12-31T23:00:00Z", execution="{chunk_runs: 720}"
     )
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create, item.chunk) == ("create", 8784, (1, 13))
     assert "8,784 runs in 13 chunks of ≤ 720" in plan_text(plan)
@@ -380,7 +380,7 @@ def test_a_year_of_a_timetable_whose_rate_is_not_known_is_asked_fourteen_days_fi
     custom = Dag("demo_custom_hourly", schedule="hourly", summary="MyBusinessHoursTimetable")
     fake(bench).dags[custom.dag_id] = custom
     bench.spec("custom-year", mar=4, dag=custom.dag_id, start="2024-01-01", end="2024-12-31T23:00:00Z")
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create) == ("create", 8784)
     spans = [
@@ -395,7 +395,7 @@ def test_a_year_of_a_timetable_whose_rate_is_not_known_is_asked_fourteen_days_fi
 def test_a_month_of_a_daily_dag_is_one_dry_run(bench: Bench) -> None:
     """ "0 0 * * *" is one run a day at most: 120 days are one dry run, not 14 days and then the rest."""
     bench.spec("months", mar=4, dag="demo_daily", start="2024-01-01", end="2024-04-29")
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create) == ("create", 120)
     asked = [
@@ -427,7 +427,7 @@ def test_a_partitioned_dags_year_plans_with_dry_runs_split_like_a_time_based_one
         "run_type": "scheduled",
     }
     bench.spec("parts-year", mar=4, dag=hourly.dag_id, start="2024-01-01", end="2024-12-31T23:00:00Z")
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 8783, 8784)
     assert item.partitions == ("2024-01-01T00:00:00", "2024-12-31T22:00:00")

@@ -25,7 +25,7 @@ def test_a_create_s_plan_names_the_code_of_the_runs_it_re_runs(tmp_path: Path, a
         bench.until_terminal(passes=60, wait=lambda: time.sleep(2))
         info = bench.client().dag("demo_daily", with_tasks=False)
         bench.spec("all-five", dag="demo_daily", start="2015-06-01", end="2015-06-05", reprocess="completed", mar=3)
-        plan, _, _ = bench.reconciler().plan()
+        plan = bench.reconciler().plan().plan
     finally:
         bench.close()
     assert info.dag_version is not None

@@ -177,7 +177,6 @@ def test_a_lost_binding_save_after_the_backfill_finished_reads_its_runs_before_a
     for _ in range(5):
         fake(bench).tick()
     bench.store.save_binding(Binding("flaky", "demo_flaky", None, Phase.PENDING, reason="creating"))
-    bench.reconciler().recorder = None
     ending = run_to_the_end(bench)
     assert (ending.phase, ending.failed_dates, ending.counts["failed"]) == (
         "CompletedWithFailures",

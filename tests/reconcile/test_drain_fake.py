@@ -58,7 +58,7 @@ def bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bench]:
 
 def test_a_drain_is_planned_with_what_it_holds_back_and_leaves_its_dag_paused(bench: Bench) -> None:
     bench.spec("drained", dag=DAG, end="2025-01-03", mar=3, drain_dag="true", downstream="[warehouse]")
-    planned, _specs, _world = bench.reconciler().plan()
+    planned = bench.reconciler().plan().plan
     (item,) = planned.items
     assert item.drain is not None
     assert item.drain.lines()[1] == (

@@ -51,7 +51,7 @@ def test_a_drain_leaves_the_dag_paused_and_is_refused_before_3_4(bench: Bench, a
         assert [r for r in bench.sent if r.url.path.startswith("/api/v2/backfills") and r.method != "GET"] == []
         return
     before = scheduled_runs(bench)
-    (planned,) = bench.reconciler().plan()[0].items  # the plan reads the DAG's catchup from its details
+    (planned,) = bench.reconciler().plan().plan.items  # the plan reads the DAG's catchup from its details
     assert planned.drain is not None
     assert (planned.drain.schedule, planned.drain.catchup, planned.drain.on_unpause) == ("0 0 * * *", False, "skipped")
     done = bench.until_terminal(passes=40, wait=lambda: time.sleep(3))

@@ -15,7 +15,7 @@ from controller.cli import main
 from controller.commands.reconcile.evidence import read_document
 from controller.commands.reconcile.gate import EvidenceGiven
 from controller.commands.reconcile.reconciler import PassResult
-from controller.core.plan.stops import EmergencyStopKind, StopSource
+from controller.core.model.stops import EmergencyStopKind, StopSource
 from controller.core.plan.values import Kind
 from tests.reconcile.forge import Forge, git, review
 from tests.reconcile.harness import Bench, in_process

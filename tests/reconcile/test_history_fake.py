@@ -204,7 +204,7 @@ def test_a_read_only_plan_reads_the_kept_history_and_writes_none(benches: dict[i
     bench = benches[300]
     bench.spec("first", start="2025-01-01", end="2025-01-07", run_on_latest_version="true")
     with Store(bench.store_url, read_only=True) as store:
-        plan, _specs, _world = bench.reconciler(store).plan()
+        plan = bench.reconciler(store).plan().plan
     assert [(i.spec, i.kind.value) for i in plan.items] == [("first", "create")]
     assert bench.store.backfill_history.known(ENVIRONMENT, ["demo_daily"]) == {}
     assert create(bench, "first", "demo_daily", "2025-01-01")[" ".join(WHOLE)] == 3  # the history, read once

@@ -173,7 +173,7 @@ def test_a_partitioned_dags_cron_makes_twenty_days_one_dry_run(bench: Bench) -> 
     """demo_partitioned's "0 0 * * *" is one partition a day at most: 20 days are one dry run (and `none` one
     more with `completed` for the runs in range), not 14 days and then the rest."""
     bench.spec("parts-whole", dag=DAG, start="2021-07-01", end="2021-07-20", mar=2, reprocess="none")
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 20, 20)
     asked = [
@@ -195,7 +195,7 @@ def test_a_partitioned_dry_run_over_more_than_one_sub_range_is_asked_in_parts_an
     2021 ever ran on demo_partitioned)."""
     monkeypatch.setattr(dryrun, "runs_a_day", lambda _observation: None)
     bench.spec("parts-split", dag=DAG, start="2021-06-01", end="2021-06-20", mar=2, reprocess="none")
-    plan, _, _ = bench.reconciler().plan()
+    plan = bench.reconciler().plan().plan
     (item,) = plan.items
     assert (item.kind.value, item.runs_to_create, item.runs_in_range) == ("create", 20, 20)
     assert item.partitions == ("2021-06-01T00:00:00", "2021-06-20T00:00:00")

@@ -104,7 +104,7 @@ def test_after_a_code_change_a_select_spec_re_runs_only_what_older_code_made(
             mar=2,
             select=f"{{code_version: {new}}}",
         )
-        plan, _, _ = bench.reconciler().plan()
+        plan = bench.reconciler().plan().plan
         (item,) = [i for i in plan.items if i.spec == "fix"]
         assert item.selection is not None
         assert item.code_in_range is not None

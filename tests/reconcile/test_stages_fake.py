@@ -322,7 +322,7 @@ def test_staging_naming_productions_token_is_refused_at_run_time_too(
 ) -> None:
     """A policy written before the rule (or read back from the store) still cannot send production's token."""
     reconciler = bench.reconciler()
-    reconciler.policy = parse_policy(
+    reconciler._policy = parse_policy(
         {
             "environments": {
                 "staging": {

@@ -10,7 +10,7 @@ import pytest
 from controller import __version__
 from controller.adapters.store import Store
 from controller.core.audit.chain import AuditEntry
-from controller.core.plan.stops import EmergencyStopKind, StopSource
+from controller.core.model.stops import EmergencyStopKind, StopSource
 from controller.errors import Stopped, UsageError
 
 T = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -75,3 +75,27 @@ def test_a_stop_of_everything_refuses_every_create_and_unpause_and_no_pause(stor
         assert store.audit_head_seq() == before + 1
         store.lift_stop(stop.id, "owner", "incident over")
         store.append(intent("create", "a"))
+
+
+def test_what_a_stop_paused_is_read_only_for_the_backfills_asked(store_url: str) -> None:
+    def pause(action: str, backfill_id: int, message: str) -> None:
+        entry = AuditEntry(
+            action=action,
+            phase="intent",
+            actor="ci",
+            controller_version=__version__,
+            spec_name=f"s{backfill_id}",
+            backfill_id=backfill_id,
+            message=message,
+        )
+        store.append(entry)
+
+    with Store(store_url, clock=lambda: T) as store:
+        pause("pause", 1, "stop #3: stopped by oncall (cli): CPU at 95%")
+        pause("pause", 2, "stop #3: stopped by oncall (cli): CPU at 95%")
+        pause("unpause", 2, "stop #3 lifted")  # its latest pause/unpause is no stop's pause
+        pause("pause", 4, "paused by window until 20:00 Europe/Berlin")  # a guard's pause is no stop's
+        pause("pause", 5, "stop #3: stopped by oncall (cli): CPU at 95%")
+        assert store.stop_paused({1, 2, 3, 4}) == frozenset({1})  # 5 was not asked
+        assert store.stop_paused({5}) == frozenset({5})
+        assert store.stop_paused(()) == frozenset()

@@ -169,13 +169,13 @@ def test_plan_no_store_plans_like_a_first_apply_and_opens_nothing(
     bench = Bench(tmp_path / "bench", fake=FakeAirflow())
     try:
         bench.spec("first", dag="demo_daily")
-        first_apply = bench.reconciler().plan()[0]
+        first_apply = bench.reconciler().plan().plan
         with pytest.raises(StoreError) as refused:  # the stand-in refuses anything beyond the two empty reads
             NoStore().append(AuditEntry(action="x", phase="observation", actor="a", controller_version="0"))
         assert refused.value.message == (
             "writing the audit event x/observation needs a store, and this command runs with --no-store"
         )
-        assert Reconciler(bench.settings(), NoStore(), bench.client()).plan()[0] == first_apply
+        assert Reconciler(bench.settings(), NoStore(), bench.client()).plan().plan == first_apply
 
         assert bench.fake is not None
         transport = bench.fake.transport()

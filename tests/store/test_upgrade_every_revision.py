@@ -30,7 +30,7 @@ from controller.core.audit.notify import Notification
 from controller.core.model.binding import Binding, DesiredState, Phase, RunSummary
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord, StageState
-from controller.core.plan.stops import EmergencyStopKind, StopSource
+from controller.core.model.stops import EmergencyStopKind, StopSource
 from controller.core.rules.analysis import AnalysisState
 
 LAST_RELEASED = "0008"  # 0009 (reconciled commits) and 0010 (backfill history) came with this release

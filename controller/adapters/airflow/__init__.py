@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from controller.adapters.airflow.assets import Assets
-from controller.adapters.airflow.backfills import Backfills, NewestFirst
+from controller.adapters.airflow.backfills import Backfills, NewestFirst, steer_request
 from controller.adapters.airflow.dags import Dags
 from controller.adapters.airflow.notes import NotedRun, Notes
 from controller.adapters.airflow.pools import Pools
@@ -143,6 +143,15 @@ class AirflowClient:
 
     def backfill_body(self, request: BackfillRequest) -> dict[str, Any]:
         return self._backfills.body(request)
+
+    def create_request(self, request: BackfillRequest) -> dict[str, Any]:
+        """A create as its audit record says it (method, path, body)."""
+        return self._backfills.create_request(request)
+
+    @staticmethod
+    def steer_request(backfill_id: int, action: str) -> dict[str, Any]:
+        """A pause, unpause or cancel as its audit record says it (method, path)."""
+        return steer_request(backfill_id, action)
 
     def planned_runs(self, request: BackfillRequest) -> list[PlannedRun]:
         return self._backfills.planned_runs(request)

@@ -148,13 +148,26 @@ class Backfills:
             ) from None
 
     def pause(self, backfill_id: int) -> Backfill:
-        return self._backfill("PUT", f"/api/v2/backfills/{backfill_id}/pause")
+        return self._backfill("PUT", _steer_path(backfill_id, "pause"))
 
     def unpause(self, backfill_id: int) -> Backfill:
-        return self._backfill("PUT", f"/api/v2/backfills/{backfill_id}/unpause")
+        return self._backfill("PUT", _steer_path(backfill_id, "unpause"))
 
     def cancel(self, backfill_id: int) -> Backfill:
-        return self._backfill("PUT", f"/api/v2/backfills/{backfill_id}/cancel")
+        return self._backfill("PUT", _steer_path(backfill_id, "cancel"))
+
+    def create_request(self, request: BackfillRequest) -> dict[str, Any]:
+        """The audit record's `request` of a create: the call as it is made (its body as this release sends it)."""
+        return {"method": "POST", "path": "/api/v2/backfills", "body": self.body(request)}
+
+
+def steer_request(backfill_id: int, action: str) -> dict[str, Any]:
+    """The audit record's `request` of a pause, unpause or cancel (`action`): the call as it is made."""
+    return {"method": "PUT", "path": _steer_path(backfill_id, action)}
+
+
+def _steer_path(backfill_id: int, action: str) -> str:
+    return f"/api/v2/backfills/{backfill_id}/{action}"
 
 
 def _planned(data: Any) -> list[PlannedRun]:

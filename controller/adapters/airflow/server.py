@@ -110,6 +110,9 @@ class Server:
 
     def version(self) -> str:
         """The release the server reports; one backfillctl does not support is refused here (see `judge`)."""
+        return self._read_version()[0]
+
+    def _read_version(self) -> tuple[str, Capabilities]:
         data = self.json("GET", "/api/v2/version")
         version = str(data.get("version", "")) if isinstance(data, dict) else ""
         if not version or not version.split(".", maxsplit=1)[0].isdigit() or int(version.split(".")[0]) < 3:
@@ -120,8 +123,8 @@ class Server:
                 path="/api/v2/version",
                 hint="point BACKFILLCTL_AIRFLOW_URL at an Airflow 3 api-server",
             )
-        self._capabilities = self._judged(version)
-        return version
+        capabilities = self._capabilities = self._judged(version)
+        return version, capabilities
 
     @property
     def known_capabilities(self) -> Capabilities | None:
@@ -131,10 +134,7 @@ class Server:
     @property
     def capabilities(self) -> Capabilities:
         """What this server's API has, from its version (read once)."""
-        if self._capabilities is None:
-            self.version()
-        assert self._capabilities is not None  # version() sets it or raises
-        return self._capabilities
+        return self._capabilities if self._capabilities is not None else self._read_version()[1]
 
     def _judged(self, version: str) -> Capabilities:
         verdict, path = judge(version), "/api/v2/version"

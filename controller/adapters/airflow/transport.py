@@ -261,15 +261,14 @@ class Transport:
 
     def _auth_headers(self) -> dict[str, str]:
         with self._login_lock:  # observation runs in a small pool: one login for all of its threads
-            if self._token is None and self._can_login():
-                self._token = self._login()
+            if self._token is None and self._username is not None and self._password is not None:
+                self._token = self._login(self._username, self._password)
         return {} if self._token is None else {"Authorization": f"Bearer {self._token.reveal()}"}
 
-    def _login(self) -> Secret:
-        assert self._password is not None
+    def _login(self, username: str, password: Secret) -> Secret:
         path = "/auth/token"
         try:
-            body = {"username": self._username, "password": self._password.reveal()}
+            body = {"username": username, "password": password.reveal()}
             response = self._exchange(self.http.build_request("POST", path, json=body))
         except HTTPX_ERRORS as exc:
             raise translate_any("POST", path, exc, Request.READ) from None

@@ -62,7 +62,7 @@ from controller.core.model.binding import Binding
 from controller.core.model.evidence import GateDecision
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
 from controller.core.rules.analysis import AnalysisState
 
 __all__ = [
@@ -328,8 +328,8 @@ class Store(_GitMemory):
     def lift_stop(self, stop_id: int, by: str, reason: str) -> EmergencyStop:
         return self._stops.lift(stop_id, by, reason)
 
-    def stop_paused(self) -> frozenset[int]:
-        return self._stops.stop_paused()
+    def stop_paused(self, among: Collection[int]) -> frozenset[int]:
+        return self._stops.stop_paused(among)
 
     def stop_history(self, name: str, downstream: Sequence[str]) -> tuple[StopHistory, ...]:
         return self._stops.history(name, downstream)
@@ -390,7 +390,7 @@ class NoStore(Store):
     def stops(self) -> tuple[EmergencyStop, ...]:
         return ()
 
-    def stop_paused(self) -> frozenset[int]:
+    def stop_paused(self, among: Collection[int]) -> frozenset[int]:
         return frozenset()
 
     def stages(self) -> tuple[StageRecord, ...]:

@@ -7,7 +7,7 @@ so no create, chunk or unpause slips through a pass that planned before the stop
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +15,7 @@ from sqlalchemy import Connection, insert, or_, select, update
 
 from controller.adapters.store.database import Clock, Database, stamp, unstamp
 from controller.adapters.store.tables import audit_events, stops
-from controller.core.plan.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
 from controller.errors import Stopped, StoreError, UsageError
 
 HELD_ACTIONS = ("create", "unpause")  # what a stop refuses; pauses and cancels only ever reduce the load
@@ -86,11 +86,18 @@ class Stops:
             for row in rows
         )
 
-    def stop_paused(self) -> frozenset[int]:
-        """Backfills whose latest pause/unpause intent was a stop's pause (its message starts `stop #`)."""
+    def stop_paused(self, among: Collection[int]) -> frozenset[int]:
+        """Of the backfills `among`, those whose latest pause/unpause intent was a stop's pause (its message starts
+        `stop #`); nothing is read when `among` is empty."""
+        if not among:
+            return frozenset()
         query = (
             select(audit_events.c.backfill_id, audit_events.c.action, audit_events.c.message)
-            .where(audit_events.c.action.in_(("pause", "unpause")), audit_events.c.phase == "intent")
+            .where(
+                audit_events.c.action.in_(("pause", "unpause")),
+                audit_events.c.phase == "intent",
+                audit_events.c.backfill_id.in_(sorted(among)),
+            )
             .order_by(audit_events.c.seq)
         )
         latest: dict[int, bool] = {}

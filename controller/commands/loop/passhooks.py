@@ -13,7 +13,6 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -24,13 +23,9 @@ from controller.adapters.ping import ping
 from controller.adapters.store.outbox import PENDING
 from controller.commands.loop import notify as notify_cmd
 from controller.commands.reconcile.reconciler import PassResult, Reconciler
-from controller.commands.runtime.concurrency import POOL
 from controller.commands.runtime.settings import Settings
-from controller.core.audit.vocabulary import Outcome
 from controller.core.model.binding import Phase
-from controller.core.model.guards import SchedulerHealth
-from controller.core.plan import stuck
-from controller.core.plan.values import Item
+from controller.core.model.policy import Policy
 from controller.core.render.plan import findings
 from controller.errors import ControllerError
 
@@ -112,10 +107,10 @@ class PassHooks:
         ok = plan.complete
         if self.metrics is not None:
             self.metrics.pass_seconds.observe(seconds)
-        self.health.expect_every = self.options.expect_every or reconciler.policy.expect_every
+        self.health.expect_every = self.options.expect_every or result.policy.expect_every
         self.health.record(ok, "; ".join(result.errors)[:200] or "observation of Airflow incomplete")
         if ok and self.deliver:  # not for --dry-run, which reconciles nothing
-            self._ping(reconciler.policy.ping_url_env)
+            self._ping(result.policy.ping_url_env)
         self._count(ok=ok)
         for item, outcome in result.applied:
             log.info(
@@ -128,9 +123,8 @@ class PassHooks:
         for line in result.errors:
             log.info("pass error: %s", line)
         log.info("pass finished in %.1fs: %d change(s), plan complete: %s", seconds, len(result.applied), ok)
-        if self.deliver:  # not in --dry-run: both write to the store
-            self._record_stuck(reconciler, result)
-            self._deliver(reconciler)
+        if self.deliver:  # not in --dry-run: it writes to the store
+            self._deliver(reconciler, result.policy)
         self._refresh(reconciler, result)
 
     def _count(self, *, ok: bool) -> None:
@@ -148,71 +142,11 @@ class PassHooks:
             if failed is not None:
                 log.warning("dead-man's ping (%s): %s", variable, failed)
 
-    def _record_stuck(self, reconciler: Reconciler, result: PassResult) -> None:
-        """Audit (and so notify) a `stuck` finding once per backfill and cause; never stops the loop.
-
-        One call per candidate (its queued runs, read concurrently); a backfill created in this pass cannot be
-        stuck yet, and the scheduler's health is read only when something is stuck (it names the cause)."""
-        threshold = reconciler.policy.notify.stuck_after_minutes
-        created = {item.spec for item, outcome in result.applied if outcome == Outcome.CREATED}
-        health: SchedulerHealth | None = None
-        try:
-            items = [i for i in stuck.candidates(result.current) if i.spec not in created]
-            recorded = reconciler.store.recorded_findings() if items else {}
-            with ThreadPoolExecutor(max_workers=max(1, min(POOL, len(items))), thread_name_prefix="stuck") as pool:
-                reads = [pool.submit(self._queued, reconciler, item) for item in items]
-                for item, read in zip(items, reads, strict=True):
-                    queued, oldest = read.result()  # a failed read stops here, after the candidates before it
-                    if not stuck.overdue(queued, oldest, self.clock(), stuck.threshold_of(item, threshold)):
-                        continue
-                    health = health or reconciler.client.scheduler_health()
-                    found = stuck.find_stuck(
-                        item,
-                        queued,
-                        oldest,
-                        result.current,
-                        health=health,
-                        now=self.clock(),
-                        threshold_minutes=threshold,
-                    )
-                    if found is not None:
-                        self._audit_stuck(reconciler, found, found.message(threshold), recorded)
-        except ControllerError as exc:
-            log.warning("stuck check skipped this pass: %s", exc.message)
-
-    @staticmethod
-    def _queued(reconciler: Reconciler, item: Item) -> tuple[int, datetime | None]:
-        source = item.source
-        if source is not None:  # a spec's backfill covers the spec's range
-            return reconciler.client.queued_runs(item.dag_id, source.from_date, source.to_date)
-        backfill = reconciler.client.get_backfill(item.backfill_id or 0)
-        return reconciler.client.queued_runs(backfill.dag_id, backfill.from_date, backfill.to_date)
-
-    @staticmethod
-    def _audit_stuck(
-        reconciler: Reconciler, found: stuck.Stuck, message: str, recorded: Mapping[tuple[str, str, int | None], str]
-    ) -> None:
-        """Through the pass's recorder, as every finding is (the spec as this pass loaded it: its receivers)."""
-        recorder, loaded = reconciler.recorder, reconciler.loaded.get(found.spec)
-        if recorder is None:  # no pass ran: nothing was found stuck
-            return
-        written = recorder.finding(
-            Outcome.STUCK,
-            found.dag_id,
-            message,
-            spec_name=found.spec,
-            backfill_id=found.backfill_id,
-            spec=loaded.spec if loaded is not None else None,
-            recorded=recorded,
-        )
-        if written:
-            log.warning("stuck: %s: %s", found.spec, message, extra={"spec": found.spec, "dag": found.dag_id})
-
-    def _deliver(self, reconciler: Reconciler) -> None:
+    def _deliver(self, reconciler: Reconciler, policy: Policy) -> None:
         try:
             stats = notify_cmd.deliver(
                 reconciler.store,
-                reconciler.policy,
+                policy,
                 self.env,
                 self.settings,
                 budget=self.options.deliver_budget,

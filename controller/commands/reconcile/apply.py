@@ -73,8 +73,8 @@ class Applier:
         if backfill_id is None:  # the planner only steers bound backfills
             return Applied(item, Outcome.FAILED, f"{spec.name}: no backfill to {item.kind.value}")
         call = {Kind.PAUSE: self.client.pause, Kind.UNPAUSE: self.client.unpause, Kind.CANCEL: self.client.cancel}
-        path = f"/api/v2/backfills/{backfill_id}/{item.kind.value}"
-        request: dict[str, object] = {"method": "PUT", "path": path} | ({"analysis": analysis} if analysis else {})
+        request: dict[str, object] = self.client.steer_request(backfill_id, item.kind.value)
+        request |= {"analysis": analysis} if analysis else {}
         approval = self.recorder.approvals.get(spec.name) if item.kind is Kind.UNPAUSE else None
         if approval is not None:  # the reviewed change behind the spec's file now (the change record names it)
             request["approval"] = approval.as_json()
@@ -141,7 +141,7 @@ class Applier:
             )
         before = self.recorder.bindings.get(spec.name)
         approval = self.recorder.approvals.get(spec.name) or (before.approval if before is not None else None)
-        request = {"method": "POST", "path": "/api/v2/backfills", "body": self.client.backfill_body(body)}
+        request = self.client.create_request(body)
         intent = self.recorder.audit(
             Action.CREATE,
             AuditPhase.INTENT,

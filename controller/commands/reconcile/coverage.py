@@ -15,6 +15,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from controller.adapters.airflow import AirflowClient
+from controller.adapters.store import Store
+from controller.commands.reconcile.record import Recorder
 from controller.core.model.airflow import DagInfo, DagRun
 from controller.core.model.binding import Binding
 from controller.core.model.coverage import Coverage
@@ -138,3 +140,47 @@ def _at_end(
         # (a run with neither date is no interval: coverage leaves it out)
         found[spec.name] = coverage(inside, latest, own or (), ended=now)
     return found
+
+
+# --- the pass's bookkeeping: outcomes held to their coverage, and every ended spec's kept ----------------
+
+
+def record_outcomes(
+    store: Store,
+    client: AirflowClient,
+    recorder: Recorder,
+    plan: Plan,
+    by_name: Mapping[str, BackfillSpec],
+    *,
+    now: datetime,
+) -> tuple[Plan, dict[str, Coverage | None]]:
+    """The outcomes the plan observed, stored before its changes, each held to the version coverage of its spec,
+    measured before this pass's creates (the next spec on its queue) add runs to its range; the plan as recorded, and
+    the coverage measured."""
+    plan, measured = at_end(client, plan, recorder.bindings, by_name, now)
+    with store.batch("recording outcomes"):
+        recorder.outcomes(plan, by_name)
+    keep_coverage(recorder, measured)
+    return plan, measured
+
+
+def keep_coverage(recorder: Recorder, measured: Mapping[str, Coverage | None]) -> None:
+    """Keep the coverage measured of each spec that has ended and keeps none yet (status, the page and its
+    notification show it)."""
+    for binding in recorder.ended():
+        found = measured.get(binding.spec_name)
+        if found is not None and binding.coverage is None:
+            recorder.keep(binding.spec_name, coverage=found)
+
+
+def cover_ended(
+    client: AirflowClient,
+    recorder: Recorder,
+    by_name: Mapping[str, BackfillSpec],
+    now: datetime,
+    measured: Mapping[str, Coverage | None],
+) -> None:
+    """Every spec this pass ended keeps its coverage: as measured at its end, else (it ended another way) read now;
+    a spec measured with nothing to keep is not read again."""
+    missing = [b for b in recorder.ended() if b.coverage is None and b.spec_name not in measured]
+    keep_coverage(recorder, {**measured, **measure_ended(client, missing, by_name, now)} if missing else measured)

@@ -22,8 +22,8 @@ from controller.core.model.binding import Binding
 from controller.core.model.evidence import Evidence
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec, SourceFile
+from controller.core.model.stops import EmergencyStop
 from controller.core.plan.provenance import Carried, Gate
-from controller.core.plan.stops import EmergencyStop
 from controller.errors import ConfigError, GitError
 
 log = logging.getLogger(__name__)

@@ -15,15 +15,8 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.airflow import Backfill
 from controller.core.model.binding import Binding
 from controller.core.model.spec import BackfillSpec, DesiredState
-from controller.core.plan.stops import (
-    NOT_RECORDED,
-    EmergencyStop,
-    EmergencyStopKind,
-    HandPause,
-    LiftReason,
-    StopSource,
-    due_lifts,
-)
+from controller.core.model.stops import NOT_RECORDED, EmergencyStop, EmergencyStopKind, HandPause, StopSource
+from controller.core.plan.stops import LiftReason, due_lifts
 from controller.core.plan.values import FindingKind, Plan
 from controller.core.plan.world import Holds, World
 from controller.errors import AirflowError
@@ -47,14 +40,14 @@ def lift(
 def with_holds(world: World, client: AirflowClient | None, store: Store) -> World:
     """The world with the stops in force, the backfills a stop paused, and who paused a managed backfill that
     Airflow shows paused without a pause of ours (from the event log, where it names the user)."""
-    stops, stop_paused = store.stops(), store.stop_paused()
+    paused = {b.spec_name: found for b in world.bindings.values() if (found := _observed(world, b)) and found.is_paused}
+    # only the bound backfills Airflow shows paused are asked: a pass with none reads no pause history at all
+    stops, stop_paused = store.stops(), store.stop_paused(frozenset(b.id for b in paused.values()))
     hands: dict[int, HandPause] = {}
     if client is not None:
-        for binding in world.bindings.values():
-            backfill = _observed(world, binding)
-            if backfill is None or not backfill.is_paused or binding.guard or backfill.id in stop_paused:
-                continue
-            if binding.applied_state is not DesiredState.ACTIVE:
+        for name, backfill in paused.items():
+            binding = world.bindings[name]
+            if binding.guard or backfill.id in stop_paused or binding.applied_state is not DesiredState.ACTIVE:
                 continue
             hands[backfill.id] = _hand_pause(client, backfill.id)
     return replace(world, holds=Holds(stops, hands, stop_paused))

@@ -23,7 +23,7 @@ from controller.commands.reconcile.analysis import Analyst
 from controller.commands.reconcile.applied import with_applied
 from controller.commands.reconcile.apply import Applied, Applier
 from controller.commands.reconcile.consumers import Consumers
-from controller.commands.reconcile.coverage import at_end, measure_ended
+from controller.commands.reconcile.coverage import at_end, cover_ended, keep_coverage, record_outcomes
 from controller.commands.reconcile.gate import EvidenceGiven, PassFacts, gather
 from controller.commands.reconcile.history import kept_history
 from controller.commands.reconcile.holds import lift_due, record_hand_stops, with_holds
@@ -34,9 +34,11 @@ from controller.commands.reconcile.run_notes import NoteWriter
 from controller.commands.reconcile.spec_source import SpecLoader, SpecSource, last_good_policy
 from controller.commands.reconcile.stages import StageRunner
 from controller.commands.reconcile.steps import DECIDING, GATE, LOOK_AHEAD, Refining, refine
+from controller.commands.reconcile.stuck import record_stuck
 from controller.commands.runtime.environments import check_production, open_other
 from controller.commands.runtime.scopes import claim_scope
 from controller.commands.runtime.settings import Settings
+from controller.core.audit.vocabulary import Outcome
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.checks.result import SpecSet
 from controller.core.model.binding import Binding
@@ -68,6 +70,7 @@ class PassResult:
     after: Plan | None = None  # re-observed after the changes, with the queued specs looked ahead (shown only)
     source: SpecSource | None = None  # where the specs came from, and the files that differ from HEAD
     analysis: Mapping[str, Verdict] | None = None  # the downstream systems' verdicts this pass (None: not evaluated)
+    policy: Policy = DEFAULT_POLICY  # the pass's policy (what happens around it reads its `notify`, its liveness)
 
     @property
     def current(self) -> Plan:
@@ -85,6 +88,16 @@ class PassResult:
             f"{spec} is queued behind {head.spec}, which is {head.phase.value}: {head.reason}"
             for spec, head in stuck(self.current).items()
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class Viewed:
+    """What `plan` and `status` show: the plan, the specs it was made from, the world observed, the policy."""
+
+    plan: Plan
+    specs: list[BackfillSpec]
+    world: World
+    policy: Policy
 
 
 NOTES_LOGIN = "(run notes)"  # the run-notes login's client, kept with the environments' and closed with them
@@ -113,10 +126,9 @@ class Reconciler:
         self.observer = Observer(client)
         self.observer.history = kept_history(store, self.airflow_url, settings.actor)  # a create lists only new ones
         self.analyst = Analyst(store)  # each downstream system's metric analysis, once a pass
-        self.policy = DEFAULT_POLICY  # the last pass's policy (the pass hooks read its `notify`)
+        self._policy = DEFAULT_POLICY  # this pass's (its environments open the stages' clients)
         self.evidence = EvidenceGiven()  # the merged changes' evidence documents (`--evidence`), and the commits
         # whose evidence could not be fetched (`--evidence-unavailable`)
-        self.recorder: Recorder | None = None  # the last pass's (the pass hooks audit stuck findings through it)
         self.connect = connect  # opens another environment's client (None: production only)
         self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
         self.stages = StageRunner(store, self.client_for, self.clock)
@@ -127,7 +139,7 @@ class Reconciler:
         if name == PRODUCTION:
             return self.client
         if name not in self.environments:
-            environment = self.policy.environment(name)
+            environment = self._policy.environment(name)
             if environment is None or self.connect is None:
                 raise ConfigError(
                     f"no Airflow for environment {name}", hint="declare it under the policy's `environments`"
@@ -186,15 +198,13 @@ class Reconciler:
 
     # --- read only: plan and status ----------------------------------------------------------------------
 
-    def plan(
-        self, *, with_dry_runs: bool = True, ahead: bool = False, only: Collection[str] | None = None
-    ) -> tuple[Plan, list[BackfillSpec], World]:
+    def plan(self, *, with_dry_runs: bool = True, ahead: bool = False, only: Collection[str] | None = None) -> Viewed:
         """What reconcile would do, read only: the deciding steps of a pass (`steps.DECIDING`), nothing decided or
         written. With dry runs, the queue heads'; `ahead`: the queued specs' too, judged afresh (of `only`, when
         given); without dry runs, `ahead` says what reconcile kept of them (`status`)."""
         desired, bindings = self.desired(self.store.bindings())
         specs, policy = list(desired.specs), desired.policy
-        self.policy = policy
+        self._policy = policy
         world = self._observe(specs, policy, bindings, with_dry_runs=with_dry_runs)
         world = with_holds(world, self.client, self.store)
         world = replace(world, analysis=self.analyst.verdicts(specs, policy, world.now, write=False))
@@ -206,7 +216,7 @@ class Reconciler:
             plan = refine(planned(desired, world), refining, DECIDING).plan
         else:  # `plan`: the loads it shows apply the consumers rule on the same reads (`observe.load`)
             plan = self.observer.load(refine(planned(desired, world), refining, (GATE,)).plan, policy)
-        return (refine(plan, refining, (LOOK_AHEAD,)).plan if ahead else plan), specs, world
+        return Viewed((refine(plan, refining, (LOOK_AHEAD,)).plan if ahead else plan), specs, world, policy)
 
     def _observe(
         self, specs: Sequence[BackfillSpec], policy: Policy, bindings: dict[str, Binding], *, with_dry_runs: bool
@@ -247,11 +257,10 @@ class Reconciler:
         source = self.spec_source()
         desired, bindings = self.desired(self.store.bindings(), source)
         specs, policy = list(desired.specs), desired.policy
-        self.policy = policy
+        self._policy = policy
         recorder = Recorder(
             self.settings, self.store, self.commit, self.provenance, self.airflow_url, policy=policy, bindings=bindings
         )
-        self.recorder = recorder
         self._tell(source, recorder, dry_run)
         gate = self._gate(desired, recorder.bindings, decide=True)
         decisions = assess(gate) if gate is not None else {}
@@ -267,10 +276,12 @@ class Reconciler:
         check_reviewed(plan, plan_checksum, recorder)  # the steps keep the checksum `make_plan`'s plan had
         refused = [f"{i.spec}: {i.reason}" for i in refusals(plan)]
         if dry_run:
-            return PassResult(plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis)
+            return PassResult(
+                plan, errors=plan_errors(plan), refused=refused, source=source, analysis=world.analysis, policy=policy
+            )
         record_hand_stops(plan, world, self.store, recorder)
         by_name = {s.name: s for s in specs}
-        plan, measured = _outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
+        plan, measured = record_outcomes(self.store, self.client, recorder, plan, by_name, now=world.now)
         applied = _apply(self.store, Applier(self.client, recorder, self.sleep), plan, by_name, world)
         with self.store.batch("recording observed phases"):
             recorder.phases(plan, by_name, skip={a.item.spec for a in applied})
@@ -278,13 +289,17 @@ class Reconciler:
         if applied:  # re-observe (bindings from memory), so phases and status reflect what the changes did
             after, also = self._observed_after(desired, refining, applied, recorder, by_name)
             measured |= also
-        _cover(self.client, recorder, by_name, self.clock(), measured)  # every spec this pass ended keeps its coverage
+        cover_ended(
+            self.client, recorder, by_name, self.clock(), measured
+        )  # every spec this pass ended keeps its coverage
         recorder.findings(after or plan, by_name)
         current = after or plan  # the rehearsals, verifications and publish runs this pass's plan waits on
         self.stages.advance(
             due(specs, policy, current.items, world.stages), specs, world.stages, recorder, verified_ids(current)
         )
         NoteWriter(self.notes_client(), self.store).annotate(specs, policy, recorder)  # opt-in: `airflow_notes`
+        created = {a.item.spec for a in applied if a.outcome == Outcome.CREATED}
+        record_stuck(self.client, self.store, recorder, self.loaded, current, world, created, policy, self.clock)
         recorder.pass_done(plan, len(applied), self.clock())
         if gate is not None:  # before the commit is recorded: a change decided now is never decided by omission
             self.store.save_gate_decisions(_kept(decisions), gate.files)
@@ -296,7 +311,7 @@ class Reconciler:
             recorder.keep(name, ahead=ahead)  # `status` and the page say it from there
         errors = plan_errors(plan) + [a.error for a in applied if a.error]
         done: list[tuple[Item, str]] = [(a.item, a.outcome) for a in applied]
-        return PassResult(plan, done, errors, refused, after, source, analysis=world.analysis)
+        return PassResult(plan, done, errors, refused, after, source, analysis=world.analysis, policy=policy)
 
     def _observed_after(
         self,
@@ -323,7 +338,7 @@ class Reconciler:
         after, measured = at_end(self.client, plan, recorder.bindings, by_name, now)
         with self.store.batch("recording observed phases"):
             recorder.phases(after, by_name, skip=set())
-        _keep_coverage(recorder, measured)
+        keep_coverage(recorder, measured)
         return after, measured
 
     def _gate(self, desired: Desired, bindings: dict[str, Binding], *, decide: bool) -> Gate | None:
@@ -403,44 +418,3 @@ def plan_errors(plan: Plan) -> list[str]:
     """One line per error: each spec's own, and each unobserved cause once (not once per spec or DAG)."""
     own = [f"{i.spec}: {i.reason}" for i in plan.items if i.error and i.kind is not Kind.REFUSE and not i.unobserved]
     return own + [message for kind, message in findings(plan) if kind == INCOMPLETE]
-
-
-def _outcomes(
-    store: Store,
-    client: AirflowClient,
-    recorder: Recorder,
-    plan: Plan,
-    by_name: Mapping[str, BackfillSpec],
-    *,
-    now: datetime,
-) -> tuple[Plan, dict[str, Coverage | None]]:
-    """The outcomes the plan observed, stored before its changes, each held to the version coverage of its spec,
-    measured before this pass's creates (the next spec on its queue) add runs to its range; the plan as recorded, and
-    the coverage measured."""
-    plan, measured = at_end(client, plan, recorder.bindings, by_name, now)
-    with store.batch("recording outcomes"):
-        recorder.outcomes(plan, by_name)
-    _keep_coverage(recorder, measured)
-    return plan, measured
-
-
-def _keep_coverage(recorder: Recorder, measured: Mapping[str, Coverage | None]) -> None:
-    """Keep the coverage measured of each spec that has ended and keeps none yet (status, the page and its
-    notification show it)."""
-    for binding in recorder.ended():
-        found = measured.get(binding.spec_name)
-        if found is not None and binding.coverage is None:
-            recorder.keep(binding.spec_name, coverage=found)
-
-
-def _cover(
-    client: AirflowClient,
-    recorder: Recorder,
-    by_name: Mapping[str, BackfillSpec],
-    now: datetime,
-    measured: Mapping[str, Coverage | None],
-) -> None:
-    """Every spec this pass ended keeps its coverage: as measured at its end, else (it ended another way) read now;
-    a spec measured with nothing to keep is not read again."""
-    missing = [b for b in recorder.ended() if b.coverage is None and b.spec_name not in measured]
-    _keep_coverage(recorder, {**measured, **measure_ended(client, missing, by_name, now)} if missing else measured)

@@ -155,7 +155,7 @@ def _git_checks(  # noqa: PLR0917 - the tree's result and what the pull request 
         if checks.reviews is None:  # with the reviews, the approvals' check says it of each approval
             found += [d for i in reviewable for d in check_authors(i, authors.get(i.spec.path, ()), result.policy)]
     if checks.reviews is not None:
-        found += _approvals(checks, reviewable, result, authors)
+        found += _approvals(checks, checks.reviews, reviewable, result, authors)
     return found
 
 
@@ -176,7 +176,11 @@ def _authors(git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec])
 
 
 def _approvals(
-    checks: GitChecks, items: list[LoadedSpec], result: ValidationResult, authors: Mapping[str, Sequence[str]]
+    checks: GitChecks,
+    reviews_path: Path,
+    items: list[LoadedSpec],
+    result: ValidationResult,
+    authors: Mapping[str, Sequence[str]],
 ) -> list[Diagnostic]:
     """The approval gate, the one rule set reconcile applies too (`core/checks/approval.py`)."""
     from controller.core.checks.approval import (  # noqa: PLC0415
@@ -186,11 +190,10 @@ def _approvals(
         parse_reviews,
     )
 
-    assert checks.reviews is not None
-    data, unreadable = read_reviews(checks.reviews)
+    data, unreadable = read_reviews(reviews_path)
     if unreadable:
         return unreadable
-    reviews, problems = parse_reviews(data, files.display(checks.reviews))
+    reviews, problems = parse_reviews(data, files.display(reviews_path))
     decisions, policy = latest_decisions(reviews), result.policy
     return problems + [
         d

@@ -24,7 +24,7 @@ from controller.core.audit.chain import AuditRecord, Unreadable, VerifyResult, c
 from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding
 from controller.core.model.stages import StageRecord
-from controller.core.plan.stops import StopHistory
+from controller.core.model.stops import StopHistory
 from controller.errors import StoreError, UsageError
 
 

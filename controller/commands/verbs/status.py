@@ -46,9 +46,10 @@ def status_view(
         try:
             with open_reconciler(settings, read_only=True) as reconciler:
                 # what plan says of a queued spec reconcile will refuse at the head, status says too
-                current, _specs, world = reconciler.plan(with_dry_runs=False, ahead=True)
+                viewed = reconciler.plan(with_dry_runs=False, ahead=True)
+                current, world = viewed.plan, viewed.world
                 rows = status.status_rows(current, reconciler.store.bindings(), world.analysis, world.stages)
-                last, policy = reconciler.store.last_reconciled(), reconciler.policy
+                last, policy = reconciler.store.last_reconciled(), viewed.policy
                 server = reconciler.client.capabilities
             incomplete = any(i.error for i in current.items)
         except AirflowUnavailable as exc:

@@ -32,14 +32,11 @@ from controller.core.audit.vocabulary import Action, AuditPhase, Outcome
 from controller.core.model.binding import Binding, Phase
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, format_utc
+from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopSource, covers
 from controller.core.plan.stops import (
     STOP,
-    EmergencyStop,
-    EmergencyStopKind,
-    StopSource,
     affected,
     check_target,
-    covers,
     find_stop,
     lifters,
     may_lift,
@@ -149,7 +146,7 @@ def stop_now(
         covered = covers(kind, target, spec) if spec is not None else kind is EmergencyStopKind.ALL or name == target
         if not covered or binding.backfill_id is None or binding.phase.terminal:
             continue
-        if _pause(client, recorder, spec, binding, stop=stop):
+        if _pause(client, recorder, spec, binding, binding.backfill_id, stop=stop):
             paused.append((name, binding.backfill_id))
         else:
             failed.append(name)
@@ -157,13 +154,18 @@ def stop_now(
 
 
 def _pause(
-    client: AirflowClient, recorder: Recorder, spec: BackfillSpec | None, binding: Binding, *, stop: EmergencyStop
+    client: AirflowClient,
+    recorder: Recorder,
+    spec: BackfillSpec | None,
+    binding: Binding,
+    backfill_id: int,
+    *,
+    stop: EmergencyStop,
 ) -> bool:
-    """Pause one backfill for the stop (`spec` None: its file is invalid; the record names it by its binding)."""
-    backfill_id = binding.backfill_id
-    assert backfill_id is not None
+    """Pause the binding's backfill for the stop (`spec` None: its file is invalid; the record names it by its
+    binding)."""
     named: dict[str, Any] = {} if spec is not None else {"spec_name": binding.spec_name, "dag_id": binding.dag_id}
-    request = {"method": "PUT", "path": f"/api/v2/backfills/{backfill_id}/pause"}
+    request = client.steer_request(backfill_id, "pause")
     recorder.audit(
         Action.PAUSE, AuditPhase.INTENT, spec, backfill_id=backfill_id, request=request, message=stop.held, **named
     )

@@ -155,10 +155,10 @@ class _Keys:
     def of(cls, keys: Sequence[bytes]) -> _Keys:
         return cls(tuple(keys), tuple(mac_of(k) for k in keys), tuple(key_id(k) for k in keys))
 
-    def step(self, link: ChainLink, count: int, prev: str) -> ChainProblem | _Held | None:
-        """The key rules for one record that hashed correctly; the common record costs one HMAC at most."""
-        seq, _, hash_, body, mac = link
-        assert isinstance(body, str)  # `_check` reported an unreadable record before
+    def step(self, link: ChainLink, body: str, count: int, prev: str) -> ChainProblem | _Held | None:
+        """The key rules for one record that hashed correctly (`body`: its text, read); the common record costs
+        one HMAC at most."""
+        seq, _, hash_, _, mac = link
         if not body.startswith(_KEY_RECORD):
             if mac is None:
                 return None if self.keyed_from is None else self._unkeyed(seq, None)
@@ -368,7 +368,8 @@ def verify_chain(
     keys = _Keys.of(() if key is None else (key, *previous))
     prev, expected_seq, count, anchor_seen = GENESIS, 1, 0, expect_head is None
     for link in links:
-        problem = _check(link, prev, expected_seq) or keys.step(link, count, prev)
+        checked = _check(link, prev, expected_seq)
+        problem = checked if isinstance(checked, ChainProblem) else keys.step(link, checked, count, prev)
         if isinstance(problem, _Held):
             return keys.result(problem.count, problem.head_seq, problem.head_hash, problem.problem)
         if problem is not None:
@@ -384,7 +385,8 @@ def verify_chain(
     return keys.result(count, expected_seq - 1, prev, last)
 
 
-def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | None:
+def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | str:
+    """What is wrong with the record's place or hash, else its body (read and hashed correctly)."""
     seq, prev_hash, hash_, body, _ = link
     if seq != expected_seq:
         return _out_of_sequence(seq, expected_seq)
@@ -394,7 +396,7 @@ def _check(link: ChainLink, prev: str, expected_seq: int) -> ChainProblem | None
         return ChainProblem(seq, "BROKEN", f"seq {seq} does not follow seq {seq - 1} (reordered or replaced)")
     if chain_hash(prev, body) != hash_:
         return ChainProblem(seq, "INVALID", f"seq {seq} was modified after it was written")
-    return None
+    return body
 
 
 def _out_of_sequence(seq: int, expected_seq: int) -> ChainProblem:

@@ -13,9 +13,10 @@ from controller.core.model.binding import Binding, Phase
 from controller.core.model.chunks import Progress
 from controller.core.model.guards import Guard
 from controller.core.model.spec import BackfillSpec, DesiredState, format_utc
+from controller.core.model.stops import NOT_RECORDED
 from controller.core.plan.admission import guard_now
 from controller.core.plan.outcome import outcome_reason, terminal_phase
-from controller.core.plan.stops import NOT_RECORDED, STOP, resumed_from, stop_of
+from controller.core.plan.stops import STOP, resumed_from, stop_of
 from controller.core.plan.values import LIFTED, UNOBSERVED, Finding, FindingKind, Item, Kind, Step
 from controller.core.plan.world import Context
 from controller.core.rules.guards import Stop, resumed_text

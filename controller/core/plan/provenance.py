@@ -33,7 +33,8 @@ from controller.core.model.binding import Approval, ApprovedReview, Binding, Pha
 from controller.core.model.evidence import Evidence, GateDecision, MergedChange, Verdict
 from controller.core.model.policy import DEFAULT_POLICY, Policy
 from controller.core.model.spec import BackfillSpec
-from controller.core.plan.stops import EmergencyStop, named_by_resume, stop_owners
+from controller.core.model.stops import EmergencyStop
+from controller.core.plan.stops import named_by_resume, stop_owners
 from controller.core.plan.values import Finding, FindingKind, Item, Kind, Plan
 from controller.core.rules.scope import outside
 

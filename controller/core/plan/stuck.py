@@ -72,6 +72,12 @@ class Stuck:
         )
 
 
+def too_young(created_at: datetime | None, now: datetime, threshold_minutes: int) -> bool:
+    """No run of a backfill created less than the threshold ago has waited that long (its create queues its runs; a
+    clear queues one later): its queued runs need no read."""
+    return created_at is not None and now - created_at < timedelta(minutes=threshold_minutes)
+
+
 def overdue(queued: int, oldest: datetime | None, now: datetime, threshold_minutes: int) -> bool:
     """Runs queued for at least the threshold (the cheap test, before the cause is looked up)."""
     return bool(queued) and oldest is not None and now - oldest >= timedelta(minutes=threshold_minutes)
@@ -105,7 +111,7 @@ def likely_cause(dag_id: str, plan: Plan, health: SchedulerHealth) -> str:
     if health.error is not None:
         return f"not known: the scheduler's health could not be read ({health.error})"
     if health.status is not None and health.status != "healthy":
-        beat = f", latest heartbeat {format_utc(health.heartbeat)}" if health.heartbeat else ", no heartbeat"
+        beat = "" if health.heartbeat else " (no heartbeat)"  # never its time: a heartbeat moves, the key must not
         return f"the scheduler is {health.status}{beat}: check the scheduler process"
     return (
         "no free slot: the scheduler is healthy and the DAG unpaused, so check the pools (default_pool), "

@@ -18,9 +18,9 @@ from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
 from controller.core.model.stages import Stage, StageRecord
+from controller.core.model.stops import EmergencyStop, HandPause
 from controller.core.plan.identity import NO_IDENTITY, Identity
 from controller.core.plan.ownership import Owned
-from controller.core.plan.stops import EmergencyStop, HandPause
 from controller.core.rules.analysis import Verdict
 from controller.core.rules.code_history import CodeInRange
 from controller.core.rules.selection import Selection

@@ -22,8 +22,8 @@ from controller.core.model.coverage import DISCLAIMER, Coverage, Missed
 from controller.core.model.ranges import DateRange, ranges_json
 from controller.core.model.spec import BackfillSpec, format_utc
 from controller.core.model.stages import StageRecord
+from controller.core.model.stops import StopHistory
 from controller.core.plan.provenance import approved_by
-from controller.core.plan.stops import StopHistory
 
 REPORT_FORMAT_VERSION = 1
 TERMINAL = ("Succeeded", "CompletedWithFailures", "Cancelled")  # the audit outcomes that end a spec's record
