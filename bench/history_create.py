@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import Run, airflow_env, alternate, calls_text, load_note, median, ratio, secs, table
 from airflow_rows import SPEC, Bench, iso
 
+from tests.commands.reconcile.harness import Bench as FakeBench
 from tests.fakes.airflow import FakeAirflow
-from tests.reconcile.harness import Bench as FakeBench
 
 LISTING = ("GET", "/api/v2/backfills")
 HISTORY_DAG, FRESH_DAG = "demo_finance_ledger", "demo_flaky"

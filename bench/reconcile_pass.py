@@ -22,8 +22,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import Dag, FakeAirflow
-from tests.reconcile.harness import Bench
 
 
 class TimedFake(FakeAirflow):

@@ -8,7 +8,7 @@
 --   createdb backfillctl && psql -v ON_ERROR_STOP=1 -d backfillctl -f docs/store-roles.sql
 -- Then give each role a password (ALTER ROLE backfillctl_migrator PASSWORD '…') or your own authentication, and run
 -- `backfillctl store migrate` with the migrator's URL before the first reconcile and after each upgrade.
--- (tests/store/test_store_roles.py runs this file, with other role names, against a throw-away database.)
+-- (tests/adapters/store/test_store_roles.py runs this file, with other role names, against a throw-away database.)
 
 CREATE ROLE backfillctl_migrator LOGIN;
 CREATE ROLE backfillctl_reconciler LOGIN;

@@ -58,7 +58,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, marker))
         if "airflow" in services(item) or item.get_closest_marker("airflow") is not None:
             item.add_marker(pytest.mark.xdist_group("airflow"))
-        elif "prometheus" in services(item):  # one real Prometheus per session too (tests/prometheus)
+        elif "prometheus" in services(item):  # one real Prometheus per session too (tests/adapters/prometheus)
             item.add_marker(pytest.mark.xdist_group("prometheus"))
 
 
@@ -87,7 +87,7 @@ def _no_airflow_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(autouse=True)
 def _admin_identity_known(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tests log in as the harness's admin on purpose: the preflight's least-privilege warning would be on
-    every command's stderr. tests/reconcile/test_least_privilege_real.py unsets this to see it."""
+    every command's stderr. tests/commands/reconcile/test_least_privilege_real.py unsets this to see it."""
     monkeypatch.setenv("BACKFILLCTL_ALLOW_ADMIN_IDENTITY", "1")
 
 

@@ -1,7 +1,7 @@
 """A daily DAG whose code a test changes: its code number is the Airflow Variable `demo_evolving_code`, read when
 the file is parsed (1 when unset or unreadable). Code 1 has a bug: it fails on the 2nd of a month; code 2 fixes it.
 Each code says its number in the DAG's docs, so a change of code is a new DAG version once a run used the one
-before (tests/reconcile/test_select_real.py: `select: {code_version: N}` re-runs only what older code made)."""
+before (tests/commands/reconcile/test_select_real.py: `select: {code_version: N}` re-runs only what older code made)."""
 
 import pendulum
 from airflow.sdk import Variable, dag, task

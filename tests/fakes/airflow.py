@@ -1,6 +1,6 @@
 """A stateful fake of Airflow 3.3.2's REST API on httpx.MockTransport, for fault injection.
 
-It must pass the same contract tests as the real server (tests/airflow/test_contract.py runs against
+It must pass the same contract tests as the real server (tests/adapters/airflow/test_contract.py runs against
 both), so its status codes and `detail` texts are Airflow's. A tiny scheduler advances on every request:
 each unpaused backfill finishes up to max_active_runs queued runs per request (odd days fail on
 demo_flaky), and a backfill with nothing left queued gets `completed_at`.

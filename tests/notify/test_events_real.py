@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests.commands.reconcile.harness import Bench, real_bench
 from tests.notify.receivers import WebhookReceiver, free_port
-from tests.reconcile.harness import Bench, real_bench
 
 pytestmark = pytest.mark.airflow
 DAGS = ("demo_chunked", "demo_halting")

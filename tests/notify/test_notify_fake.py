@@ -14,8 +14,8 @@ import pytest
 from controller.adapters.webhook import WebhookClient
 from controller.cli import main
 from controller.commands.loop.notify import deliver, notify_status, status_render
+from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import FakeAirflow
-from tests.reconcile.harness import Bench
 
 POLICY = """\
 version: 1

@@ -23,8 +23,8 @@ from controller.core.render.heatmap import calendar, from_runs, from_stored, hea
 from controller.core.render.report_html import heatmap_html
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
+from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import FakeAirflow
-from tests.reconcile.harness import Bench
 
 DAY = datetime(2025, 1, 1, tzinfo=UTC)
 

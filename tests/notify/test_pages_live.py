@@ -16,9 +16,9 @@ from controller.commands.loop.passhooks import MonitorOptions, PassHooks, publis
 from controller.commands.reconcile.reconciler import PassResult
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
+from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import FakeAirflow
 from tests.notify.test_pages import DAY
-from tests.reconcile.harness import Bench
 
 FINISHED = {  # phase → (success, failed) of each finished spec of that phase
     "Succeeded": (30, 0),

@@ -25,7 +25,7 @@ from controller.adapters.hostcheck import HostPolicy
 from controller.adapters.monitor import Health, Metrics, MonitorServer
 from controller.adapters.pageserver import Limits
 from controller.commands.loop.passhooks import MonitorOptions, PassHooks
-from tests.reconcile.harness import Bench
+from tests.commands.reconcile.harness import Bench
 
 ROOT = Path(__file__).resolve().parents[2]
 SAFE = {

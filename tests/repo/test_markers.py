@@ -10,16 +10,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 REAL_AIRFLOW_ONLY = (
-    "tests/reconcile/test_walkthrough.py",
-    "tests/airflow/test_contract.py::test_partitioned_",
-    "tests/test_secrets_shown.py::test_a_wrong_password_against_the_real_airflow",
+    "tests/commands/reconcile/test_walkthrough.py",
+    "tests/adapters/airflow/test_contract.py::test_partitioned_",
+    "tests/commands/runtime/test_secrets_shown.py::test_a_wrong_password_against_the_real_airflow",
     "tests/repo/test_package.py::test_plan_with_the_installed_wheel",
     "tests/repo/test_readme_walkthrough.py::test_first_backfill_in_5_minutes",
 )
 
 POSTGRES_PARAMETRISED = (
-    "tests/store/",
-    "tests/reconcile/test_hostile_values_fake.py",
+    "tests/adapters/store/",
+    "tests/commands/reconcile/test_hostile_values_fake.py",
     "tests/notify/test_notify_hostile.py",
 )
 
@@ -44,11 +44,14 @@ def needs_airflow(test_id: str) -> bool:
     return (
         file.endswith("_real.py")
         or test_id.startswith(REAL_AIRFLOW_ONLY)
-        or (file in ("tests/airflow/test_contract.py", "tests/airflow/test_history_listing.py") and "[real" in test_id)
+        or (
+            file in ("tests/adapters/airflow/test_contract.py", "tests/adapters/airflow/test_history_listing.py")
+            and "[real" in test_id
+        )
     )
 
 
-POSTGRES_ONLY = ("tests/store/test_store_roles.py",)  # the database roles exist on PostgreSQL only
+POSTGRES_ONLY = ("tests/adapters/store/test_store_roles.py",)  # the database roles exist on PostgreSQL only
 
 
 def needs_postgres(test_id: str) -> bool:

@@ -24,9 +24,9 @@ from controller.core.plan.identity import Identity
 from controller.core.plan.provenance import Verdict
 from controller.core.plan.queue import make_plan
 from controller.errors import ScopeConflict
-from tests.core.test_plan import OK, dates, spec, world
-from tests.core.test_provenance import ALL, WAREHOUSE, carried, decided, evidence, gate
-from tests.reconcile.harness import Bench
+from tests.commands.reconcile.harness import Bench
+from tests.core.plan.test_plan import OK, dates, spec, world
+from tests.core.plan.test_provenance import ALL, WAREHOUSE, carried, decided, evidence, gate
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 TAGGED = "version: 1\nrequire_reviewed_merge: false\nscope: {dags: [fin_*], tags: [finance]}\n"

@@ -24,7 +24,7 @@ from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.secret import Secret
 from controller.core.model.spec import parse_date
-from tests.reconcile.harness import Bench
+from tests.commands.reconcile.harness import Bench
 
 # days of their own on every run (a kept Airflow has run others on these DAGs)
 FIRST = date(2013, 1, 1) + timedelta(days=8 * secrets.randbelow(400))

@@ -12,7 +12,7 @@
 - `notes`: the DAG-run notes of managed runs (the policy's `airflow_notes`);
 - `slots`: a backfill's slots, where the release lists them (3.4).
 
-The API facts it relies on are pinned by tests/airflow/test_contract.py, on each supported line (3.1, 3.2,
+The API facts it relies on are pinned by tests/adapters/airflow/test_contract.py, on each supported line (3.1, 3.2,
 3.3).
 """
 

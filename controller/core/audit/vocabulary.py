@@ -3,9 +3,9 @@ written (`AuditPhase`), how it ended (`Outcome`, or for an `observe` record the 
 of those are notification events (`event_of`).
 
 Every (action, outcome) a record can hold has a row in `OUTCOMES`, with its event or None (not an event): a
-word added to an enum without a decision fails tests/test_audit_vocabulary.py. A `finding` record's outcome is
-the finding's kind; the planner's kinds are no events (`core/plan` names them), but `Outcome.STUCK` and the alerts
-(an invalid file or policy, an edit in place: `Alert`) are.
+word added to an enum without a decision fails tests/core/audit/test_audit_vocabulary.py. A `finding` record's
+outcome is the finding's kind; the planner's kinds are no events (`core/plan` names them), but `Outcome.STUCK` and
+the alerts (an invalid file or policy, an edit in place: `Alert`) are.
 The records keep these words as plain text (a StrEnum is a str): the hashed body is what it always was.
 """
 

@@ -1,0 +1,88 @@
+"""What the approval gate reads of git, on real temporary repositories: the blob each spec and policy file reads
+at a commit (a symlink followed inside the folder only), ancestry, first parents, the branch's commits since a
+commit, the commit that last changed a file, and the authors of a span of commits (merges left out)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from controller.adapters.gitsource import GitSource
+from controller.errors import GitError
+from tests.adapters.test_git_paths import commit, git
+
+
+def blob(repo: Path, ref: str) -> str:
+    return git(repo, "rev-parse", ref)
+
+
+def test_file_blobs_follow_symlinks_inside_the_folder_only(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    specs = tmp_path / "specs"
+    (specs / "team").mkdir(parents=True)
+    (specs / "a.yaml").write_text("a\n")
+    (specs / "policy.yaml").write_text("version: 1\n")
+    (specs / "team" / "b.yml").write_text("b\n")
+    (specs / "notes.txt").write_text("not a spec\n")
+    (tmp_path / "outside.yaml").write_text("outside\n")
+    os.symlink("team/b.yml", specs / "link.yaml")
+    os.symlink("link.yaml", specs / "chain.yaml")
+    os.symlink("../outside.yaml", specs / "out.yaml")
+    os.symlink("loop-b.yaml", specs / "loop-a.yaml")
+    os.symlink("loop-a.yaml", specs / "loop-b.yaml")
+    os.symlink("team", specs / "folder.yaml")
+    head = commit(tmp_path, "specs")
+    found = GitSource(specs).history.file_blobs(head, specs)
+    assert found == {
+        "specs/a.yaml": blob(tmp_path, "HEAD:specs/a.yaml"),
+        "specs/policy.yaml": blob(tmp_path, "HEAD:specs/policy.yaml"),
+        "specs/team/b.yml": blob(tmp_path, "HEAD:specs/team/b.yml"),
+        "specs/link.yaml": blob(tmp_path, "HEAD:specs/team/b.yml"),  # what it reads, not the link's text
+        "specs/chain.yaml": blob(tmp_path, "HEAD:specs/team/b.yml"),
+    }
+    assert GitSource(tmp_path).history.file_blobs(head, tmp_path)["outside.yaml"] == blob(tmp_path, "HEAD:outside.yaml")
+
+
+def test_ancestry_parents_and_the_branchs_commits(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "a.yaml").write_text("a\n")
+    root = commit(tmp_path, "a")
+    (tmp_path / "README").write_text("not specs\n")
+    other = commit(tmp_path, "readme", when=1)
+    git(tmp_path, "checkout", "-q", "-b", "pr")
+    (tmp_path / "specs" / "b.yaml").write_text("b\n")
+    side = commit(tmp_path, "b", author="bob", when=2)
+    git(tmp_path, "checkout", "-q", "main")
+    git(tmp_path, "merge", "-q", "--no-ff", "-m", "Merge pull request #2", "pr", author="carol", when=3)
+    merge = git(tmp_path, "rev-parse", "HEAD")
+    source = GitSource(tmp_path / "specs")
+    history = source.history
+    folder = tmp_path / "specs"
+    assert (history.first_parent(root), history.first_parent(merge)) == (None, other)
+    assert (history.is_ancestor(root, merge), history.is_ancestor(side, merge), history.is_ancestor(merge, root)) == (
+        True,
+        True,
+        False,
+    )
+    assert history.branch_commits(None, merge, folder) == [root, merge]  # first parents only: the merge, not `side`
+    assert history.branch_commits(root, merge, folder) == [merge]
+    assert (history.carrier(merge, "specs/b.yaml"), history.carrier(merge, "specs/a.yaml")) == (merge, root)
+    assert history.carrier(merge, "specs/none.yaml") is None
+    assert history.depth(merge) == 4
+    assert source.authors_since(other, folder, merge) == {"specs/b.yaml": {"bob@example.com"}}  # no merge's author
+    assert source.authors_since(None, folder, merge) == {
+        "specs/a.yaml": {"alice@example.com"},
+        "specs/b.yaml": {"bob@example.com"},
+    }
+    assert history.blob(blob(tmp_path, "HEAD:specs/a.yaml")) == b"a\n"
+    assert (history.has_commit(merge), history.has_commit("0" * 40), history.has_commit("--all")) == (
+        True,
+        False,
+        False,
+    )
+    with pytest.raises(GitError, match="commit '0000000000000000000000000000000000000000' is not in this repository"):
+        history.is_ancestor("0" * 40, merge)
+    assert history.commit_of("HEAD") == merge

@@ -1,0 +1,200 @@
+"""Finished specs cost a pass nothing (issue 29), in a real git repository on the fake Airflow: a finished spec
+whose file is unchanged (its git blob is the one the store's index keeps) is not read, parsed or looked up in git
+history again; an edited one is read again; a store without index rows reads everything, as before, and plans
+the same."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, func, select
+
+from controller.adapters.gitsource import GitSource
+from controller.adapters.store import Store
+from controller.adapters.store.tables import spec_index
+from controller.commands.reconcile import finished
+from controller.commands.reconcile.reconciler import PassResult
+from controller.core.checks import validation
+from controller.core.documents.yamlsafe import load_document
+from tests.commands.reconcile.harness import Bench, fake
+from tests.fakes.airflow import FakeAirflow
+
+FINISHED = 6  # one-day specs queued on one DAG: each runs one run and finishes
+
+
+def git(root: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "alice", "GIT_AUTHOR_EMAIL": "alice@x"}
+    env |= {"GIT_COMMITTER_NAME": "alice", "GIT_COMMITTER_EMAIL": "alice@x"}
+    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(bench: Bench, message: str) -> None:
+    git(bench.root, "add", "-A")
+    git(bench.root, "commit", "-qm", message)
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(tmp_path, fake=FakeAirflow())
+    (tmp_path / ".gitignore").write_text("state.db*\n")
+    git(tmp_path, "init", "-q", "-b", "main")
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every spec file the validator parses (its YAML loaded), by path."""
+    parsed: list[str] = []
+
+    def counting(source: str, raw: bytes) -> Any:
+        parsed.append(Path(source).name)
+        return load_document(source, raw)
+
+    monkeypatch.setattr(validation, "load_document", counting)
+    return parsed
+
+
+@pytest.fixture
+def walks(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The paths each `git log` walks the history of."""
+    walked: list[list[str]] = []
+    real = GitSource._log
+
+    def spying(self: GitSource, *args: str) -> str:
+        walked.append(list(args[args.index("--") + 1 :]))
+        return real(self, *args)
+
+    monkeypatch.setattr(GitSource, "_log", spying)
+    return walked
+
+
+def finished_history(bench: Bench) -> PassResult:
+    """FINISHED specs, one commit each, run to the end; then a live one on another DAG, committed."""
+    for n in range(FINISHED):
+        bench.spec(f"done-{n}", start=f"2025-01-0{n + 1}", end=f"2025-01-0{n + 1}")
+        commit(bench, f"add done-{n}")
+    done = bench.until_terminal(passes=40)
+    assert set(bench.phases(done).values()) == {"Succeeded"}
+    bench.spec("live", dag="demo_hourly", start="2025-01-01T00:00:00Z", end="2025-01-01T05:00:00Z")
+    commit(bench, "add live")
+    fake(bench).scheduler_running = False  # the live spec stays running
+    return done
+
+
+def index_rows(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(spec_index)).scalar_one())
+
+
+def items(result: PassResult) -> list[tuple[str, str, str, str]]:
+    return [(i.spec, i.kind.value, i.phase.value, i.reason) for i in result.current.items]
+
+
+def test_a_second_pass_reads_no_finished_spec_and_walks_no_history_but_the_live_ones(
+    bench: Bench, reads: list[str], walks: list[list[str]]
+) -> None:
+    finished_history(bench)
+    reads.clear()
+    walks.clear()
+    first = bench.run()  # each finished spec was indexed in a pass that read it (the last one too)
+    assert reads == ["live.yaml"]
+    assert walks == [[":(top,literal)specs/live.yaml"], [":(top,literal)specs/live.yaml"]]  # the new file only
+    assert index_rows(bench.store) == FINISHED + 1  # every file, the live one for its provenance
+    reads.clear()
+    walks.clear()
+    second = bench.run()
+    assert reads == ["live.yaml"]
+    assert walks == []
+    assert items(second) == items(first)
+    assert [i.spec for i in second.plan.items] == [*(f"done-{n}" for n in range(FINISHED)), "live"]
+
+
+def test_editing_a_finished_specs_file_makes_it_read_again(bench: Bench, reads: list[str]) -> None:
+    finished_history(bench)
+    bench.run()
+    reads.clear()
+    bench.run()
+    assert reads == ["live.yaml"]
+    path = bench.specs / "done-2.yaml"
+    path.write_text(path.read_text() + "# a note for the change record\n")
+    commit(bench, "note on done-2")
+    reads.clear()
+    bench.run()
+    assert sorted(reads) == ["done-2.yaml", "live.yaml"]
+
+
+def test_a_store_without_index_rows_reads_everything_and_plans_the_same(bench: Bench, reads: list[str]) -> None:
+    finished_history(bench)
+    bench.run()
+    reads.clear()
+    indexed = bench.run()
+    assert reads == ["live.yaml"]
+    with bench.store.engine.begin() as conn:
+        conn.execute(delete(spec_index))
+    reads.clear()
+    rebuilt = bench.run()
+    assert len(reads) == FINISHED + 1
+    assert items(rebuilt) == items(indexed)
+    assert index_rows(bench.store) == FINISHED + 1  # and indexed again
+    reads.clear()
+    assert items(bench.run()) == items(indexed)
+    assert reads == ["live.yaml"]
+
+
+def test_a_lost_store_reads_everything_adopts_and_indexes_again(bench: Bench, reads: list[str]) -> None:
+    finished_history(bench)
+    bench.run()
+    before = bench.run()
+    bench.store.close()
+    (bench.root / "state.db").unlink()
+    bench.store = Store(bench.store_url)
+    reads.clear()
+    bench.run()  # adopts every backfill again (bindings are gone: no file can go unread yet), indexes every file
+    assert len(reads) == FINISHED + 1
+    assert index_rows(bench.store) == FINISHED + 1
+    reads.clear()
+    after = bench.run()
+    assert reads == ["live.yaml"]
+    assert [(s, k, p) for s, k, p, _r in items(after)] == [(s, k, p) for s, k, p, _r in items(before)]
+
+
+def test_a_watching_reconciler_keeps_the_index_between_passes_and_reads_what_changed(
+    bench: Bench, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One Reconciler, pass after pass (as under --watch): HEAD's blob ids and the specs built from the index rows
+    are made once; a commit that edits a finished file makes that file, and only it, read again."""
+    finished_history(bench)
+    bench.run()  # indexes every file
+    calls: list[str] = []
+    for owner, name in ((Store, "indexed_specs"), (GitSource, "blob_ids")):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda self, *a, _r=real, _n=name: calls.append(_n) or _r(self, *a))
+    built: list[int] = []
+    monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    watching = bench.reconciler()
+    reads.clear()
+    first = watching.run_once()
+    assert (calls, built, reads) == (["blob_ids", "indexed_specs"], [FINISHED], ["live.yaml"])
+    calls.clear(), built.clear(), reads.clear()
+    second = watching.run_once()
+    assert (calls, built, reads) == (["indexed_specs"], [0], ["live.yaml"])
+    assert items(second) == items(first)
+    path = bench.specs / "done-2.yaml"
+    path.write_text(path.read_text() + "# a note for the change record\n")
+    commit(bench, "note on done-2")
+    calls.clear(), built.clear(), reads.clear()
+    edited = watching.run_once()
+    assert (calls, sorted(reads)) == (["blob_ids", "indexed_specs"], ["done-2.yaml", "live.yaml"])
+    assert items(edited) == items(bench.run())  # what a new process plans
+    reads.clear()
+    bench.run()
+    fresh_reads = sorted(reads)
+    calls.clear(), built.clear(), reads.clear()
+    watching.run_once()
+    assert (calls, sorted(reads)) == (["indexed_specs"], fresh_reads)  # what a new process reads, nothing more
