@@ -349,17 +349,18 @@ def dag_load(client: AirflowClient, dag_id: str, slots: dict[str, int] | str | N
     pools and count; a part whose call fails is not known, and the line says why."""
     unknown: list[str] = []
     try:
-        assets, why = client.produced_assets(dag_id)
-        unknown += [why] if why else []
+        assets, not_read = client.produced_assets(dag_id)
     except AirflowError as exc:
-        assets = None
-        unknown.append(f"assets: not known ({exc.message})")
+        assets, not_read = None, f"assets: not known ({exc.message})"
+    unknown += [not_read] if not_read else []
+    assets_unknown = not_read if assets is None else None
     if slots is None:
-        return DagLoad(dag_id, assets=assets, unknown=tuple(unknown))
+        return DagLoad(dag_id, assets=assets, unknown=tuple(unknown), assets_unknown=assets_unknown)
     try:
         task_pools = client.task_pools(dag_id)
     except AirflowError as exc:
-        return DagLoad(dag_id, assets=assets, unknown=(*unknown, f"tasks and pools: not known ({exc.message})"))
+        unknown.append(f"tasks and pools: not known ({exc.message})")
+        return DagLoad(dag_id, assets=assets, unknown=tuple(unknown), assets_unknown=assets_unknown)
     pools = pools_of(task_pools, slots) if isinstance(slots, dict) else None
     unknown += [slots] if isinstance(slots, str) else []
-    return DagLoad(dag_id, len(task_pools), assets, pools, tuple(unknown))
+    return DagLoad(dag_id, len(task_pools), assets, pools, tuple(unknown), assets_unknown)

@@ -40,6 +40,7 @@ class DagLoad:
     assets: tuple[AssetTrigger, ...] | None = None
     pools: tuple[PoolUse, ...] | None = None
     unknown: tuple[str, ...] = ()  # why a part is not known, one line each
+    assets_unknown: str | None = None  # of those lines, the one that says why the assets are not known
 
     @property
     def consumers(self) -> tuple[str, ...]:

@@ -66,7 +66,7 @@ def _refused(item: Item, load: DagLoad | None, policy: Policy) -> Item:
         return item
     named = f"policy rule {rule.index + 1} (asset_consumers: {REQUIRE}) requires the spec's downstream to name them"
     if load.assets is None:
-        why = "; ".join(u for u in load.unknown if u.startswith("asset")) or "assets: not known"
+        why = load.assets_unknown or "assets: not known"
         reason = f"the DAGs each run of {item.dag_id} triggers cannot be read ({why}), and {named}"
     else:
         unnamed = unnamed_consumers(load, item.source.downstream, policy)

@@ -156,7 +156,8 @@ def test_a_system_whose_dags_list_a_consumer_names_it() -> None:
 
 
 def test_require_downstream_fails_closed_when_the_assets_cannot_be_read_and_a_refused_chunk_is_not_pending() -> None:
-    unread = DagLoad("d", unknown=("assets: not known (GET /api/v2/assets -> 403)",))
+    why = "assets: not known (GET /api/v2/assets -> 403)"
+    unread = DagLoad("d", unknown=(why, "tasks and pools: not known (x)"), assets_unknown=why)
     (item,) = with_load(Plan((create(),)), {"d": unread}, REQUIRE).items
     assert (item.kind, item.reason) == (
         Kind.REFUSE,
