@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controller.commands.reconcile.reconciler import PassResult
-from controller.core.model.guards import DAYS
+from controller.core.model.guards import DAYS, Guard, GuardKind
 from tests.commands.reconcile.harness import Bench
 
 pytestmark = pytest.mark.airflow
@@ -74,7 +74,7 @@ def test_three_specs_share_a_budget_of_four_two_at_a_time(bench: Bench) -> None:
     assert (waiting.phase.value, waiting.reason, waiting.guard) == (
         "Queued",
         "waiting for warehouse budget (4 of 4 in use by bud-a, bud-b)",
-        "budget warehouse",
+        Guard(GuardKind.BUDGET, "warehouse"),
     )
     samples: list[int] = []
     done = run_until(
@@ -110,7 +110,7 @@ def test_a_closed_window_holds_the_create_until_it_opens(bench: Bench) -> None:
     assert (held.phase.value, held.reason, held.guard) == (
         "Queued",
         f"queued by window until {opens:%H:%M} UTC",
-        "window",
+        Guard(GuardKind.WINDOW),
     )
     assert active_backfills(bench, ("demo_guard_a",), 2022) == []
     created = run_until(bench, lambda r: any(o == "created" for _, o in r.applied), seconds=150, sample=lambda: None)
@@ -167,4 +167,4 @@ def test_a_freeze_pauses_a_running_backfill_and_its_end_resumes_it(bench: Bench)
     ]
     binding = bench.store.binding("frz")
     assert binding is not None
-    assert (binding.guard, binding.applied_state.value) == ("", "active")
+    assert (binding.guard, binding.applied_state.value) == (None, "active")  # the freeze's pause is over
