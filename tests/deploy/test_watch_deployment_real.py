@@ -39,14 +39,19 @@ def ours(bench: Bench) -> list[tuple[str, str]]:
     return sorted((b.dag_id, b.from_date.date().isoformat()) for b in found if b.from_date.year == 2016)
 
 
-def until(what: Callable[[], bool], seconds: float, watcher: subprocess.Popen[str]) -> None:
+def until(what: Callable[[], bool], seconds: float, watcher: subprocess.Popen[str], log: Path | None = None) -> None:
+    """Wait for `what`; a timeout says what the watch process logged (under a loaded CI, why it was slow)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if what():
             return
-        assert watcher.poll() is None, "the watch process exited"
+        assert watcher.poll() is None, "the watch process exited" + _tail(log)
         time.sleep(0.5)
-    raise AssertionError(f"not within {seconds:g}s")
+    raise AssertionError(f"not within {seconds:g}s{_tail(log)}")
+
+
+def _tail(log: Path | None) -> str:
+    return "" if log is None else "; the watch's log ends:\n" + log.read_text()[-4000:]
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -96,13 +101,13 @@ def test_the_watch_deployment_gates_each_merge_with_its_own_evidence(bench: Benc
                 git(checkout, "pull", "-q", "--ff-only")  # the second process: git-sync's part
 
             merge("w-squash", "demo_tz", "squash", approved=True)
-            until(lambda: ours(bench) == [("demo_tz", "2016-04-01")], 90, watcher)
+            until(lambda: ours(bench) == [("demo_tz", "2016-04-01")], 180, watcher, log)  # a create, on a busy Airflow
             merge("w-merge", "demo_daily", "merge", approved=True)
-            until(lambda: len(ours(bench)) == 2, 90, watcher)
+            until(lambda: len(ours(bench)) == 2, 180, watcher, log)
             assert ours(bench) == [("demo_daily", "2016-04-01"), ("demo_tz", "2016-04-01")]
             merge("w-unapproved", "demo_daily", "squash", approved=False)
             head = git(checkout, "rev-parse", "HEAD")
-            until(lambda: getattr(bench.store.last_reconciled(), "commit", None) == head, 60, watcher)
+            until(lambda: getattr(bench.store.last_reconciled(), "commit", None) == head, 120, watcher, log)
             status, page = get(port, "/")
             health = get(port, "/healthz")
         finally:
