@@ -24,6 +24,7 @@ from tests.notify.receivers import free_port
 
 pytestmark = pytest.mark.airflow
 DAGS = ("demo_daily", "demo_tz")
+RANGE = ("2016-04-01", "2016-04-02")  # every spec of this test: no other real test backfills these days
 TOKEN = "github_pat_walkthrough_0123456789"
 
 
@@ -34,9 +35,11 @@ def bench(tmp_path: Path, airflow_url: str) -> Iterator[Bench]:
 
 
 def ours(bench: Bench) -> list[tuple[str, str]]:
+    """This test's backfills: its specs' exact range (other real tests backfill other days of 2016 on these DAGs)."""
     with bench.client() as client:
         found = [b for dag in DAGS for b in client.list_backfills(dag)]
-    return sorted((b.dag_id, b.from_date.date().isoformat()) for b in found if b.from_date.year == 2016)
+    mine = [b for b in found if (b.from_date.date().isoformat(), b.to_date.date().isoformat()) == RANGE]
+    return sorted((b.dag_id, b.from_date.date().isoformat()) for b in mine)
 
 
 def until(what: Callable[[], bool], seconds: float, watcher: subprocess.Popen[str], log: Path | None = None) -> None:
@@ -92,7 +95,7 @@ def test_the_watch_deployment_gates_each_merge_with_its_own_evidence(bench: Benc
 
             def merge(name: str, dag: str, method: str, approved: bool) -> None:
                 pull = forge.open()
-                bench.spec(name, dag=dag, start="2016-04-01", end="2016-04-02", mar=1)
+                bench.spec(name, dag=dag, start=RANGE[0], end=RANGE[1], mar=1)
                 forge.push(pull, f"add {name}")
                 merged = forge.merge(pull, method)
                 state = "APPROVED" if approved else "COMMENTED"
