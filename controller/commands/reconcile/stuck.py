@@ -56,11 +56,11 @@ def record_stuck(  # noqa: PLR0917 - the pass's reads, its record, and what it c
             reads = [pool.submit(_queued, client, item) for item in items]
             for item, read in zip(items, reads, strict=True):
                 queued, oldest = read.result()  # a failed read stops here, after the candidates before it
-                if not stuck.overdue(queued, oldest, clock(), stuck.threshold_of(item, threshold)):
+                if not stuck.overdue(queued, oldest, now, stuck.threshold_of(item, threshold)):
                     continue
                 health = health or client.scheduler_health()
                 found = stuck.find_stuck(
-                    item, queued, oldest, plan, health=health, now=clock(), threshold_minutes=threshold
+                    item, queued, oldest, plan, health=health, now=now, threshold_minutes=threshold
                 )
                 if found is not None:
                     _audit(recorder, loaded, found, found.message(threshold), recorded)
