@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import configparser
 import functools
+import os
 import posixpath
-from collections.abc import Container, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,28 @@ class GitSource:
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
+
+    def relatives(self, shown: Iterable[str]) -> dict[str, str]:
+        """`relative` of many paths: a file that is no symlink resolves through its folder, each folder once (one
+        `realpath` a folder, not one a file: 10,000 specs in one folder cost 0.6 s the other way)."""
+        root = str(self.root)
+        folders: dict[str, str] = {}
+        out = {}
+        for text in shown:
+            parent, name = os.path.split(text)
+            if name in ("", ".", "..") or os.path.islink(text):
+                out[text] = self.relative(Path(text))
+                continue
+            where = folders.get(parent)
+            if where is None:
+                where = folders[parent] = os.path.realpath(parent or ".")
+            if where == root:
+                out[text] = name
+            elif where.startswith(root + os.sep):
+                out[text] = f"{where[len(root) + 1 :]}/{name}"
+            else:
+                out[text] = self.relative(Path(text))  # outside the repository: its ValueError, as one path's
+        return out
 
     def _log(self, *args: str) -> str:
         """`git log -z`: paths NUL-terminated and never quoted (git quotes non-ASCII, quotes, newlines by default)."""

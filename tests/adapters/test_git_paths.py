@@ -172,3 +172,42 @@ def test_blob_ids_and_history_of_some_files_keep_odd_paths_and_leave_symlinks_ou
         assert {k: intros[k].sha for k in asked} == {asked[0]: first, "specs/new.yaml": renamed}
         assert {k: last[k].sha for k in asked} == {asked[0]: first, "specs/new.yaml": renamed}
     assert set(source.introductions(tmp_path / "specs", asked)) == set(asked)
+
+
+def test_relatives_of_many_paths_are_each_ones_relative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch resolves a folder once, yet answers what `relative` does for each: a symlinked file as its
+    target, a file in a symlinked folder through the folder, a path relative to the working directory."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    specs = tmp_path / "specs"
+    (specs / "team a").mkdir(parents=True)
+    (specs / "team a" / "one.yaml").write_text("a\n")
+    (specs / "two.yaml").write_text("b\n")
+    (specs / "link.yaml").symlink_to("team a/one.yaml")
+    (specs / "via").symlink_to("team a")
+    commit(tmp_path, "add")
+    monkeypatch.chdir(specs)
+    shown = ["two.yaml", "link.yaml", "via/one.yaml", "team a/one.yaml", str(specs / "two.yaml"), "new.yaml"]
+    source = GitSource(tmp_path)
+
+    relatives = source.relatives(shown)
+
+    assert relatives == {
+        "two.yaml": "specs/two.yaml",
+        "link.yaml": "specs/team a/one.yaml",
+        "via/one.yaml": "specs/team a/one.yaml",
+        "team a/one.yaml": "specs/team a/one.yaml",
+        str(specs / "two.yaml"): "specs/two.yaml",
+        "new.yaml": "specs/new.yaml",
+    }
+    assert relatives == {path: source.relative(Path(path)) for path in shown}
+
+
+def test_relatives_refuses_a_path_outside_the_repository_as_relative_does(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.yaml").write_text("a\n")
+    commit(repo, "add")
+
+    with pytest.raises(ValueError, match="is not in the subpath of"):
+        GitSource(repo).relatives([str(tmp_path / "elsewhere.yaml")])

@@ -98,7 +98,7 @@ def view_applied(
     git = GitSource(folder)
     if not git.available:
         return viewed, edits
-    edited = {s.path: git.relative(Path(s.path)) for s in specs if s.name in edits}
+    edited = git.relatives(s.path for s in specs if s.name in edits)
     last = git.last_commits(folder, sorted(edited.values()))
     commits = {path: last[rel].sha for path, rel in edited.items() if rel in last}
     return applied_view(specs, bindings, commits)

@@ -84,7 +84,7 @@ def unread_specs(
         return Unread()
     blobs = history.blob_ids(git, folder)
     prefix = git.relative(folder)
-    changed = frozenset(git.relative(Path(shown)) for shown in differing)
+    changed = frozenset(git.relatives(differing).values())
     index = store.indexed_specs()
     known = {
         path: row

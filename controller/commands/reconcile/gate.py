@@ -59,10 +59,10 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
     if head is None:
         return None
     files = git.history.file_blobs(head, folder)
-    paths = {
-        s.name: rel for s in facts.specs if (rel := git.relative(Path(s.path))) in files and s.name in facts.loaded
-    }
-    policy_path = min((p for p in files if p in policy_paths(git.history, folder)), default="")  # .yaml before .yml
+    relative = git.relatives(s.path for s in facts.specs if s.name in facts.loaded)
+    paths = {s.name: rel for s in facts.specs if (rel := relative.get(s.path)) is not None and rel in files}
+    policies = policy_paths(git.history, folder)
+    policy_path = min((p for p in files if p in policies), default="")  # .yaml before .yml
     gate = Gate(
         files,
         paths,
@@ -95,7 +95,8 @@ def _since_last(
     last = store.last_reconciled()
     since = None if last is None else last.commit
     if since is None:
-        return {p for p in files if p not in policy_paths(history, folder)}, None
+        policies = policy_paths(history, folder)
+        return {p for p in files if p not in policies}, None
     if since == head:  # a pass over the commit the last one reconciled: nothing changed
         return set(), None
     if not history.has_commit(since):
@@ -152,7 +153,8 @@ def _policy_at(git: GitSource, base: str | None, folder: Path) -> tuple[Policy, 
     history = git.history
     if base is None:
         return DEFAULT_POLICY, ""
-    found = [(p, b) for p, b in history.file_blobs(base, folder).items() if p in policy_paths(git.history, folder)]
+    policies = policy_paths(git.history, folder)
+    found = [(p, b) for p, b in history.file_blobs(base, folder).items() if p in policies]
     if not found:
         return DEFAULT_POLICY, ""
     path, blob = min(found)  # policy.yaml before policy.yml, as the reader takes it

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
@@ -148,7 +147,7 @@ class SpecLoader:
         by spec path) from there; the others' from git history, only their own files' when they are few. Also
         each looked-up spec's repository-relative path, and what git said of it."""
         history = self.git.available and self.git.head() is not None
-        relative = {s.path: self.git.relative(Path(s.path)) for s in specs if s.path not in indexed} if history else {}
+        relative = self.git.relatives(s.path for s in specs if s.path not in indexed) if history else {}
         origins = self._origins(sorted(set(relative.values())))
         for path, rel in relative.items():
             intro, last = origins.get(rel, Origins())

@@ -172,7 +172,8 @@ def _specs_at(git: GitSource, ref: str, specs_dir: Path, validator: SpecValidato
 def _authors(git: GitSource, ref: str, specs_dir: Path, items: list[LoadedSpec]) -> dict[str, tuple[str, ...]]:
     """Spec path → the e-mails of the authors of the pull request's commits (ref..HEAD) that touched it."""
     authors = git.authors_since(ref, specs_dir)
-    return {item.spec.path: tuple(sorted(authors.get(git.relative(Path(item.spec.path)), set()))) for item in items}
+    relative = git.relatives(item.spec.path for item in items)
+    return {item.spec.path: tuple(sorted(authors.get(relative[item.spec.path], set()))) for item in items}
 
 
 def _approvals(
