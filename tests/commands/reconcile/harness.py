@@ -1,4 +1,8 @@
-"""A reconcile test bench: a specs folder, a SQLite store and a client on the fake (or real) Airflow."""
+"""The whole-controller test bench: a specs folder, a SQLite store and a client on the fake (or real) Airflow.
+
+The one harness of the reconcile tests: the R18 state machine's `World` (reconcile_world.py) is a Bench too, opened
+with the seams it needs (a git repository, a store class counting writes, a wire in front of the fake, one clock).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,10 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,18 +48,37 @@ approvers: [bob]
 # reconcile's first line on a bench's folder, a warning (its time taken away by `tests.support.logcheck.untimed`): it
 # is no git repository, so nothing is committed to apply instead
 NOT_GIT = "warning: not in a git repository: the spec files are applied as they are on disk, unreviewed\n"
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # a git bench's first commit; each later one a second after the last
 
 
 class Bench:
     def __init__(
-        self, root: Path, *, url: str = "http://fake-airflow", fake: FakeAirflow | None = None, store_url: str = ""
+        self,
+        root: Path,
+        *,
+        url: str = "http://fake-airflow",
+        fake: FakeAirflow | None = None,
+        store_url: str = "",
+        open_store: Callable[[str], Store] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        wire: Callable[[httpx.Request], httpx.Response] | None = None,
+        git: bool = False,
+        actor: str = "ci-bot",
     ) -> None:
+        """`open_store` opens the store from its URL (default: the real one, on `clock`); `clock` is also the
+        reconciler's; `wire` takes every request of `client()` instead of the fake (faults, crash points); `git`
+        makes `root` a repository that `commit()` records the folder in."""
         self.root, self.url = root, url
         self.fake = fake
         self.specs = root / "specs"
         self.specs.mkdir(parents=True, exist_ok=True)
         self.store_url = store_url or f"sqlite:///{root}/state.db"
-        self.store = Store(self.store_url)
+        self.clock, self.wire, self.actor = clock, wire, actor
+        self.open_store: Callable[[str], Store] = open_store or (partial(Store, clock=clock) if clock else Store)
+        self.store = self.open_store(self.store_url)
+        self.commits = 0
+        if git:
+            self.git("init", "-q", "-b", "main")
         self.clients: list[AirflowClient] = []
         self.sent: list[httpx.Request] = []  # every request any of its clients sent (what each release is asked)
         self.environ: dict[str, str] = {}  # the variables other environments' Airflows are named by (the policy)
@@ -64,6 +89,33 @@ class Bench:
         for client in self.clients:
             client.close()
         self.store.close()
+
+    def reopen_store(self) -> None:
+        """A restarted process opens the store again."""
+        self.store.close()
+        self.store = self.open_store(self.store_url)
+
+    def git(self, *args: str) -> None:
+        """`git ARGS` in the bench's folder, as alice, dated by the commits so far (the same history every run)."""
+        moment = (EPOCH + timedelta(seconds=self.commits)).isoformat()
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "alice",
+            "GIT_AUTHOR_EMAIL": "alice@example.com",
+            "GIT_COMMITTER_NAME": "alice",
+            "GIT_COMMITTER_EMAIL": "alice@example.com",
+            "GIT_AUTHOR_DATE": moment,
+            "GIT_COMMITTER_DATE": moment,
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_NOSYSTEM": "1",
+        }
+        subprocess.run(["git", *args], cwd=self.root, env=env, check=True, capture_output=True)
+
+    def commit(self, message: str) -> None:
+        """Everything in the folder, committed (an empty commit if nothing changed)."""
+        self.commits += 1
+        self.git("add", "-A", ".")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
 
     def spec(
         self,
@@ -84,17 +136,16 @@ class Bench:
     def policy(self, text: str) -> None:
         (self.specs / "policy.yaml").write_text(textwrap.dedent(text))
 
-    def client(self) -> AirflowClient:
+    def client(self, **connection: Any) -> AirflowClient:
+        """A client on the bench's Airflow; `connection` overrides its options (`sleep`, `rng`, ...)."""
         transport: httpx.BaseTransport | None = self.fake.transport() if self.fake else None
+        if self.wire is not None:
+            transport = httpx.MockTransport(self.wire)
         # the CLI's preflight reads the version before a pass; the fake is 3.3.2 (a real server is asked)
         caps = newest() if self.fake else None
+        options: dict[str, Any] = {"transport": transport, "max_concurrency": self.max_concurrency}
         client = AirflowClient(
-            self.url,
-            username="admin",
-            password=Secret("admin"),
-            transport=transport,
-            capabilities=caps,
-            max_concurrency=self.max_concurrency,
+            self.url, username="admin", password=Secret("admin"), capabilities=caps, **(options | connection)
         )
         client.transport.http.event_hooks["request"].append(self.sent.append)
         self.clients.append(client)
@@ -109,7 +160,7 @@ class Bench:
             "BACKFILLCTL_AIRFLOW_PASSWORD": "admin",
             "BACKFILLCTL_STORE_URL": self.store_url,
             "BACKFILLCTL_SPECS_DIR": str(self.specs),
-            "BACKFILLCTL_ACTOR": "ci-bot",
+            "BACKFILLCTL_ACTOR": self.actor,
             **self.environ,
             **more,
         }
@@ -128,7 +179,7 @@ class Bench:
 
     def settings(self) -> Settings:
         return Settings(
-            specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor="ci-bot", environ=self.environ
+            specs_dir=self.specs, store_url=self.store_url, airflow_url=self.url, actor=self.actor, environ=self.environ
         )
 
     def connect(self, settings: Settings) -> AirflowClient:
@@ -147,9 +198,15 @@ class Bench:
         self.clients.append(client)
         return client
 
-    def reconciler(self, store: Store | None = None) -> Reconciler:
+    def reconciler(self, store: Store | None = None, *, client: AirflowClient | None = None) -> Reconciler:
+        clocked = {"clock": self.clock} if self.clock else {}
         return Reconciler(
-            self.settings(), store or self.store, self.client(), sleep=lambda _s: None, connect=self.connect
+            self.settings(),
+            store or self.store,
+            client or self.client(),
+            sleep=lambda _s: None,
+            connect=self.connect,
+            **clocked,
         )
 
     def run(self, **kwargs: Any) -> PassResult:

@@ -1,13 +1,15 @@
-"""A whole-controller test world: real git, real SQLite store, real Reconciler, the stateful fake Airflow.
+"""The R18 state machine's world: the reconcile `Bench` (harness.py, the one whole-controller harness) in a real git
+repository, with a real SQLite store, the real Reconciler and the stateful fake Airflow, all on one `Clock`.
 
 Used by the R18 state machine (tests/commands/reconcile/test_reconcile_machine.py) and by its pinned bug reproductions.
+The bench brings the specs folder, the store, the client and the settings; the world adds what the machine checks.
 Everything the controller touches is recorded on the way, so invariants can be checked from outside:
 
-- every HTTP request passes `World.wire`, which can inject a fault (a world event or a transport error)
-  and checks, at the moment a mutating request is sent, that the store already holds its `intent` and
-  that the target backfill is one the store owns;
-- every store write passes `CrashStore`, which counts it (a crash can be placed between any two calls,
-  HTTP or store) and checks each terminal phase written against the fake's ground truth of the runs.
+- every HTTP request passes `World.wire` (the bench's wire), which can inject a fault (a world event or a
+  transport error) and checks, at the moment a mutating request is sent, that the store already holds its
+  `intent` and that the target backfill is one the store owns;
+- every store write passes `CrashStore` (the bench's store), which counts it (a crash can be placed between
+  any two calls, HTTP or store) and checks each terminal phase written against the fake's ground truth of the runs.
 
 A crash is `Crash` (a BaseException, like SIGKILL it is caught by nothing in the controller) raised at the
 chosen call index, before or after the call takes effect; the reconciler object is then abandoned and the
@@ -21,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,15 +31,12 @@ from pathlib import Path
 
 import httpx
 
-from controller.adapters.airflow import AirflowClient
 from controller.adapters.store import Store
-from controller.commands.reconcile.reconciler import PassResult, Reconciler
-from controller.commands.runtime.settings import Settings
+from controller.commands.reconcile.reconciler import PassResult
 from controller.core.audit.chain import AuditEntry, AuditRecord
 from controller.core.model.binding import Binding, Phase
-from controller.core.model.capabilities import newest
-from controller.core.model.secret import Secret
 from controller.errors import AirflowError
+from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import Dag, FakeAirflow
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -47,22 +45,6 @@ CREATE = ("POST", "/api/v2/backfills")
 _PUT = re.compile(r"^/api/v2/backfills/(\d+)/(pause|unpause|cancel)$")
 FOREIGN_WINDOW = ("2024-06-01", "2024-06-02")  # hand-made backfills never overlap a spec's range
 TERMINAL = {p.value for p in Phase if p.terminal}
-
-SPEC = """\
-version: 1
-name: {name}
-dag_id: {dag}
-from_date: "{start}"
-to_date: "{end}"
-reprocess_behavior: {reprocess}
-max_active_runs: {mar}
-dag_run_conf: {{spec: {name}}}
-state: {state}
-ticket: CHG-1
-reason: A backfill driven by the reconcile state machine.
-requested_by: alice
-approvers: [bob]
-"""
 
 
 class Crash(BaseException):
@@ -105,17 +87,6 @@ class SpecModel:
     state: str = "active"
     present: bool = True
 
-    def text(self) -> str:
-        return SPEC.format(
-            name=self.name,
-            dag=self.dag,
-            start=self.start,
-            end=self.end,
-            reprocess=self.reprocess,
-            mar=self.mar,
-            state=self.state,
-        )
-
 
 @dataclass
 class PassRecord:
@@ -139,7 +110,9 @@ Fault = tuple[str, Callable[[httpx.Request], bool], Callable[[httpx.Request], "h
 class CrashStore(Store):
     """The real store; counts writes for crash placement and checks terminal phases against the fake."""
 
-    world: World
+    def __init__(self, url: str, *, world: World) -> None:
+        super().__init__(url, clock=world.clock)
+        self.world = world
 
     def append(self, entry: AuditEntry) -> AuditRecord:
         self.world.call("store")
@@ -170,55 +143,46 @@ class World:
     def __post_init__(self) -> None:
         self.fake = FakeAirflow(now=self.clock, dags=[Dag(d) for d in DAGS])
         self.fake.scheduler_running = False  # Airflow advances only when a rule says so
-        self.repo = self.root / "repo"
-        self.specs_dir = self.repo / "specs"
-        self.specs_dir.mkdir(parents=True)
-        self.commits = 0
-        self._git("init", "-q", "-b", "main")
-        self.store_path = self.root / "state.db"
+        self.store_path = self.root / "state.db"  # outside the repository: commits take the specs only
         shutil.copyfile(template_store(), self.store_path)
-        self.store = self._open_store()
         self.calls = 0
         self._pending_after = False
         self.in_pass = False
         self.faulted = False
         self.requests: list[tuple[str, str]] = []
+        self.bench = Bench(
+            self.root / "repo",
+            fake=self.fake,
+            store_url=f"sqlite:///{self.store_path}",
+            open_store=lambda url: CrashStore(url, world=self),
+            clock=self.clock,
+            wire=self.wire,
+            git=True,
+            actor="machine",
+        )
+        self.bench.max_concurrency = 1  # one request at a time: a crash point is the Nth call, in one order
+
+    @property
+    def store(self) -> Store:
+        return self.bench.store
 
     # --- git ----------------------------------------------------------------------------------------
 
-    def _git(self, *args: str) -> None:
-        moment = (BASE + timedelta(seconds=self.commits)).isoformat()
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "alice",
-            "GIT_AUTHOR_EMAIL": "alice@example.com",
-            "GIT_COMMITTER_NAME": "alice",
-            "GIT_COMMITTER_EMAIL": "alice@example.com",
-            "GIT_AUTHOR_DATE": moment,
-            "GIT_COMMITTER_DATE": moment,
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_CONFIG_NOSYSTEM": "1",
-        }
-        subprocess.run(["git", *args], cwd=self.repo, env=env, check=True, capture_output=True)
-
-    def commit(self, message: str) -> None:
-        self.commits += 1
-        self._git("add", "-A", ".")
-        self._git("commit", "-q", "--allow-empty", "-m", message)
-
     def write_spec(self, spec: SpecModel) -> None:
         self.specs[spec.name] = spec
-        path = self.specs_dir / f"{spec.name}.yaml"
         if spec.present:
-            path.write_text(spec.text())
+            conf = f"{{spec: {spec.name}}}"  # each spec tags its backfills' conf
+            self.bench.spec(
+                spec.name, spec.dag, spec.start, spec.end, spec.reprocess, spec.mar, dag_run_conf=conf, state=spec.state
+            )
         else:
-            path.unlink(missing_ok=True)
-        self.commit(f"{spec.name}: {spec.state if spec.present else 'deleted'}")
+            (self.bench.specs / f"{spec.name}.yaml").unlink(missing_ok=True)
+        self.bench.commit(f"{spec.name}: {spec.state if spec.present else 'deleted'}")
 
     def set_drift(self, mode: str) -> None:
         self.drift = mode
-        (self.specs_dir / "policy.yaml").write_text(f"version: 1\ndrift: {mode}\n")
-        self.commit(f"policy: drift {mode}")
+        self.bench.policy(f"version: 1\ndrift: {mode}\n")
+        self.bench.commit(f"policy: drift {mode}")
 
     # --- Airflow's other users and its scheduler ---------------------------------------------------
 
@@ -247,24 +211,14 @@ class World:
 
     # --- the store ----------------------------------------------------------------------------------
 
-    def _open_store(self) -> CrashStore:
-        store = CrashStore(f"sqlite:///{self.store_path}", clock=self.clock)
-        store.world = self
-        return store
-
-    def reopen_store(self) -> None:
-        """A restarted process opens the store again."""
-        self.store.close()
-        self.store = self._open_store()
-
     def lose_store(self) -> None:
         """The store file is gone (a new runner without the volume): a fresh, empty, migrated store."""
         self.store.close()
         shutil.copyfile(template_store(), self.store_path)
-        self.store = self._open_store()
+        self.bench.store = self.bench.open_store(self.bench.store_url)
 
     def events(self) -> list[AuditRecord]:
-        return list(Store.events(self.store))
+        return self.bench.events()
 
     # --- crash placement ----------------------------------------------------------------------------
 
@@ -358,32 +312,14 @@ class World:
 
     # --- a pass -------------------------------------------------------------------------------------
 
-    def client(self) -> AirflowClient:
-        return AirflowClient(
-            "http://fake-airflow",
-            username="admin",
-            password=Secret("admin"),
-            transport=httpx.MockTransport(self.wire),
-            sleep=lambda _s: None,
-            rng=lambda: 0.0,
-            capabilities=newest(),  # the CLI's preflight reads them before a pass
-        )
-
     def reconcile(self) -> PassRecord:
-        settings = Settings(
-            specs_dir=self.specs_dir,
-            store_url=f"sqlite:///{self.store_path}",
-            airflow_url="http://fake-airflow",
-            actor="machine",
-        )
         first_request, seq_before = len(self.requests), (self.events() or [None])[-1]
         start_seq = seq_before.seq if seq_before else 0
         self.calls, self.faulted, self.in_pass = 0, False, True
-        client = self.client()
+        client = self.bench.client(sleep=lambda _s: None, rng=lambda: 0.0)
         result: PassResult | None = None
         try:
-            reconciler = Reconciler(settings, self.store, client, clock=self.clock, sleep=lambda _s: None)
-            result = reconciler.run_once()
+            result = self.bench.reconciler(client=client).run_once()
             status = "ok"
         except Crash:
             status = "crash"
@@ -394,7 +330,7 @@ class World:
             self.crash = None  # a crash point belongs to one pass
             client.close()
         if status == "crash":
-            self.reopen_store()
+            self.bench.reopen_store()
         record = PassRecord(
             len(self.passes) + 1,
             status,

@@ -1,8 +1,10 @@
 """R18 `test_reconcile_state_machine`: Hypothesis drives the whole reconciler against the stateful fake.
 
 Real parts: `Reconciler.run_once`, the SQLite store in a temp dir, git in a temp repository (every spec
-change is a commit; queue order comes from git history). The fake Airflow (which passes the contract
-tests on the real server too) has its scheduler stopped; rules advance it.
+change is a commit; queue order comes from git history), all opened by the reconcile tests' one harness
+(`World` in reconcile_world.py is a `Bench` of harness.py with a wire, a counting store and one clock).
+The fake Airflow (which passes the contract tests on the real server too) has its scheduler stopped; rules
+advance it.
 
 Rules: add a spec · change its `state` · delete it · restore it · set the drift policy · a reconcile pass
 · Airflow starts runs / finishes one (success or failed) / marks backfills complete / drains everything
