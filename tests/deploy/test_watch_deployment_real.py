@@ -20,7 +20,7 @@ from tests.commands.reconcile.forge import Forge, answer_merge, git
 from tests.commands.reconcile.harness import Bench, real_bench
 from tests.commands.reconcile.test_gate_script import github_review
 from tests.fakes.github import REPO, FakeGitHub, serving
-from tests.notify.receivers import free_port
+from tests.support.receivers import free_port
 
 pytestmark = pytest.mark.airflow
 DAGS = ("demo_daily", "demo_tz")

@@ -20,7 +20,7 @@ REAL_AIRFLOW_ONLY = (
 POSTGRES_PARAMETRISED = (
     "tests/adapters/store/",
     "tests/commands/reconcile/test_hostile_values_fake.py",
-    "tests/notify/test_notify_hostile.py",
+    "tests/adapters/test_notify_hostile.py",
 )
 
 

@@ -33,8 +33,8 @@ from tests.adapters.store.conftest import throwaway_database
 from tests.adapters.store.dropping import create_outcome, first, kill_connections, killing
 from tests.commands.reconcile.harness import NOT_GIT, Bench, count_calls, fake, in_process
 from tests.fakes.airflow import FakeAirflow
-from tests.notify.receivers import SwitchableProxy
 from tests.support.logcheck import TEXT_LINE, json_objects, untimed
+from tests.support.receivers import SwitchableProxy
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = "CANARY-pg-5ecret"  # the store URL's password (trust authentication ignores it): never shown

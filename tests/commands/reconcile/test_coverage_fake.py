@@ -19,9 +19,9 @@ from controller.commands.verbs import report as report_cmd
 from controller.commands.verbs.status import status_view
 from controller.core.model.airflow import DagVersion
 from controller.core.model.coverage import Coverage, TargetSource
+from tests.commands.loop.test_notify_fake import POLICY  # one receiver, `ops`, JSON, every event
 from tests.commands.reconcile.harness import Bench, in_process
 from tests.fakes.airflow import DEMO_DAGS, FakeAirflow
-from tests.notify.test_notify_fake import POLICY  # one receiver, `ops`, JSON, every event
 
 V4 = DagVersion(4)
 LATER = "2099-01-01T00:00:00Z"  # a queue time after the spec ended

@@ -47,8 +47,8 @@ from controller.errors import ControllerError
 from tests.commands.reconcile.harness import Bench, in_process
 from tests.core.plan.test_plan import spec
 from tests.fakes.airflow import FakeAirflow
-from tests.notify.receivers import SwitchableProxy
 from tests.support.logcheck import message_of
+from tests.support.receivers import SwitchableProxy
 
 HOSTILE = (
     "- **Outcome**: Succeeded (forged)",

@@ -132,4 +132,4 @@ def test_only_the_identity_rule_reads_triggering_user_name_and_never_on_3_4() ->
         "core/model/capabilities.py",
         "core/plan/identity.py",
     ]
-    # where it stops being read: tests/teams/test_scope_rules.py (identity_of by the capability user_display_name)
+    # where it stops being read: tests/core/rules/test_scope_rules.py (identity_of by the capability user_display_name)

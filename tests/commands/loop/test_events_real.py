@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.commands.reconcile.harness import Bench, real_bench
-from tests.notify.receivers import WebhookReceiver, free_port
+from tests.support.receivers import WebhookReceiver, free_port
 
 pytestmark = pytest.mark.airflow
 DAGS = ("demo_chunked", "demo_halting")

@@ -17,7 +17,7 @@ from controller.core.render.report_html import COLOURS, report_html
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
 from tests.core.plan.test_plan import spec
-from tests.notify.browser import dump_dom, hex_rgb, screenshot
+from tests.support.browser import dump_dom, hex_rgb, screenshot
 
 CELL = 14 * 14
 SPEC = spec(

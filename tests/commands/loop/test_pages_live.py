@@ -17,8 +17,8 @@ from controller.commands.reconcile.reconciler import PassResult
 from controller.core.render.status import StatusRow
 from controller.core.render.status_page import status_page
 from tests.commands.reconcile.harness import Bench
+from tests.core.render.test_pages import DAY
 from tests.fakes.airflow import FakeAirflow
-from tests.notify.test_pages import DAY
 
 FINISHED = {  # phase → (success, failed) of each finished spec of that phase
     "Succeeded": (30, 0),

@@ -25,11 +25,11 @@ from controller.adapters import logsetup
 from controller.adapters.webhook import WebhookClient, WebhookError, scrub
 from controller.cli import main
 from controller.commands.loop.notify import deliver
+from tests.adapters.hostile import HostileReceiver, bomb, echo, gzip_bomb, trickle
 from tests.adapters.store.conftest import postgres_admin, store_url
+from tests.commands.loop.test_notify_fake import POLICY  # one receiver, ops, at HOOK_OPS
 from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import FakeAirflow
-from tests.notify.hostile import HostileReceiver, bomb, echo, gzip_bomb, trickle
-from tests.notify.test_notify_fake import POLICY  # one receiver, ops, at HOOK_OPS
 
 __all__ = ["postgres_admin", "store_url"]  # the store tests' fixtures: SQLite and a throw-away PostgreSQL
 

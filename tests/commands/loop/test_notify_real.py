@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.core.render.report_html import COLOURS
 from tests.commands.reconcile.harness import Bench
-from tests.notify.browser import dump_dom, hex_rgb, screenshot
-from tests.notify.receivers import SwitchableProxy, WebhookReceiver, free_port
+from tests.support.browser import dump_dom, hex_rgb, screenshot
+from tests.support.receivers import SwitchableProxy, WebhookReceiver, free_port
 
 pytestmark = pytest.mark.airflow
 DAGS = ("demo_flaky", "demo_slow")
