@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import configparser
 import functools
-import os
 import posixpath
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 import git
 
 from controller.adapters.files import SPEC_SUFFIXES, display, has_spec_suffix
-from controller.adapters.githistory import LINK_HOPS, REGULAR, SAFE_REF, GitHistory
+from controller.adapters.githistory import LINK_HOPS, REGULAR, SAFE_REF, GitHistory, relative_paths
 from controller.core.model.spec import SourceFile
 from controller.errors import GitError, ShallowClone
 
@@ -96,26 +95,7 @@ class GitSource:
         return path.resolve().relative_to(self.root).as_posix()
 
     def relatives(self, shown: Iterable[str]) -> dict[str, str]:
-        """`relative` of many paths: a file that is no symlink resolves through its folder, each folder once (one
-        `realpath` a folder, not one a file: 10,000 specs in one folder cost 0.6 s the other way)."""
-        root = str(self.root)
-        folders: dict[str, str] = {}
-        out = {}
-        for text in shown:
-            parent, name = os.path.split(text)
-            if name in ("", ".", "..") or os.path.islink(text):
-                out[text] = self.relative(Path(text))
-                continue
-            where = folders.get(parent)
-            if where is None:
-                where = folders[parent] = os.path.realpath(parent or ".")
-            if where == root:
-                out[text] = name
-            elif where.startswith(root + os.sep):
-                out[text] = f"{where[len(root) + 1 :]}/{name}"
-            else:
-                out[text] = self.relative(Path(text))  # outside the repository: its ValueError, as one path's
-        return out
+        return relative_paths(self.root, shown)  # each one's `relative`, with one realpath a folder
 
     def _log(self, *args: str) -> str:
         """`git log -z`: paths NUL-terminated and never quoted (git quotes non-ASCII, quotes, newlines by default)."""
