@@ -24,7 +24,7 @@ from controller.commands.verbs.pr_comment import read_changed
 from controller.core.checks.approval import latest_decisions, parse_reviews
 from controller.core.documents.secret_places import PR as PR_JOB
 from controller.core.documents.secret_places import RECONCILE as RECONCILE_JOB
-from controller.core.documents.secret_places import SECRETS, Place, place_of, secrets_table
+from controller.core.documents.secret_places import SECRETS, Place, secrets_table
 from controller.core.documents.secret_places import STOP as STOP_JOB
 from controller.core.render.pr_comment import MARKER
 
@@ -36,6 +36,12 @@ SHA_LINE = re.compile(r"^\s*(?:- )?uses: (\S+) # v\d+\.\d+\.\d+$")
 PR, RECONCILE = "reusable-backfill-pr.yml", "reusable-backfill-reconcile.yml"  # the callers' one definition
 STOP = "reusable-backfill-stop.yml"
 CALLERS = {"backfill-pr.yml": PR, "backfill-reconcile.yml": RECONCILE, "backfill-stop.yml": STOP}
+
+
+def place_of(name: str) -> Place:
+    """Where the secrets table says `name` lives (exactly one row names it)."""
+    (found,) = [row.place for row in SECRETS if name in row.names]
+    return found
 
 
 def load(name: str) -> dict[Any, Any]:

@@ -357,10 +357,6 @@ def _notify_receivers(item: LoadedSpec, policy: Policy, _now: datetime) -> Itera
             )
 
 
-def is_placeholder(diagnostic: Diagnostic) -> bool:
-    return diagnostic.message.startswith(PLACEHOLDER)
-
-
 _CHECKS: tuple[Check, ...] = (
     _no_placeholders,
     check_drain,

@@ -79,11 +79,6 @@ SECRETS = (
 )
 
 
-def place_of(name: str) -> Place:
-    (found,) = [row.place for row in SECRETS if name in row.names]
-    return found
-
-
 def secrets_table() -> str:
     """The table as Markdown (docs/least-privilege.md and the team README carry it as it is)."""
     rows = ["| secret | where | read by (workflow: steps) | needs |", "|---|---|---|---|"]
