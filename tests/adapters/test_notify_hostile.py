@@ -24,7 +24,7 @@ import pytest
 from controller.adapters import logsetup
 from controller.adapters.webhook import WebhookClient, WebhookError, scrub
 from controller.cli import main
-from controller.commands.loop.notify import deliver
+from controller.commands.loop.notify import DeliveryFailure, deliver
 from tests.adapters.hostile import HostileReceiver, bomb, echo, gzip_bomb, trickle
 from tests.adapters.store.conftest import postgres_admin, store_url
 from tests.commands.loop.test_notify_fake import POLICY  # one receiver, ops, at HOOK_OPS
@@ -147,7 +147,7 @@ def test_an_echoed_path_reaches_no_log_status_or_store(
         logger.setLevel(level)
         logger.propagate = propagate
     said = "receiver ops: HTTP 404 no such webhook: [redacted] ([redacted])"
-    assert (stats.failed, stats.delivered) == ([said], [])
+    assert (stats.failed, stats.delivered) == ([DeliveryFailure("ops", said)], [])
     (row,) = bench.store.due_notifications("9999")
     assert row.last_error == said
     logged = [json.loads(line)["event"] for line in lines.getvalue().splitlines()]
@@ -216,7 +216,10 @@ def test_a_trickling_receiver_holds_a_pass_no_longer_than_its_budget(
     assert [(r.attempts, r.last_error) for r in bench.store.due_notifications("9999")] == [(0, None), (0, None)]
     with WebhookClient(timeout=1.5) as client:  # a deadline of its own within the budget: a failure, retried
         stats = deliver(bench.store, policy, env, bench.settings(), budget=10.0, client=client)
-    assert (stats.failed, stats.deferred) == (["receiver ops: timed out (no whole answer within 1.5 s)"], 1)
+    assert (stats.failed, stats.deferred) == (
+        [DeliveryFailure("ops", "receiver ops: timed out (no whole answer within 1.5 s)")],
+        1,
+    )
     bench.close()
 
 

@@ -37,10 +37,18 @@ NOTIFY_BACKOFF = Backoff(base=5.0, cap=300.0, jitter=0.25, attempts=1_000_000)  
 DEFAULT_BUDGET = 10.0  # seconds of delivering per pass at most
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveryFailure:
+    """A delivery that failed: to which receiver (the metric's label), and what it said (no URL, ever)."""
+
+    receiver: str
+    error: str  # "receiver NAME: what went wrong"
+
+
 @dataclass
 class DeliveryStats:
     delivered: list[str] = field(default_factory=list)  # idempotency keys
-    failed: list[str] = field(default_factory=list)  # "receiver: error" lines (no URL, ever)
+    failed: list[DeliveryFailure] = field(default_factory=list)
     deferred: int = 0  # due but left for the next pass (budget spent, or the receiver failed this pass)
 
 
@@ -81,7 +89,7 @@ def deliver(
                     stats.deferred += 1
                     continue
                 _failed(store, row, exc.message, clock())
-                stats.failed.append(exc.message)
+                stats.failed.append(DeliveryFailure(row.receiver, exc.message))
                 continue
             store.notification_delivered(row.id, stamp(clock()))
             stats.delivered.append(row.key)

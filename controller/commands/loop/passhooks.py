@@ -156,9 +156,9 @@ class PassHooks:
         except ControllerError as exc:  # the store had a hiccup: the rows stay, the next pass tries again
             log.warning("notification delivery skipped this pass: %s", exc.message)
             return
-        for line in stats.failed:
+        for failure in stats.failed:
             if self.metrics is not None:
-                self.metrics.failed_deliveries.labels(line.split(":", 1)[0].removeprefix("receiver ")).inc()
+                self.metrics.failed_deliveries.labels(failure.receiver).inc()
         if stats.delivered:
             log.info("delivered %d notification(s)", len(stats.delivered))
 

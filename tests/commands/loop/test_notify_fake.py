@@ -13,7 +13,8 @@ import pytest
 
 from controller.adapters.webhook import WebhookClient
 from controller.cli import main
-from controller.commands.loop.notify import deliver, notify_status, status_render
+from controller.commands.loop.notify import DeliveryFailure, deliver, notify_status, status_render
+from controller.commands.loop.passhooks import MonitorOptions, PassHooks
 from tests.commands.reconcile.harness import Bench
 from tests.fakes.airflow import FakeAirflow
 
@@ -65,7 +66,7 @@ def test_created_event_is_queued_delivered_once_and_retried_after_a_failure(benc
         client=receiver([503], seen),
         clock=lambda: NOW,
     )
-    assert failed.failed == ["receiver ops: HTTP 503 fine"]
+    assert failed.failed == [DeliveryFailure("ops", "receiver ops: HTTP 503 fine")]
     assert bench.store.due_notifications("2030-01-01T00:00:04.000000Z") == []  # backoff: 5 s (+ up to 25 % jitter)
     view = status_render(notify_status(bench.settings()))
     assert (
@@ -106,7 +107,7 @@ def test_a_missing_environment_variable_is_a_failed_delivery_that_names_it(bench
     bench.spec("s2")
     bench.run()
     stats = deliver(bench.store, bench.reconciler().load().policy, {}, bench.settings(), clock=lambda: NOW)
-    assert stats.failed == ["receiver ops: the environment variable HOOK_OPS is not set"]
+    assert stats.failed == [DeliveryFailure("ops", "receiver ops: the environment variable HOOK_OPS is not set")]
 
 
 def test_markdown_report_has_a_text_calendar_offline(
@@ -125,3 +126,23 @@ def test_markdown_report_has_a_text_calendar_offline(
         "Set BACKFILLCTL_AIRFLOW_URL to read every run of the range from Airflow for the full map.",
     ]
     assert out.index("## Calendar") < out.index("## Audit trail")
+
+
+def test_a_failed_delivery_counts_against_its_receiver_in_the_metrics(bench: Bench) -> None:
+    """The counter's label is the receiver the failure belongs to, as a value (not read back out of its message)."""
+    bench.spec("s2")
+    reconciler = bench.reconciler()
+    with PassHooks(bench.settings(), MonitorOptions(port=0), env={}, clock=lambda: NOW) as hooks:
+        with hooks.around(reconciler) as done:
+            done(reconciler.run_once())
+        assert hooks.metrics is not None
+        failures = hooks.metrics.registry.get_sample_value(
+            "backfillctl_notification_delivery_failures_total", {"receiver": "ops"}
+        )
+    assert failures == 1.0
+    (row,) = bench.store.due_notifications("9999")
+    assert (row.receiver, row.attempts, row.last_error) == (
+        "ops",
+        1,
+        "receiver ops: the environment variable HOOK_OPS is not set",
+    )

@@ -21,7 +21,7 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.logsetup import Redactor
-from controller.commands.loop.notify import deliver
+from controller.commands.loop.notify import DeliveryFailure, deliver
 from controller.commands.reconcile.reconciler import Reconciler
 from controller.core.model.secret import Secret
 from controller.core.rules.retrying import Backoff
@@ -242,7 +242,11 @@ def test_a_malformed_webhook_url_names_its_variable_not_its_value(tmp_path: Path
         stats = deliver(bench.store, bench.reconciler().load().policy, env, bench.settings(), everything=True)
     finally:
         bench.close()
-    assert stats.failed == ["receiver ops: the environment variable HOOK_OPS contains a space or a control character"]
+    assert stats.failed == [
+        DeliveryFailure(
+            "ops", "receiver ops: the environment variable HOOK_OPS contains a space or a control character"
+        )
+    ]
 
 
 # --- Airflow's refusals say "refused the credentials"; an odd login answer is said, never crashes ------------
