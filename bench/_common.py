@@ -264,6 +264,18 @@ def calls_text(calls: Counter[tuple[str, str]]) -> str:
     return ", ".join(f"{n}× {m} {r}" for (m, r), n in sorted(calls.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def empty_pass_env(env: Mapping[str, str], specs: Path, store: Path, url: str) -> dict[str, str]:
+    """The environment of a `reconcile --once` over the `specs` folder and the SQLite `store`, whose preflight a
+    loopback server at `url` answers (`tests.fakes.loopback.serving`)."""
+    return {
+        **env,
+        "BACKFILLCTL_SPECS_DIR": str(specs),
+        "BACKFILLCTL_STORE_URL": f"sqlite:///{store}",
+        "BACKFILLCTL_AIRFLOW_URL": url,
+        "BACKFILLCTL_AIRFLOW_TOKEN": "bench-token",
+    }
+
+
 def backfillctl() -> str:
     return str(BIN / "backfillctl")
 

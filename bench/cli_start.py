@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from _common import REPO, alternate, backfillctl, load_note, median, run, table
+from _common import REPO, alternate, backfillctl, empty_pass_env, load_note, median, run, table
 
 from tests.fakes.loopback import serving
 
@@ -48,13 +48,7 @@ def main() -> None:
         env = {**os.environ, "BACKFILLCTL_SPECS_DIR": str(folder)}
         env.pop("BACKFILLCTL_AIRFLOW_URL", None)  # validate must not reach out to an Airflow
         (folder / "empty").mkdir()
-        pass_env = {
-            **env,
-            "BACKFILLCTL_SPECS_DIR": str(folder / "empty"),
-            "BACKFILLCTL_STORE_URL": f"sqlite:///{folder}/state.db",
-            "BACKFILLCTL_AIRFLOW_URL": url,
-            "BACKFILLCTL_AIRFLOW_TOKEN": "bench-token",
-        }
+        pass_env = empty_pass_env(env, folder / "empty", folder / "state.db", url)
         run([backfillctl(), "store", "migrate"], cwd=folder, env=pass_env)  # a reconciler's store after its first run
         commands = {
             "python -c pass (floor)": [sys.executable, "-c", "pass"],
