@@ -154,21 +154,16 @@ def relative_paths(root: Path, shown: Iterable[str]) -> dict[str, str]:
     """Each path resolved and made relative to `root` (a resolved repository root), as `Path.resolve` would: a
     file that is no symlink resolves through its folder, each folder once (one `realpath` a folder, not one a file:
     10,000 specs in one folder cost 0.6 s the other way). A path outside `root` is `relative_to`'s ValueError."""
-    top = str(root)
-    folders: dict[str, str] = {}
-    out = {}
-    for text in shown:
+    top, folders = str(root), dict[str, str]()
+
+    def one(text: str) -> str:
         parent, name = os.path.split(text)
-        if name in ("", ".", "..") or os.path.islink(text):
-            out[text] = Path(text).resolve().relative_to(root).as_posix()
-            continue
-        where = folders.get(parent)
-        if where is None:
-            where = folders[parent] = os.path.realpath(parent or ".")
-        if where == top:
-            out[text] = name
-        elif where.startswith(top + os.sep):
-            out[text] = f"{where[len(top) + 1 :]}/{name}"
-        else:
-            out[text] = Path(text).resolve().relative_to(root).as_posix()  # outside: its ValueError, as one path's
-    return out
+        if name not in ("", ".", "..") and not os.path.islink(text):
+            where = folders.get(parent) or folders.setdefault(parent, os.path.realpath(parent or "."))
+            if where == top:
+                return name
+            if where.startswith(top + os.sep):
+                return f"{where[len(top) + 1 :]}/{name}"
+        return Path(text).resolve().relative_to(root).as_posix()  # a symlink, or outside: as one path's
+
+    return {text: one(text) for text in shown}
