@@ -57,6 +57,7 @@ class LoopOptions:
     allow_dirty: bool = False  # apply spec files that differ from HEAD (audited)
     # the merged changes' evidence and the commits whose evidence could not be fetched: the gate at reconcile
     evidence: EvidenceGiven = field(default_factory=EvidenceGiven)
+    rest_finished: bool = False  # the only view is the pass's plan text: count finished specs at rest, not build them
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ def reconcile_loop(
     ):
         hooks.attach(reconciler)
         reconciler.evidence = options.evidence
+        reconciler.rest_finished = options.rest_finished and options.monitor.port is None
         lost = 0  # attempts in a row that lost the store
         while True:
             try:

@@ -132,6 +132,7 @@ class Reconciler:
         self.connect = connect  # opens another environment's client (None: production only)
         self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
         self.stages = StageRunner(store, self.client_for, self.clock)
+        self.rest_finished = False  # only `--once`'s text shows the pass: count finished specs at rest, not build them
 
     def client_for(self, name: str, dag_id: str) -> AirflowClient:
         """The client of an environment the policy declares (production's is the session's); another one is opened
@@ -183,7 +184,7 @@ class Reconciler:
     ) -> tuple[Desired, dict[str, Binding]]:
         """What the pass plans from, and the bindings with what each applied spec asked then: an edited spec is
         planned as it was applied and shown Blocked (`core.plan.edits`)."""
-        found = self.load(bindings, source)
+        found = self.specs.load(bindings, source, rest=self.rest_finished)
         bound = with_applied(bindings, found.valid, self.store, self.git, self.settings.specs_dir)
         commits = {path: origin.commit for path, origin in self.provenance.items() if origin.commit}
         specs, edits = applied_view(found.valid, bound, commits)
@@ -191,8 +192,9 @@ class Reconciler:
         where = errors[0].location.source if errors else (found.policy.path or "specs/policy.yaml")
         policy = (last_good_policy(self.store) or found.policy) if errors else found.policy  # guards keep pausing
         check_production(self.settings, policy)
+        held = tuple(e.text() for e in errors)
         desired = Desired(
-            tuple(specs), policy, found.invalid, edits, tuple(e.text() for e in errors), where, found.policy_text
+            tuple(specs), policy, found.invalid, edits, held, where, found.policy_text, self.specs.at_rest
         )
         return desired, bound
 

@@ -27,8 +27,10 @@ from controller.core.checks.names import check_names_in_tree
 from controller.core.checks.result import SpecSet, ValidationResult
 from controller.core.model.binding import Binding
 from controller.core.model.policy import Policy
-from controller.core.model.spec import BackfillSpec, SourceFile
+from controller.core.model.spec import PUBLISH, BackfillSpec, SourceFile
 from controller.core.plan.provenance import SpecOrigin
+from controller.core.plan.rest import Finished, at_rest
+from controller.core.plan.values import AtRest
 
 HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
 
@@ -73,12 +75,16 @@ class SpecLoader:
         self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.history = History()  # the spec index as the passes of this process keep it
+        self.at_rest = AtRest()  # the last load's finished specs on DAGs at rest (with `rest`): counted, not built
 
-    def load(self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None) -> SpecSet:
+    def load(
+        self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None, *, rest: bool = False
+    ) -> SpecSet:
         """The valid specs in queue order, each invalid file on its own, and the policy, from the working tree or
         (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
         read, not validated again, and those the store's index keeps are not read at all (`finished.py`:
-        a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass). What the
+        a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass); with `rest`,
+        those on DAGs at rest are not even built (`at_rest`: a view that lists every spec asks without). What the
         policy says of a spec already applied is a warning (it can no longer change what ran)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
         unread = Unread()
@@ -96,6 +102,9 @@ class SpecLoader:
         found = result.split()
         invalid = {s.path for s in found.invalid}
         valid = [item for item in result.loaded if item.spec.path not in invalid]
+        self.at_rest = self._resting(rows, bindings or {}, found, result.loaded) if rest else AtRest()
+        if self.at_rest.count:
+            rows = {path: row for path, row in rows.items() if row.name not in self.at_rest.names}
         indexed = self.history.rebuilt(rows)
         self.loaded = {item.spec.name: item for item in (*valid, *indexed)}
         ordered, relative, origins = self._ordered([*found.valid, *(i.spec for i in indexed)], known)
@@ -104,6 +113,22 @@ class SpecLoader:
             if fresh or unread.stale:
                 self.store.index_specs(fresh, present=set(unread.blobs.values()))
         return replace(found, valid=tuple(ordered))
+
+    def _resting(
+        self,
+        rows: Mapping[str, IndexedSpec],
+        bindings: Mapping[str, Binding],
+        found: SpecSet,
+        read: Sequence[LoadedSpec],
+    ) -> AtRest:
+        """The unread rows' specs on DAGs at rest (`core.plan.rest`); none when the policy has errors (the last good
+        one decides then, and this pass cannot tell what it owes)."""
+        if not rows or found.policy_errors:
+            return AtRest()
+        finished = [Finished(r.name, r.dag_id, r.data.get(PUBLISH) is not None) for r in rows.values()]
+        dags = {item.spec.dag_id for item in read}
+        notes = found.policy.airflow_notes
+        return at_rest(finished, bindings, dags, notes, stopped=bool(self.store.stops()))
 
     def _read(
         self,

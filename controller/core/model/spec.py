@@ -48,6 +48,7 @@ class SourceFile:
 
 
 STOP_NAMED = re.compile(r"\bstop #(\d+)\b", re.IGNORECASE)  # how a `resume` names an emergency stop
+PUBLISH = "publish"  # the spec key of a publish run (a finished spec owes it: never at rest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +251,7 @@ def parse_spec(doc: Document, source: SourceFile, shared: dict[Any, Any] | None 
         retry_of=data.get("retry_of"),
         rehearsal=_rehearsal(data.get("rehearsal")),
         verify=_verify(data.get("verify")),
-        publish=_publish(data.get("publish")),
+        publish=_publish(data.get(PUBLISH)),
         writes=tuple(data.get("writes", ())),
         rollback=data.get("rollback"),
         select=_select(data.get("select")),

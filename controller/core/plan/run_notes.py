@@ -43,6 +43,11 @@ def notes_due(
     return work
 
 
+def notes_pending(binding: Binding, notes: AirflowNotes | None) -> bool:
+    """The spec's backfill has runs still to note (a pass writes them, finished or not)."""
+    return notes is not None and notes.covers(binding.dag_id) and bool(_pending(binding))
+
+
 def _pending(binding: Binding) -> list[datetime]:
     """The backfill's dates after its mark (none: no backfill, its dates not known, or all noted)."""
     own = binding.created.own_dates if binding.created is not None else None

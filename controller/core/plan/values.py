@@ -227,12 +227,26 @@ Step: TypeAlias = tuple[Item, tuple[Finding, ...]]  # one spec's decision and wh
 
 
 @dataclass(frozen=True, slots=True)
+class AtRest:
+    """The finished specs a pass carries as counts, not items (`core.plan.rest`): how many per phase, and their
+    names (what is never an orphan, never planned again)."""
+
+    phases: tuple[tuple[Phase, int], ...] = ()  # most first, then by name
+    names: frozenset[str] = frozenset()
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     items: tuple[Item, ...]
     findings: tuple[Finding, ...] = ()
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
     budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
     settled: tuple[Item, ...] = ()  # deleted specs whose backfill finished: their outcome, to record (not shown)
+    at_rest: AtRest = field(default_factory=AtRest)  # finished specs on DAGs at rest: counted, never items
     unmetered: str | None = None  # the checksum of this plan made without the analysis verdicts and the
     # asset-consumer refusals (`checksum`)
 
@@ -283,7 +297,7 @@ def summary_counts(plan: Plan) -> dict[str, int]:
         "queued": plan.count(Kind.WAIT),
         "blocked": plan.count(Kind.BLOCKED, Kind.REFUSE),
         "refused": plan.count(Kind.REFUSE),
-        "in_sync": plan.count(Kind.NOOP),
+        "in_sync": plan.count(Kind.NOOP) + plan.at_rest.count,
     }
 
 

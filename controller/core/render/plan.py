@@ -163,7 +163,7 @@ def plan_text(plan: Plan, width: int | None = None, *, show_unchanged: bool = Tr
         lines += [w for extra in item_load(i) for w in hang(f"    {extra}", width)]
     lines += [w for kind, message in findings(plan) for w in hang(f"! {kind}: {message}", width)]
     lines += [w for b in plan.budgets for w in hang(f"Load: {b.text()}", width)]
-    hidden = len(plan.items) - len(shown)
+    hidden = len(plan.items) - len(shown) + plan.at_rest.count
     lines += [unchanged_line(plan)] if hidden else []
     lines += [summary_line(plan), f"Checksum: {checksum_text(plan)}"]
     return plain_lines(lines)
@@ -175,8 +175,9 @@ def unchanged(item: Item) -> bool:
 
 
 def unchanged_line(plan: Plan) -> str:
-    """`12 specs unchanged (10 Succeeded, 2 Running): --show-unchanged lists them`."""
+    """`12 specs unchanged (10 Succeeded, 2 Running): --show-unchanged lists them`; the specs at rest counted in."""
     phases = Counter(i.phase.value for i in plan.items if unchanged(i))
+    phases.update({phase.value: n for phase, n in plan.at_rest.phases})
     count = sum(phases.values())
     by_phase = ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items(), key=lambda p: (-p[1], p[0])))
     return f"{count} spec{'' if count == 1 else 's'} unchanged ({by_phase}): --show-unchanged lists them"

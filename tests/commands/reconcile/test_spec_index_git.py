@@ -17,11 +17,16 @@ from sqlalchemy import delete, func, select
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import Store
 from controller.adapters.store.tables import spec_index
+from controller.cli import main
 from controller.commands.reconcile import finished
 from controller.commands.reconcile.reconciler import PassResult
 from controller.core.checks import validation
 from controller.core.documents.yamlsafe import load_document
-from tests.commands.reconcile.harness import Bench, fake
+from controller.core.model.binding import Phase
+from controller.core.model.stops import EmergencyStopKind, StopSource
+from controller.core.plan.values import AtRest, summary_counts
+from controller.core.render.plan import plan_text
+from tests.commands.reconcile.harness import Bench, fake, in_process
 from tests.fakes.airflow import FakeAirflow
 
 FINISHED = 6  # one-day specs queued on one DAG: each runs one run and finishes
@@ -198,3 +203,73 @@ def test_a_watching_reconciler_keeps_the_index_between_passes_and_reads_what_cha
     calls.clear(), built.clear(), reads.clear()
     watching.run_once()
     assert (calls, sorted(reads)) == (["indexed_specs"], fresh_reads)  # what a new process reads, nothing more
+
+
+# --- DAGs at rest: `reconcile --once` counts their finished specs instead of building them --------------------
+
+
+def resting(bench: Bench) -> PassResult:
+    """A pass whose only view is its plan text, as `reconcile --once` runs it."""
+    reconciler = bench.reconciler()
+    reconciler.rest_finished = True
+    return reconciler.run_once()
+
+
+def test_a_once_pass_counts_the_finished_specs_of_a_dag_at_rest_and_says_the_same(
+    bench: Bench, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finished_history(bench)
+    bench.run()  # indexes every file, creates the live spec's backfill
+    full = bench.run()
+    kept = bench.store.bindings()
+    built: list[int] = []
+    monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    reads.clear()
+    rest = resting(bench)
+    assert (reads, built) == (["live.yaml"], [0])  # no finished spec read or built
+    assert [i.spec for i in rest.plan.items] == ["live"]
+    assert rest.plan.at_rest == AtRest(((Phase.SUCCEEDED, FINISHED),), frozenset(f"done-{n}" for n in range(FINISHED)))
+    shown = plan_text(rest.plan, show_unchanged=False)
+    assert shown == plan_text(full.plan, show_unchanged=False)
+    assert (
+        shown.splitlines()[0]
+        == f"{FINISHED + 1} specs unchanged ({FINISHED} Succeeded, 1 Running): --show-unchanged lists them"
+    )
+    assert (rest.plan.checksum(), summary_counts(rest.plan)) == (full.plan.checksum(), summary_counts(full.plan))
+    assert {n: b for n, b in bench.store.bindings().items() if n != "live"} == {
+        n: b for n, b in kept.items() if n != "live"
+    }  # nothing recorded of them
+
+
+def test_the_finished_specs_of_a_dag_with_a_live_spec_stay_items(bench: Bench) -> None:
+    finished_history(bench)
+    bench.spec("next", start="2025-02-01", end="2025-02-01")  # on the finished specs' DAG
+    commit(bench, "add next")
+    bench.run()
+    rest = resting(bench)
+    assert rest.plan.at_rest == AtRest()
+    assert [i.spec for i in rest.plan.items] == [*(f"done-{n}" for n in range(FINISHED)), "next", "live"]
+
+
+def test_nothing_rests_while_a_stop_holds(bench: Bench) -> None:
+    finished_history(bench)
+    bench.run()
+    bench.store.add_stop(EmergencyStopKind.SPEC, "live", "incident", "oncall", source=StopSource.CLI)
+    rest = resting(bench)
+    assert rest.plan.at_rest == AtRest()
+    assert len(rest.plan.items) == FINISHED + 1
+
+
+def test_reconcile_once_prints_what_a_pass_building_every_spec_prints(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    finished_history(bench)
+    bench.run()
+    full = bench.run()
+    in_process(bench, monkeypatch)
+    built: list[int] = []
+    monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    capsys.readouterr()
+    assert main(["reconcile", "--once"]) == 0
+    assert capsys.readouterr().out == plan_text(full.plan, width=80, show_unchanged=False)
+    assert built == [0]
