@@ -53,12 +53,12 @@ from controller.adapters.store.history import BackfillHistory
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
 from controller.adapters.store.reconciled import Reconciled, ReconciledCommits, TeamScopes
-from controller.adapters.store.spec_index import IndexedSpec, SpecIndex
+from controller.adapters.store.spec_index import IndexedHead, IndexedSpec, SpecIndex
 from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
-from controller.core.model.binding import Binding
+from controller.core.model.binding import Binding, BindingHead
 from controller.core.model.evidence import GateDecision
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
@@ -71,6 +71,7 @@ __all__ = [
     "SCHEMA_HEAD",
     "EventFilter",
     "FirstCreate",
+    "IndexedHead",
     "IndexedSpec",
     "Lease",
     "LeaseLost",
@@ -279,7 +280,7 @@ class Store(_GitMemory):
     def unlock(self, lease_id: str) -> Lease:
         return self._leases.unlock(lease_id)
 
-    # --- bindings -------------------------------------------------------------------------------------
+    # --- bindings, and the index of spec files -----------------------------------------------------------
 
     def save_binding(self, binding: Binding) -> None:
         self._bindings.save(binding)
@@ -287,18 +288,20 @@ class Store(_GitMemory):
     def binding(self, spec_name: str) -> Binding | None:
         return self._bindings.get(spec_name)
 
-    def bindings(self) -> dict[str, Binding]:
-        return self._bindings.all()
+    def bindings(self, named: Collection[str] | None = None) -> dict[str, Binding]:  # every one, or `named`'s
+        return self._bindings.all() if named is None else self._bindings.named(named)
 
-    # --- the index of finished spec files -------------------------------------------------------------
+    def binding_heads(self) -> dict[str, BindingHead]:
+        return self._bindings.heads()
 
-    def indexed_specs(self) -> dict[str, IndexedSpec]:
-        """Blob id → the finished spec file the index keeps."""
-        return self._index.all()
+    def indexed_specs(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
+        return self._index.all(blobs)  # by blob id: every row, or those of `blobs`
+
+    def index_heads(self) -> dict[str, IndexedHead]:
+        return self._index.heads()
 
     def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
-        """Keep `entries`; forget the blobs not `present` at HEAD."""
-        self._index.save(entries, present)
+        self._index.save(entries, present)  # keep `entries`; forget the blobs not `present` at HEAD
 
     # --- analysis -----------------------------------------------------------------------------------------
 
@@ -375,7 +378,10 @@ class NoStore(Store):
     def __init__(self) -> None:  # nothing is opened
         self._open(NoDatabase(), utcnow, None)
 
-    def bindings(self) -> dict[str, Binding]:
+    def bindings(self, named: Collection[str] | None = None) -> dict[str, Binding]:
+        return {}
+
+    def binding_heads(self) -> dict[str, BindingHead]:
         return {}
 
     def pending_creates(self) -> dict[str, datetime]:
@@ -399,7 +405,10 @@ class NoStore(Store):
     def stages_of(self, spec: str) -> tuple[StageRecord, ...]:
         return ()
 
-    def indexed_specs(self) -> dict[str, IndexedSpec]:
+    def indexed_specs(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
+        return {}
+
+    def index_heads(self) -> dict[str, IndexedHead]:
         return {}
 
     def last_reconciled(self) -> Reconciled | None:

@@ -6,15 +6,25 @@ pause, a refusal, the approval), so those need no migration.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, insert, select, update
 
 from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
-from controller.core.model.binding import Ahead, Applied, Approval, Binding, CreateFacts, NotesMark, Phase
+from controller.core.model.binding import (
+    Ahead,
+    Applied,
+    Approval,
+    Binding,
+    BindingHead,
+    CreateFacts,
+    NotesMark,
+    Phase,
+    is_applied,
+)
 from controller.core.model.chunks import Progress
 from controller.core.model.coverage import Coverage
 from controller.core.model.guards import Guard
@@ -26,6 +36,7 @@ _EXISTS = select(bindings.c.spec_name).where(bindings.c.spec_name == bindparam("
 _UPDATE = update(bindings).where(bindings.c.spec_name == bindparam("name"))
 _INSERT = insert(bindings)
 _JSON = ("run_counts", "detail")  # read as their text and decoded by `decoded`
+_BATCH = 500  # names in one `IN` list (far below SQLite's and PostgreSQL's bound-parameter limits)
 
 
 class Bindings:
@@ -48,15 +59,49 @@ class Bindings:
             return None if row is None else _binding(dict(row))
 
     def all(self) -> dict[str, Binding]:
-        plain = [c for c in bindings.c if c.name not in _JSON]
         with self._db.tx("reading bindings") as conn:
-            rows = conn.execute(select(*plain, *(json_text(bindings.c[name]) for name in _JSON))).all()
-        names, width = [*(c.name for c in plain), *_JSON], len(plain)
-        documents = [decoded([row[width + i] for row in rows]) for i in range(len(_JSON))]
-        named = (
-            dict(zip(names, (*row[:width], *docs), strict=True)) for row, *docs in zip(rows, *documents, strict=True)
-        )
-        return {values["spec_name"]: _binding(values) for values in named}
+            return _bindings(conn, None)
+
+    def named(self, names: Collection[str]) -> dict[str, Binding]:
+        """The bindings of `names` the store has, read `_BATCH` names a query."""
+        wanted = sorted(names)
+        found: dict[str, Binding] = {}
+        with self._db.tx("reading bindings") as conn:
+            for start in range(0, len(wanted), _BATCH):
+                found |= _bindings(conn, bindings.c.spec_name.in_(wanted[start : start + _BATCH]))
+        return found
+
+    def heads(self) -> dict[str, BindingHead]:
+        """Every binding's head from its plain columns; the JSON detail is read only where they cannot tell whether
+        the spec was applied (no backfill, not Succeeded: chunks may say)."""
+        c = bindings.c
+        unsure = and_(c.backfill_id.is_(None), c.phase != Phase.SUCCEEDED.value)
+        detail = case((unsure, json_text(c.detail)))
+        with self._db.tx("reading bindings") as conn:
+            rows = conn.execute(select(c.spec_name, c.dag_id, c.phase, c.spec_digest, c.backfill_id, detail)).all()
+        heads = {}
+        for (name, dag_id, phase, digest, backfill_id, _text), read in zip(
+            rows, decoded([r[5] for r in rows]), strict=True
+        ):
+            applied = is_applied(backfill_id, _chunked(read), Phase(phase))
+            heads[name] = BindingHead(name, dag_id, Phase(phase), digest, applied)
+        return heads
+
+
+def _bindings(conn: Connection, where: ColumnElement[bool] | None) -> dict[str, Binding]:
+    plain = [c for c in bindings.c if c.name not in _JSON]
+    query = select(*plain, *(json_text(bindings.c[name]) for name in _JSON))
+    rows = conn.execute(query if where is None else query.where(where)).all()
+    names, width = [*(c.name for c in plain), *_JSON], len(plain)
+    documents = [decoded([row[width + i] for row in rows]) for i in range(len(_JSON))]
+    named = (dict(zip(names, (*row[:width], *docs), strict=True)) for row, *docs in zip(rows, *documents, strict=True))
+    return {values["spec_name"]: _binding(values) for values in named}
+
+
+def _chunked(detail: Any) -> bool:
+    """A detail's chunks (as `_binding` reads them): a spec whose chunks began is applied."""
+    progress = detail.get("progress") if isinstance(detail, Mapping) else None
+    return progress is not None and bool(Progress.from_json(progress).chunks)
 
 
 def _binding(row: Mapping[str, Any]) -> Binding:

@@ -18,6 +18,7 @@ from sqlalchemy import delete, insert, select
 
 from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
 from controller.adapters.store.tables import spec_index
+from controller.core.model.spec import PUBLISH
 
 log = logging.getLogger(__name__)
 FACTS_VERSION = 1  # a row of another version is not read (its file is read, and indexed again)
@@ -48,22 +49,47 @@ class IndexedSpec:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class IndexedHead:
+    """What a pass reads of every row (`SpecIndex.heads`): which files go unread, and which of those rest; a row's
+    document and provenance are read only for the rows a pass builds or orders (`SpecIndex.all(blobs)`)."""
+
+    blob_id: str
+    path: str
+    name: str
+    dag_id: str
+    digest: str
+    publishes: bool  # its document has a publish run (`publish: null` is none, as the spec reads it)
+
+
 class SpecIndex:
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db, self._clock = db, clock
 
-    def all(self) -> dict[str, IndexedSpec]:
-        """Every readable row, by blob id."""
+    def all(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
+        """Every readable row, or those of `blobs`, by blob id."""
         c = spec_index.c
-        columns = (c.blob_id, c.path, c.spec_name, c.dag_id, c.spec_digest, c.phase, json_text(c.facts))
+        query = select(c.blob_id, c.path, c.spec_name, c.dag_id, c.spec_digest, c.phase, json_text(c.facts))
         with self._db.tx("reading the spec index") as conn:
-            rows = conn.execute(select(*columns)).all()
+            if blobs is None:
+                rows = conn.execute(query).all()
+            else:
+                rows = [r for chunk in _chunks(sorted(blobs)) for r in conn.execute(query.where(c.blob_id.in_(chunk)))]
         found: dict[str, IndexedSpec] = {}
         for row, facts in zip(rows, decoded([row[6] for row in rows]), strict=True):
             entry = _entry(*row[:6], facts=facts)
             if entry is not None:
                 found[entry.blob_id] = entry
         return found
+
+    def heads(self) -> dict[str, IndexedHead]:
+        """Every row this version wrote, by blob id, its document left in the database but for one key."""
+        c = spec_index.c
+        publishes = c.facts[("data", PUBLISH)].as_string().is_not(None)
+        query = select(c.blob_id, c.path, c.spec_name, c.dag_id, c.spec_digest, publishes)
+        with self._db.tx("reading the spec index") as conn:
+            rows = conn.execute(query.where(c.facts["version"].as_integer() == FACTS_VERSION)).all()
+        return {r[0]: IndexedHead(r[0], r[1], r[2], r[3], r[4], publishes=bool(r[5])) for r in rows}
 
     def save(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
         """Insert or replace `entries`, and drop the rows of blobs not `present` (files gone or changed), in one

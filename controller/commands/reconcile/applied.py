@@ -13,7 +13,7 @@ from pathlib import Path
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import FirstCreate, Store
 from controller.commands.runtime.validator import build_validator
-from controller.core.model.binding import Applied, Binding, Phase
+from controller.core.model.binding import Applied, Binding
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.edits import Edit, applied_view
 from controller.errors import GitError
@@ -23,9 +23,8 @@ UNKNOWN = "not recorded before this release: the file as it was at the upgrade"
 
 
 def applied_yet(binding: Binding) -> bool:
-    """A spec is applied once it has a backfill, or its outcome was recorded from a dry run of nothing to do."""
-    chunks = binding.progress is not None and bool(binding.progress.chunks)
-    return binding.backfill_id is not None or chunks or binding.phase is Phase.SUCCEEDED
+    """`core.model.binding.is_applied`."""
+    return binding.head().applied
 
 
 def applied_of(spec: BackfillSpec, commit: str | None, derived: str = "") -> Applied:

@@ -20,10 +20,10 @@ from typing import Any
 
 from controller.adapters import files
 from controller.adapters.gitsource import Commit, GitSource
-from controller.adapters.store import IndexedSpec, Store
+from controller.adapters.store import IndexedHead, IndexedSpec, Store
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.documents.yamlsafe import Document
-from controller.core.model.binding import Binding
+from controller.core.model.binding import BindingHead
 from controller.core.model.spec import SourceFile, parse_spec
 
 
@@ -32,8 +32,8 @@ class Unread:
     """The spec files a pass does not read (`entries`) and every file's row (`known`): repository-relative path →
     its index row; and every spec file's blob id at HEAD (what a file read this pass is indexed by)."""
 
-    entries: Mapping[str, IndexedSpec] = field(default_factory=dict)
-    known: Mapping[str, IndexedSpec] = field(default_factory=dict)  # every file's row, finished or not (provenance)
+    entries: Mapping[str, IndexedHead] = field(default_factory=dict)
+    known: Mapping[str, IndexedHead] = field(default_factory=dict)  # every file's row, finished or not (provenance)
     blobs: Mapping[str, str] = field(default_factory=dict)
     prefix: str = ""  # the specs folder, repository-relative ("" at the top)
     differing: frozenset[str] = frozenset()  # repository-relative paths whose file on disk is not HEAD's
@@ -74,7 +74,7 @@ def unread_specs(
     git: GitSource,
     store: Store,
     folder: Path,
-    bindings: Mapping[str, Binding],
+    bindings: Mapping[str, BindingHead],
     differing: Iterable[str],
     *,
     history: History,
@@ -85,7 +85,7 @@ def unread_specs(
     blobs = history.blob_ids(git, folder)
     prefix = git.relative(folder)
     changed = frozenset(git.relatives(differing).values())
-    index = store.indexed_specs()
+    index = store.index_heads()
     known = {
         path: row
         for path, blob in blobs.items()
@@ -96,7 +96,7 @@ def unread_specs(
     return Unread(entries, known, blobs, "" if prefix == "." else prefix, changed, stale)
 
 
-def _finished(row: IndexedSpec, binding: Binding | None) -> bool:
+def _finished(row: IndexedHead, binding: BindingHead | None) -> bool:
     """The binding is the finished one the row was made for (a lost or rebuilt store has none)."""
     return binding is not None and binding.phase.terminal and binding.spec_digest == row.digest
 
@@ -130,7 +130,7 @@ def rebuilt(rows: Mapping[str, IndexedSpec]) -> list[LoadedSpec]:
 
 def new_rows(
     read: Sequence[LoadedSpec],
-    bindings: Mapping[str, Binding],
+    bindings: Mapping[str, BindingHead],
     unread: Unread,
     relative: Mapping[str, str],
     origins: Mapping[str, tuple[Commit | None, Commit | None]],

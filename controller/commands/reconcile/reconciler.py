@@ -31,7 +31,7 @@ from controller.commands.reconcile.lookahead import judged_now, kept
 from controller.commands.reconcile.observe import Created, Observer
 from controller.commands.reconcile.record import Recorder
 from controller.commands.reconcile.run_notes import NoteWriter
-from controller.commands.reconcile.spec_source import SpecLoader, SpecSource, last_good_policy
+from controller.commands.reconcile.spec_source import SpecLoader, SpecSource, heads, last_good_policy
 from controller.commands.reconcile.stages import StageRunner
 from controller.commands.reconcile.steps import DECIDING, GATE, LOOK_AHEAD, Refining, refine
 from controller.commands.reconcile.stuck import record_stuck
@@ -177,14 +177,15 @@ class Reconciler:
 
     def load(self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None) -> SpecSet:
         """The valid specs in queue order, the invalid files, the policy (`SpecLoader.load`)."""
-        return self.specs.load(bindings, source)
+        return self.specs.load(None if bindings is None else heads(bindings), source)
 
     def desired(
-        self, bindings: Mapping[str, Binding], source: SpecSource | None = None
+        self, bindings: Mapping[str, Binding] | None, source: SpecSource | None = None
     ) -> tuple[Desired, dict[str, Binding]]:
         """What the pass plans from, and the bindings with what each applied spec asked then: an edited spec is
-        planned as it was applied and shown Blocked (`core.plan.edits`)."""
-        found = self.specs.load(bindings, source, rest=self.rest_finished)
+        planned as it was applied and shown Blocked (`core.plan.edits`). `bindings` None: the store's, read whole
+        only for the specs not at rest (`rest_finished`)."""
+        found, bindings = self.specs.planned(bindings, source, rest=self.rest_finished)
         bound = with_applied(bindings, found.valid, self.store, self.git, self.settings.specs_dir)
         commits = {path: origin.commit for path, origin in self.provenance.items() if origin.commit}
         specs, edits = applied_view(found.valid, bound, commits)
@@ -257,7 +258,7 @@ class Reconciler:
 
     def run_once(self, *, dry_run: bool = False, plan_checksum: str | None = None) -> PassResult:
         source = self.spec_source()
-        desired, bindings = self.desired(self.store.bindings(), source)
+        desired, bindings = self.desired(None, source)
         specs, policy = list(desired.specs), desired.policy
         self._policy = policy
         recorder = Recorder(

@@ -10,8 +10,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
-from controller.adapters.store import IndexedSpec, Store
-from controller.commands.reconcile.applied import applied_yet
+from controller.adapters.store import IndexedHead, IndexedSpec, Store
 from controller.commands.reconcile.finished import (
     History,
     Unread,
@@ -25,11 +24,12 @@ from controller.commands.runtime.validator import build_validator
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.checks.names import check_names_in_tree
 from controller.core.checks.result import SpecSet, ValidationResult
-from controller.core.model.binding import Binding
+from controller.core.model.binding import Binding, BindingHead
 from controller.core.model.policy import Policy
-from controller.core.model.spec import PUBLISH, BackfillSpec, SourceFile
+from controller.core.model.spec import BackfillSpec, SourceFile
 from controller.core.plan.provenance import SpecOrigin
 from controller.core.plan.rest import Finished, at_rest
+from controller.core.plan.run_notes import notes_pending
 from controller.core.plan.values import AtRest
 
 HISTORY_PATHS = 64  # spec files looked up in git by name; more walk the folder's history once
@@ -77,8 +77,21 @@ class SpecLoader:
         self.history = History()  # the spec index as the passes of this process keep it
         self.at_rest = AtRest()  # the last load's finished specs on DAGs at rest (with `rest`): counted, not built
 
+    def planned(
+        self, bindings: Mapping[str, Binding] | None, source: SpecSource | None, *, rest: bool
+    ) -> tuple[SpecSet, Mapping[str, Binding]]:
+        """`load`, and the bindings (`bindings` None: the store's); with `rest`, the store's are read whole only for
+        the specs not at rest (their heads tell which)."""
+        if bindings is not None or not rest:
+            bindings = self.store.bindings() if bindings is None else bindings
+            return self.load(heads(bindings), source), bindings
+        every = self.store.binding_heads()
+        found = self.load(every, source, rest=True)
+        resting = self.at_rest.names
+        return found, self.store.bindings(named=[n for n in every if n not in resting] if resting else None)
+
     def load(
-        self, bindings: Mapping[str, Binding] | None = None, source: SpecSource | None = None, *, rest: bool = False
+        self, bindings: Mapping[str, BindingHead] | None = None, source: SpecSource | None = None, *, rest: bool = False
     ) -> SpecSet:
         """The valid specs in queue order, each invalid file on its own, and the policy, from the working tree or
         (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
@@ -97,15 +110,18 @@ class SpecLoader:
                 (p for p, _ in source.differing),
                 history=self.history,
             )
-        applied = dict.fromkeys(name for name, b in (bindings or {}).items() if applied_yet(b))
-        result, rows, known = self._read(source, settled, unread, applied)
+        applied = dict.fromkeys(name for name, b in (bindings or {}).items() if b.applied)
+        result, heads_read, heads_known = self._read(source, settled, unread, applied)
         found = result.split()
+        self.at_rest = self._resting(heads_read, bindings or {}, found, result.loaded) if rest else AtRest()
+        known = self._whole(heads_known, self.at_rest.names)
+        if known is None:  # a row gone unreadable since its head was read: every file is read, none rests
+            unread, self.at_rest, known, heads_read = Unread(), AtRest(), {}, {}
+            result = self._read(source, settled, unread, applied)[0]
+            found = result.split()
         invalid = {s.path for s in found.invalid}
         valid = [item for item in result.loaded if item.spec.path not in invalid]
-        self.at_rest = self._resting(rows, bindings or {}, found, result.loaded) if rest else AtRest()
-        if self.at_rest.count:
-            rows = {path: row for path, row in rows.items() if row.name not in self.at_rest.names}
-        indexed = self.history.rebuilt(rows)
+        indexed = self.history.rebuilt({path: row for path, row in known.items() if path in heads_read})
         self.loaded = {item.spec.name: item for item in (*valid, *indexed)}
         ordered, relative, origins = self._ordered([*found.valid, *(i.spec for i in indexed)], known)
         if bindings is not None and not self.store.read_only and unread.blobs:
@@ -114,21 +130,32 @@ class SpecLoader:
                 self.store.index_specs(fresh, present=set(unread.blobs.values()))
         return replace(found, valid=tuple(ordered))
 
+    def _whole(self, heads: Mapping[str, IndexedHead], resting: frozenset[str]) -> dict[str, IndexedSpec] | None:
+        """The rows of the specs a pass builds or orders (all but those at rest), by spec path as shown; None when
+        one of them can no longer be read."""
+        wanted = {path: head.blob_id for path, head in heads.items() if head.name not in resting}
+        rows = self.store.indexed_specs(set(wanted.values())) if wanted else {}
+        whole = {path: rows[blob] for path, blob in wanted.items() if blob in rows}
+        return whole if len(whole) == len(wanted) else None
+
     def _resting(
         self,
-        rows: Mapping[str, IndexedSpec],
-        bindings: Mapping[str, Binding],
+        rows: Mapping[str, IndexedHead],
+        bindings: Mapping[str, BindingHead],
         found: SpecSet,
         read: Sequence[LoadedSpec],
     ) -> AtRest:
         """The unread rows' specs on DAGs at rest (`core.plan.rest`); none when the policy has errors (the last good
-        one decides then, and this pass cannot tell what it owes)."""
+        one decides then, and this pass cannot tell what it owes). Owed: a publish run, or run notes (the whole
+        bindings of the specs on the DAGs the policy's `airflow_notes` covers say)."""
         if not rows or found.policy_errors:
             return AtRest()
-        finished = [Finished(r.name, r.dag_id, r.data.get(PUBLISH) is not None) for r in rows.values()]
-        dags = {item.spec.dag_id for item in read}
         notes = found.policy.airflow_notes
-        return at_rest(finished, bindings, dags, notes, stopped=bool(self.store.stops()))
+        noted = [r.name for r in rows.values() if notes is not None and notes.covers(r.dag_id)]
+        owed = {n for n, b in self.store.bindings(named=noted).items() if notes_pending(b, notes)} if noted else set()
+        finished = [Finished(r.name, r.dag_id, r.publishes or r.name in owed) for r in rows.values()]
+        dags = {item.spec.dag_id for item in read}
+        return at_rest(finished, bindings, dags, stopped=bool(self.store.stops()))
 
     def _read(
         self,
@@ -136,7 +163,7 @@ class SpecLoader:
         settled: frozenset[str],
         unread: Unread,
         applied: Mapping[str, BackfillSpec | None],
-    ) -> tuple[ValidationResult, dict[str, IndexedSpec], dict[str, IndexedSpec]]:
+    ) -> tuple[ValidationResult, dict[str, IndexedHead], dict[str, IndexedHead]]:
         """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
         file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
         unique-name rule, word for word)."""
@@ -199,6 +226,10 @@ class SpecLoader:
         intros = self.git.introductions(self.settings.specs_dir, asked)
         last = self.git.last_commits(self.settings.specs_dir, asked)
         return {path: Origins(intros.get(path), last.get(path)) for path in paths}
+
+
+def heads(bindings: Mapping[str, Binding]) -> dict[str, BindingHead]:
+    return {name: binding.head() for name, binding in bindings.items()}
 
 
 LAST_POLICY = "policy at the last reconciled commit"  # how a policy read back from the store is named

@@ -264,6 +264,24 @@ class NotesMark:
         return cls(int(data["backfill_id"]), through)
 
 
+def is_applied(backfill_id: int | None, chunked: bool, phase: Phase) -> bool:
+    """A spec is applied once it has a backfill (or chunks), or its outcome was recorded from a dry run of nothing
+    to do."""
+    return backfill_id is not None or chunked or phase is Phase.SUCCEEDED
+
+
+@dataclass(frozen=True, slots=True)
+class BindingHead:
+    """What a pass reads of every binding before it knows which specs rest (`Store.binding_heads`): the whole
+    binding is read only for the specs it plans (10,000 finished ones cost 0.24 s read whole)."""
+
+    spec_name: str
+    dag_id: str
+    phase: Phase
+    spec_digest: str = ""
+    applied: bool = False  # `is_applied`
+
+
 @dataclass(frozen=True, slots=True)
 class Binding:
     spec_name: str
@@ -288,6 +306,11 @@ class Binding:
     noted: NotesMark | None = None  # how far its backfill's runs carry the run note (None: none yet)
     coverage: Coverage | None = None  # version coverage measured when it ended (None: not measured)
     ahead: Ahead | None = None  # a queued spec version's look-ahead, as reconcile recorded it (None: not judged)
+
+    def head(self) -> BindingHead:
+        chunked = self.progress is not None and bool(self.progress.chunks)
+        applied = is_applied(self.backfill_id, chunked, self.phase)
+        return BindingHead(self.spec_name, self.dag_id, self.phase, self.spec_digest, applied)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

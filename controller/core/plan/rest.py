@@ -13,9 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from controller.core.model.binding import Binding
-from controller.core.model.run_notes import AirflowNotes
-from controller.core.plan.run_notes import notes_pending
+from controller.core.model.binding import BindingHead
 from controller.core.plan.values import AtRest
 
 
@@ -25,27 +23,18 @@ class Finished:
 
     name: str
     dag_id: str
-    publishes: bool  # it has a publish run, due once its final verification passed
+    owed: bool = False  # work still due after it finished: its publish run, run notes not all written
 
 
 def at_rest(
-    finished: Sequence[Finished],
-    bindings: Mapping[str, Binding],
-    read_dags: Collection[str],
-    notes: AirflowNotes | None,
-    *,
-    stopped: bool,
+    finished: Sequence[Finished], bindings: Mapping[str, BindingHead], read_dags: Collection[str], *, stopped: bool
 ) -> AtRest:
     """The `finished` specs that rest: on a DAG no spec read this pass is on (`read_dags`) and no live binding
-    names, owed nothing more; none while a stop holds (`stopped`)."""
+    names, owed nothing; none while a stop holds (`stopped`)."""
     if stopped:
         return AtRest()
     busy = set(read_dags) | {b.dag_id for b in bindings.values() if not b.phase.terminal}
-    resting = [
-        bindings[f.name]
-        for f in finished
-        if f.dag_id not in busy and not f.publishes and not notes_pending(bindings[f.name], notes)
-    ]
+    resting = [bindings[f.name] for f in finished if f.dag_id not in busy and not f.owed]
     phases = Counter(b.phase for b in resting)
     return AtRest(
         tuple(sorted(phases.items(), key=lambda p: (-p[1], p[0].value))), frozenset(b.spec_name for b in resting)

@@ -273,3 +273,29 @@ def test_reconcile_once_prints_what_a_pass_building_every_spec_prints(
     assert main(["reconcile", "--once"]) == 0
     assert capsys.readouterr().out == plan_text(full.plan, width=80, show_unchanged=False)
     assert built == [0]
+
+
+def test_a_finished_spec_owed_run_notes_stays_an_item_until_they_are_written(bench: Bench) -> None:
+    finished_history(bench)
+    bench.run()
+    (bench.specs / "policy.yaml").write_text('version: 1\nairflow_notes: {dags: ["demo_daily"]}\n')
+    commit(bench, "run notes on demo_daily")
+    owed = resting(bench)  # notes every finished spec's run (one each)
+    assert (owed.plan.at_rest, len(owed.plan.items)) == (AtRest(), FINISHED + 1)
+    noted = resting(bench)
+    assert [i.spec for i in noted.plan.items] == ["live"]
+    assert noted.plan.at_rest.count == FINISHED
+
+
+def test_an_index_row_unreadable_since_its_head_was_read_makes_every_file_read(
+    bench: Bench, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    finished_history(bench)
+    bench.run()
+    full = bench.run()
+    monkeypatch.setattr(Store, "indexed_specs", lambda self, blobs=None: {})
+    reads.clear()
+    rest = resting(bench)
+    every = sorted([*(f"done-{n}.yaml" for n in range(FINISHED)), "live.yaml", "live.yaml"])  # the live one twice
+    assert (sorted(reads), rest.plan.at_rest) == (every, AtRest())
+    assert items(rest) == items(full)
