@@ -224,11 +224,10 @@ class Reconciler:
     def _observe(
         self, specs: Sequence[BackfillSpec], policy: Policy, bindings: dict[str, Binding], *, with_dry_runs: bool
     ) -> World:
-        intents = self.store.pending_creates()
+        intents, now = self.store.pending_creates(), self.clock()
         stages = self.stages.records(specs, policy, bindings)  # before the dry runs: a rehearsing head needs none
-        return self.observer.world(
-            specs, policy, bindings, intents, self.clock(), with_dry_runs=with_dry_runs, stages=stages
-        )
+        world = self.observer.world(specs, policy, bindings, intents, now, with_dry_runs=with_dry_runs, stages=stages)
+        return replace(world, rested=self.specs.at_rest.names)
 
     # --- one pass -----------------------------------------------------------------------------------------
 
@@ -335,7 +334,8 @@ class Reconciler:
             now=now,
             changed=changed_dags(applied),
         )
-        again = replace(refining, world=replace(after_world, analysis=world.analysis))  # analysis: once a pass
+        after_world = replace(after_world, analysis=world.analysis, rested=world.rested)  # analysis: once a pass
+        again = replace(refining, world=after_world)
         # the same consumers: their reads of this pass are kept
         plan = refine(planned(desired, again.world), again, DECIDING).plan
         after, measured = at_end(self.client, plan, recorder.bindings, by_name, now)

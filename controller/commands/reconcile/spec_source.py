@@ -87,8 +87,9 @@ class SpecLoader:
             return self.load(heads(bindings), source), bindings
         every = self.store.binding_heads()
         found = self.load(every, source, rest=True)
-        resting = self.at_rest.names
-        return found, self.store.bindings(named=[n for n in every if n not in resting] if resting else None)
+        resting, walked = self.at_rest.names, self.at_rest.walked
+        named = [n for n in every if n not in resting or n in walked] if len(walked) < len(resting) else None
+        return found, self.store.bindings(named=named)
 
     def load(
         self, bindings: Mapping[str, BindingHead] | None = None, source: SpecSource | None = None, *, rest: bool = False

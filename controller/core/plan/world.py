@@ -91,6 +91,7 @@ class World:
     # each spec's rehearsal (with the current key), canary and final verification and publish (`core.plan.stages`)
     stages: Mapping[tuple[str, Stage], StageRecord] = field(default_factory=dict)
     identity: Identity = NO_IDENTITY  # this controller's Airflow login: another login's backfills are not ours
+    rested: frozenset[str] = frozenset()  # finished specs the pass counts, not plans (`core.plan.rest`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,5 +120,6 @@ class Context:
         return self.obs.runs.get(backfill_id, RunSummary({}))
 
     def ours(self, who: str) -> str | None:
-        """`who` when it is a spec of this queue (not an unmanaged backfill, nor a deleted spec's)."""
-        return who if who in self.queue else None
+        """`who` when it is a spec of this queue, counted at rest or not (not an unmanaged backfill, nor a deleted
+        spec's)."""
+        return who if who in self.queue or who in self.world.rested else None

@@ -228,7 +228,8 @@ def test_a_once_pass_counts_the_finished_specs_of_a_dag_at_rest_and_says_the_sam
     rest = resting(bench)
     assert (reads, built) == (["live.yaml"], [0])  # no finished spec read or built
     assert [i.spec for i in rest.plan.items] == ["live"]
-    assert rest.plan.at_rest == AtRest(((Phase.SUCCEEDED, FINISHED),), frozenset(f"done-{n}" for n in range(FINISHED)))
+    done = frozenset(f"done-{n}" for n in range(FINISHED))
+    assert rest.plan.at_rest == AtRest(((Phase.SUCCEEDED, FINISHED),), done, walked=frozenset())
     shown = plan_text(rest.plan, show_unchanged=False)
     assert shown == plan_text(full.plan, show_unchanged=False)
     assert (
@@ -241,14 +242,26 @@ def test_a_once_pass_counts_the_finished_specs_of_a_dag_at_rest_and_says_the_sam
     }  # nothing recorded of them
 
 
-def test_the_finished_specs_of_a_dag_with_a_live_spec_stay_items(bench: Bench) -> None:
+def test_finished_specs_on_a_dag_with_live_work_rest_and_their_backfills_stay_theirs(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new spec with a finished one's range, on its DAG: the finished one's backfill is never adopted by it, with
+    the finished specs counted or built alike."""
     finished_history(bench)
-    bench.spec("next", start="2025-02-01", end="2025-02-01")  # on the finished specs' DAG
-    commit(bench, "add next")
     bench.run()
-    rest = resting(bench)
-    assert rest.plan.at_rest == AtRest()
-    assert [i.spec for i in rest.plan.items] == [*(f"done-{n}" for n in range(FINISHED)), "next", "live"]
+    bench.spec("again", start="2025-01-01", end="2025-01-01")  # done-0's range, on its DAG
+    commit(bench, "add again")
+    full = bench.run(dry_run=True)
+    reconciler = bench.reconciler()
+    reconciler.rest_finished = True
+    built: list[int] = []
+    monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    rest = reconciler.run_once(dry_run=True)
+    done = frozenset(f"done-{n}" for n in range(FINISHED))
+    assert (rest.plan.at_rest, built) == (AtRest(((Phase.SUCCEEDED, FINISHED),), done, walked=done), [0])
+    decided = [(i.spec, i.kind.value, i.reason) for i in rest.plan.items]
+    assert decided == [("again", "noop", "nothing to reprocess"), ("live", "noop", "in sync")]  # not adopted
+    assert plan_text(rest.plan, show_unchanged=False) == plan_text(full.plan, show_unchanged=False)
 
 
 def test_nothing_rests_while_a_stop_holds(bench: Bench) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from controller.core.model.binding import BindingHead, Phase
+from controller.core.model.policy import Policy
 from controller.core.plan.rest import Finished, at_rest
 from controller.core.plan.values import AtRest
+from controller.core.plan.world import Context, DagObservation, World
 
 
 def bound(name: str, dag: str, phase: Phase = Phase.SUCCEEDED) -> BindingHead:
@@ -25,7 +29,7 @@ def test_every_finished_spec_of_a_quiet_dag_rests_counted_by_phase_most_first() 
     assert rest.count == 4
 
 
-def test_a_dag_a_spec_was_read_on_or_a_live_binding_names_does_not_rest() -> None:
+def test_the_finished_specs_on_a_dag_with_live_work_rest_walked() -> None:
     bindings = {
         "a": bound("a", "read"),
         "b": bound("b", "live"),
@@ -34,15 +38,21 @@ def test_a_dag_a_spec_was_read_on_or_a_live_binding_names_does_not_rest() -> Non
     }
     finished = [Finished(n, bindings[n].dag_id) for n in ("a", "b", "c")]
     rest = at_rest(finished, bindings, read_dags={"read"}, stopped=False)
-    assert rest == AtRest(((Phase.SUCCEEDED, 1),), frozenset({"c"}))
+    assert rest == AtRest(((Phase.SUCCEEDED, 3),), frozenset({"a", "b", "c"}), walked=frozenset({"a", "b"}))
 
 
 def test_a_spec_owed_work_stays_an_item_and_its_dag_mates_rest() -> None:
     bindings = {"owed": bound("owed", "d"), "done": bound("done", "d")}
     rest = at_rest([Finished("owed", "d", owed=True), Finished("done", "d")], bindings, (), stopped=False)
-    assert rest == AtRest(((Phase.SUCCEEDED, 1),), frozenset({"done"}))
+    assert rest == AtRest(((Phase.SUCCEEDED, 1),), frozenset({"done"}), walked=frozenset())
 
 
 def test_nothing_rests_while_a_stop_holds() -> None:
     bindings = {"a": bound("a", "d")}
     assert at_rest([Finished("a", "d")], bindings, (), stopped=True) == AtRest()
+
+
+def test_a_backfill_of_a_spec_counted_at_rest_is_still_its_queues_own() -> None:
+    world = World(now=datetime(2025, 1, 1, tzinfo=UTC), rested=frozenset({"done"}))
+    ctx = Context(DagObservation("d", None), Policy(), world, ("live",), frozenset())
+    assert [ctx.ours(who) for who in ("live", "done", "someone-else")] == ["live", "done", None]
