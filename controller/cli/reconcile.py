@@ -277,7 +277,8 @@ def reconcile(
         monitor,
         allow_dirty=allow_dirty,
         evidence=given,
-        rest_finished=repeat is Repeat.ONCE and result_dir is None,  # --once shows finished specs only as counts
+        # --once shows finished specs only as counts; --fail-on-failures and --result-dir read every one
+        rest_finished=repeat is Repeat.ONCE and result_dir is None and not fail_on_failures,
     )
     live = _live_view() if repeat is not Repeat.ONCE and tty() else None
     mode = "rich" if live is not None else ("once" if repeat is Repeat.ONCE else "text")

@@ -312,3 +312,17 @@ def test_an_index_row_unreadable_since_its_head_was_read_makes_every_file_read(
     every = sorted([*(f"done-{n}.yaml" for n in range(FINISHED)), "live.yaml", "live.yaml"])  # the live one twice
     assert (sorted(reads), rest.plan.at_rest) == (every, AtRest())
     assert items(rest) == items(full)
+
+
+def test_fail_on_failures_still_sees_a_finished_spec_that_ended_with_failures(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench.spec("flaky", dag="demo_flaky", start="2025-01-01", end="2025-01-01")  # an odd day: its run fails
+    commit(bench, "add flaky")
+    assert bench.phases(bench.until_terminal(passes=20)) == {"flaky": "CompletedWithFailures"}
+    bench.run()  # its file is unread from now on
+    in_process(bench, monkeypatch)
+    capsys.readouterr()
+    assert main(["reconcile", "--once"]) == 0  # counted at rest
+    assert main(["reconcile", "--once", "--fail-on-failures"]) == 1
+    assert capsys.readouterr().err.splitlines() == ["failed: flaky ended CompletedWithFailures: failed: 2025-01-01"]
