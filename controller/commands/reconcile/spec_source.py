@@ -75,7 +75,7 @@ class SpecLoader:
         self.provenance: dict[str, SpecOrigin] = {}  # spec path → its last commit and the author who added it
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.history = History()  # the spec index as the passes of this process keep it
-        self.at_rest = AtRest()  # the last load's finished specs on DAGs at rest (with `rest`): counted, not built
+        self.at_rest = AtRest()  # the last load's finished specs at rest (with `rest`): counted, not built
 
     def planned(
         self, bindings: Mapping[str, Binding] | None, source: SpecSource | None, *, rest: bool
@@ -98,7 +98,7 @@ class SpecLoader:
         (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
         read, not validated again, and those the store's index keeps are not read at all (`finished.py`:
         a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass); with `rest`,
-        those on DAGs at rest are not even built (`at_rest`: a view that lists every spec asks without). What the
+        those owed nothing are not even built (`at_rest`: a view that lists every spec asks without). What the
         policy says of a spec already applied is a warning (it can no longer change what ran)."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
         unread = Unread()
@@ -146,7 +146,7 @@ class SpecLoader:
         found: SpecSet,
         read: Sequence[LoadedSpec],
     ) -> AtRest:
-        """The unread rows' specs on DAGs at rest (`core.plan.rest`); none when the policy has errors (the last good
+        """The unread rows' specs at rest (`core.plan.rest`); none when the policy has errors (the last good
         one decides then, and this pass cannot tell what it owes). Owed: a publish run, or run notes (the whole
         bindings of the specs on the DAGs the policy's `airflow_notes` covers say)."""
         if not rows or found.policy_errors:

@@ -247,7 +247,7 @@ class Plan:
     dry_runs_needed: tuple[str, ...] = ()  # queue heads whose create waits for a dry run (never in an applied plan)
     budgets: tuple[BudgetLoad, ...] = ()  # per budgeted system, the specs that list it (the plan's load lines)
     settled: tuple[Item, ...] = ()  # deleted specs whose backfill finished: their outcome, to record (not shown)
-    at_rest: AtRest = field(default_factory=AtRest)  # finished specs on DAGs at rest: counted, never items
+    at_rest: AtRest = field(default_factory=AtRest)  # finished specs owed nothing (`rest`): counted, never items
     unmetered: str | None = None  # the checksum of this plan made without the analysis verdicts and the
     # asset-consumer refusals (`checksum`)
 

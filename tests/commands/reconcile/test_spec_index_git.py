@@ -205,7 +205,7 @@ def test_a_watching_reconciler_keeps_the_index_between_passes_and_reads_what_cha
     assert (calls, sorted(reads)) == (["indexed_specs"], fresh_reads)  # what a new process reads, nothing more
 
 
-# --- DAGs at rest: `reconcile --once` counts their finished specs instead of building them --------------------
+# --- at rest: `reconcile --once` counts the finished specs owed nothing instead of building them ----------------
 
 
 def resting(bench: Bench) -> PassResult:

@@ -1,4 +1,4 @@
-"""Which finished specs a pass counts instead of building (`core.plan.rest`): those on DAGs at rest, owed nothing."""
+"""Which finished specs a pass counts instead of building (`core.plan.rest`): those owed nothing, with no stop held."""
 
 from __future__ import annotations
 
