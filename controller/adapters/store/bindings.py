@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, insert, select, update
 
-from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
+from controller.adapters.store.database import Clock, Database, batches, decoded, json_text, stamp
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
 from controller.core.model.binding import (
@@ -64,11 +64,10 @@ class Bindings:
 
     def named(self, names: Collection[str]) -> dict[str, Binding]:
         """The bindings of `names` the store has, read `_BATCH` names a query."""
-        wanted = sorted(names)
         found: dict[str, Binding] = {}
         with self._db.tx("reading bindings") as conn:
-            for start in range(0, len(wanted), _BATCH):
-                found |= _bindings(conn, bindings.c.spec_name.in_(wanted[start : start + _BATCH]))
+            for batch in batches(sorted(names), _BATCH):
+                found |= _bindings(conn, bindings.c.spec_name.in_(batch))
         return found
 
     def heads(self) -> dict[str, BindingHead]:

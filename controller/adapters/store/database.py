@@ -55,6 +55,11 @@ DROPPED_HINT = (
 Clock = Callable[[], datetime]
 
 
+def batches(items: Sequence[str], size: int = 500) -> list[Sequence[str]]:
+    """`items` in lists of `size`: the bound parameters of one statement are limited (SQLite: 32,766)."""
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 def stamp(moment: datetime) -> str:
     """Fixed-width UTC text, so string order is time order."""
     return moment.astimezone(UTC).strftime(TIME_FORMAT)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select
 
-from controller.adapters.store.database import Clock, Database, decoded, json_text, stamp
+from controller.adapters.store.database import Clock, Database, batches, decoded, json_text, stamp
 from controller.adapters.store.tables import spec_index
 from controller.core.model.spec import PUBLISH
 
@@ -74,7 +74,7 @@ class SpecIndex:
             if blobs is None:
                 rows = conn.execute(query).all()
             else:
-                rows = [r for chunk in _chunks(sorted(blobs)) for r in conn.execute(query.where(c.blob_id.in_(chunk)))]
+                rows = [r for chunk in batches(sorted(blobs)) for r in conn.execute(query.where(c.blob_id.in_(chunk)))]
         found: dict[str, IndexedSpec] = {}
         for row, facts in zip(rows, decoded([row[6] for row in rows]), strict=True):
             entry = _entry(*row[:6], facts=facts)
@@ -98,7 +98,7 @@ class SpecIndex:
         with self._db.tx("saving the spec index") as conn:
             known = {r[0] for r in conn.execute(select(spec_index.c.blob_id)).all()}
             gone = (known - set(present)) | {e.blob_id for e in entries if e.blob_id in known}
-            for chunk in _chunks(sorted(gone)):  # a statement's parameters are bounded (SQLite: 32,766)
+            for chunk in batches(sorted(gone)):  # a statement's parameters are bounded (SQLite: 32,766)
                 conn.execute(delete(spec_index).where(spec_index.c.blob_id.in_(chunk)))
             if entries:
                 conn.execute(insert(spec_index), [_row(e, now) for e in entries])
@@ -136,7 +136,3 @@ def _entry(*columns: str, facts: Any) -> IndexedSpec | None:
         str(facts.get("author_email") or ""),
         facts.get("last_commit") if isinstance(facts.get("last_commit"), str) else None,
     )
-
-
-def _chunks(items: Sequence[str], size: int = 500) -> list[Sequence[str]]:
-    return [items[i : i + size] for i in range(0, len(items), size)]
