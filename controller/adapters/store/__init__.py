@@ -58,7 +58,7 @@ from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
-from controller.core.model.binding import Binding, BindingHead
+from controller.core.model.binding import Binding, BindingHead, Claim
 from controller.core.model.evidence import GateDecision
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
@@ -117,7 +117,27 @@ class _GitMemory:
         self._gate.save(decisions, present)
 
 
-class Store(_GitMemory):
+class _PartReads:
+    """What a pass reads in parts, so that finished specs cost it little: every binding's and index row's head
+    first, then whole rows only for the specs it plans, and of finished specs at rest on a walked DAG, their claims."""
+
+    _bindings: Bindings
+    _index: SpecIndex
+
+    def binding_heads(self) -> dict[str, BindingHead]:
+        return self._bindings.heads()
+
+    def claims(self, named: Collection[str]) -> dict[str, Claim]:
+        return self._bindings.claims(named)
+
+    def indexed_specs(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
+        return self._index.all(blobs)  # by blob id: every row, or those of `blobs`
+
+    def index_heads(self) -> dict[str, IndexedHead]:
+        return self._index.heads()
+
+
+class Store(_GitMemory, _PartReads):
     def __init__(
         self,
         url: str,
@@ -291,15 +311,6 @@ class Store(_GitMemory):
     def bindings(self, named: Collection[str] | None = None) -> dict[str, Binding]:  # every one, or `named`'s
         return self._bindings.all() if named is None else self._bindings.named(named)
 
-    def binding_heads(self) -> dict[str, BindingHead]:
-        return self._bindings.heads()
-
-    def indexed_specs(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
-        return self._index.all(blobs)  # by blob id: every row, or those of `blobs`
-
-    def index_heads(self) -> dict[str, IndexedHead]:
-        return self._index.heads()
-
     def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
         self._index.save(entries, present)  # keep `entries`; forget the blobs not `present` at HEAD
 
@@ -382,6 +393,9 @@ class NoStore(Store):
         return {}
 
     def binding_heads(self) -> dict[str, BindingHead]:
+        return {}
+
+    def claims(self, named: Collection[str]) -> dict[str, Claim]:
         return {}
 
     def pending_creates(self) -> dict[str, datetime]:

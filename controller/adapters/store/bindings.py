@@ -20,6 +20,7 @@ from controller.core.model.binding import (
     Approval,
     Binding,
     BindingHead,
+    Claim,
     CreateFacts,
     NotesMark,
     Phase,
@@ -85,6 +86,25 @@ class Bindings:
             applied = is_applied(backfill_id, _chunked(read), Phase(phase))
             heads[name] = BindingHead(name, dag_id, Phase(phase), digest, applied)
         return heads
+
+    def claims(self, names: Collection[str]) -> dict[str, Claim]:
+        """The claims of `names` the store has (`Binding.claim`), from the plain columns and three small parts of
+        the JSON detail: the owned backfills, the chunks (a chunked spec's only) and the drain."""
+        c = bindings.c
+        parts = (c.detail["backfills"], c.detail["progress"], c.detail[("applied", "identity", "drain_dag")])
+        query = select(c.spec_name, c.dag_id, c.backfill_id, *parts)
+        found: dict[str, Claim] = {}
+        with self._db.tx("reading bindings") as conn:
+            for batch in batches(sorted(names), _BATCH):
+                for name, dag_id, backfill_id, owned, progress, drain in conn.execute(
+                    query.where(c.spec_name.in_(batch))
+                ):
+                    chunks = Progress.from_json(progress).ids if progress is not None else ()
+                    ids = dict.fromkeys(
+                        (*(owned or (() if backfill_id is None else (backfill_id,))), *chunks, backfill_id)
+                    )
+                    found[name] = Claim(name, dag_id, backfill_id, tuple(i for i in ids if i is not None), bool(drain))
+        return found
 
 
 def _bindings(conn: Connection, where: ColumnElement[bool] | None) -> dict[str, Binding]:

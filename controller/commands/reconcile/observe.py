@@ -19,7 +19,7 @@ from controller.commands.reconcile.history import HistoryRead, KeptHistory
 from controller.commands.reconcile.summaries import SummaryReader
 from controller.commands.runtime.concurrency import alongside, concurrently
 from controller.core.model.airflow import Backfill, DagInfo, RunSummary
-from controller.core.model.binding import Binding
+from controller.core.model.binding import Binding, Claim
 from controller.core.model.drain import DrainHold
 from controller.core.model.load import DagLoad, pools_of
 from controller.core.model.policy import Policy
@@ -64,12 +64,15 @@ class Observer:
         *,
         with_dry_runs: bool = True,
         stages: Mapping[tuple[str, Stage], StageRecord] | None = None,
+        claims: Mapping[str, Claim] | None = None,
     ) -> World:
-        """`stages`: what the stage gates decide by (a spec awaiting its rehearsal needs no dry run yet)."""
+        """`stages`: what the stage gates decide by (a spec awaiting its rehearsal needs no dry run yet); `claims`:
+        of finished specs at rest on the DAGs read (`World.claims`)."""
         if self.identity is None or self.identity.login is None:  # known once the client has its token (preflight)
             self.identity = identity_of(self.client)
         identity = self.identity
-        observations, listed = self._observations(specs, bindings)
+        claims = claims or {}
+        observations, listed = self._observations(specs, bindings, claims)
         by_name = {s.name: s for s in specs}
         dry_runs: dict[str, DryRun] = {}
         scheduler = self.client.scheduler_health() if policy.scheduler_guard.pause_when_unhealthy else None
@@ -85,6 +88,7 @@ class Observer:
                 airflow=airflow,
                 stages=stages or {},
                 identity=identity,
+                claims=claims,
             )
             needed = [n for n in dry_runs_needed(specs, policy, world) if n not in dry_runs] if with_dry_runs else []
             if not needed:
@@ -142,16 +146,20 @@ class Observer:
         return self._observations(specs, bindings)[0]
 
     def _observations(
-        self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding]
+        self, specs: Sequence[BackfillSpec], bindings: Mapping[str, Binding], claims: Mapping[str, Claim] | None = None
     ) -> tuple[dict[str, DagObservation], set[str]]:
         """`dags`, and the DAGs whose infos came from the listing (which has no `rerun_with_latest_version`)."""
         names = {s.name for s in specs}
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
-        listed = self._listed(live - {s.dag_id for s in specs if s.select is not None})  # select: its latest code
+        listed = listed_infos(
+            self.client, live - {s.dag_id for s in specs if s.select is not None}
+        )  # select: its latest code
         with reading(self.history, self.client, live, specs, bindings) as history:
-            observed = concurrently(sorted(live), lambda d: self._dag(d, specs, bindings, listed.get(d), history))
-        return self._with_similar(observed), set(listed)
+            observed = concurrently(
+                sorted(live), lambda d: self._dag(d, specs, bindings, listed.get(d), history, claims=claims)
+            )
+        return with_similar(self.client, observed), set(listed)
 
     def _rerun_choices(
         self, observations: Mapping[str, DagObservation], listed: set[str], creating: Sequence[BackfillSpec]
@@ -173,19 +181,6 @@ class Observer:
         except AirflowError as exc:
             return DagObservation(observed.dag_id, None, error=f"DAG details: {exc.message}")
 
-    def _with_similar(self, observed: dict[str, DagObservation]) -> dict[str, DagObservation]:
-        """A DAG that does not exist gets the existing ids closest to its own: from the listing this pass read,
-        else one listing (only when a DAG is missing)."""
-        missing = [o for o in observed.values() if o.info is None and o.error is None]
-        if not missing:
-            return observed
-        try:
-            known = self.client.seen_dag_ids or self.client.dag_ids()
-        except AirflowError as exc:
-            log.info("DAG listing unavailable (%s); no suggestion for a missing DAG", exc.message)
-            return observed
-        return observed | {o.dag_id: replace(o, similar=closest_ids(o.dag_id, known)) for o in missing}
-
     def after(
         self,
         before: World,
@@ -205,21 +200,21 @@ class Observer:
         def again(dag_id: str) -> DagObservation:
             prior, created = before.observations.get(dag_id), changed[dag_id]
             if prior is None or prior.error is not None or prior.info is None:
-                return self._dag(dag_id, specs, bindings, history=history)
+                return self._dag(dag_id, specs, bindings, history=history, claims=before.claims)
             if created and all(c is not None for c in created):
                 made = [c for c in created if c is not None]
                 new = tuple(c.backfill for c in made)
                 listed = prior.backfills + new
                 known = {c.backfill.id: c.made for c in made if c.made is not None}
                 unknown = tuple(b for b in new if b.id not in known)
-                owners = owners_of(bindings, specs, listed)
+                owners = owners_of(bindings, specs, listed, before.claims)
                 runs, owned = self.runs.summaries(
                     dag_id, unknown, listed, bindings, owners, partitioned=prior.info.partitioned
                 )
                 return DagObservation(
                     dag_id, prior.info, listed, {**prior.runs, **known, **runs}, owned={**prior.owned, **owned}
                 )
-            return self._dag(dag_id, specs, bindings, prior.info, history)
+            return self._dag(dag_id, specs, bindings, prior.info, history, claims=before.claims)
 
         with reading(self.history, self.client, changed, specs, bindings) as history:
             observations = {**before.observations, **concurrently(sorted(changed), again)}
@@ -234,18 +229,8 @@ class Observer:
             holds=before.holds,
             stages=before.stages,
             identity=before.identity,
+            claims=before.claims,
         )
-
-    def _listed(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
-        """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details."""
-        wanted = list(dag_ids)
-        if len(wanted) <= 1:
-            return {}
-        try:
-            return self.client.dag_infos(wanted)
-        except AirflowError as exc:
-            log.info("DAG listing unavailable (%s); reading each DAG's details", exc.message)
-            return {}
 
     def _dag(
         self,
@@ -254,6 +239,8 @@ class Observer:
         bindings: Mapping[str, Binding],
         info: DagInfo | None = None,
         history: HistoryRead | None = None,
+        *,
+        claims: Mapping[str, Claim] | None = None,
     ) -> DagObservation:
         try:
             backfills = backfills_of(self.client, dag_id, bound_only(dag_id, specs, bindings), history)
@@ -263,9 +250,9 @@ class Observer:
                 except AirflowNotFound:
                     info = None
             partitioned = info is not None and info.partitioned
-            backfills = self._creators(dag_id, backfills, specs, bindings, partitioned=partitioned)
+            backfills = self._creators(dag_id, backfills, specs, bindings, claims or {}, partitioned=partitioned)
             wanted = runs_wanted(dag_id, backfills, specs, bindings)
-            owners = owners_of(bindings, specs, backfills)
+            owners = owners_of(bindings, specs, backfills, claims)
             runs, owned = self.runs.summaries(dag_id, wanted, backfills, bindings, owners, partitioned=partitioned)
         except AirflowError as exc:
             return DagObservation(dag_id, None, error=exc.message)
@@ -277,6 +264,7 @@ class Observer:
         backfills: tuple[Backfill, ...],
         specs: Sequence[BackfillSpec],
         bindings: Mapping[str, Binding],
+        claims: Mapping[str, Claim],
         *,
         partitioned: bool,
     ) -> tuple[Backfill, ...]:
@@ -287,6 +275,7 @@ class Observer:
         if identity is None or identity.login is None or not identity.by_runs:
             return backfills
         bound = {i for b in bindings.values() for i in (*b.backfills, b.backfill_id) if i is not None}
+        bound.update(*(c.owned for c in claims.values()))
         unbound = [s for s in specs if s.dag_id == dag_id and not has_backfill(bindings.get(s.name))]
         candidates = {b.id for _s, b in matched(unbound, backfills)} | chunks_among(unbound, backfills)
         found = []
@@ -296,6 +285,32 @@ class Observer:
                 backfill = replace(backfill, creator=creator_of(backfill, runs))  # noqa: PLW2901
             found.append(backfill)
         return tuple(found)
+
+
+def listed_infos(client: AirflowClient, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
+    """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details."""
+    wanted = list(dag_ids)
+    if len(wanted) <= 1:
+        return {}
+    try:
+        return client.dag_infos(wanted)
+    except AirflowError as exc:
+        log.info("DAG listing unavailable (%s); reading each DAG's details", exc.message)
+        return {}
+
+
+def with_similar(client: AirflowClient, observed: dict[str, DagObservation]) -> dict[str, DagObservation]:
+    """A DAG that does not exist gets the existing ids closest to its own: from the listing this pass read,
+    else one listing (only when a DAG is missing)."""
+    missing = [o for o in observed.values() if o.info is None and o.error is None]
+    if not missing:
+        return observed
+    try:
+        known = client.seen_dag_ids or client.dag_ids()
+    except AirflowError as exc:
+        log.info("DAG listing unavailable (%s); no suggestion for a missing DAG", exc.message)
+        return observed
+    return observed | {o.dag_id: replace(o, similar=closest_ids(o.dag_id, known)) for o in missing}
 
 
 @contextlib.contextmanager

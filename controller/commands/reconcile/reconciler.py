@@ -127,8 +127,7 @@ class Reconciler:
         self.observer.history = kept_history(store, self.airflow_url, settings.actor)  # a create lists only new ones
         self.analyst = Analyst(store)  # each downstream system's metric analysis, once a pass
         self._policy = DEFAULT_POLICY  # this pass's (its environments open the stages' clients)
-        self.evidence = EvidenceGiven()  # the merged changes' evidence documents (`--evidence`), and the commits
-        # whose evidence could not be fetched (`--evidence-unavailable`)
+        self.evidence = EvidenceGiven()  # `--evidence` documents, and `--evidence-unavailable` commits
         self.connect = connect  # opens another environment's client (None: production only)
         self.environments: dict[str, AirflowClient] = {}  # opened on first use, closed with the session
         self.stages = StageRunner(store, self.client_for, self.clock)
@@ -226,7 +225,9 @@ class Reconciler:
     ) -> World:
         intents, now = self.store.pending_creates(), self.clock()
         stages = self.stages.records(specs, policy, bindings)  # before the dry runs: a rehearsing head needs none
-        world = self.observer.world(specs, policy, bindings, intents, now, with_dry_runs=with_dry_runs, stages=stages)
+        world = self.observer.world(
+            specs, policy, bindings, intents, now, with_dry_runs=with_dry_runs, stages=stages, claims=self.specs.claims
+        )
         return replace(world, rested=self.specs.at_rest.names)
 
     # --- one pass -----------------------------------------------------------------------------------------

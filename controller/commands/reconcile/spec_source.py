@@ -24,7 +24,7 @@ from controller.commands.runtime.validator import build_validator
 from controller.core.checks.loaded import LoadedSpec
 from controller.core.checks.names import check_names_in_tree
 from controller.core.checks.result import SpecSet, ValidationResult
-from controller.core.model.binding import Binding, BindingHead
+from controller.core.model.binding import Binding, BindingHead, Claim
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, SourceFile
 from controller.core.plan.provenance import SpecOrigin
@@ -76,19 +76,22 @@ class SpecLoader:
         self.loaded: dict[str, LoadedSpec] = {}  # the last load's specs with their documents (the gate locates)
         self.history = History()  # the spec index as the passes of this process keep it
         self.at_rest = AtRest()  # the last load's finished specs at rest (with `rest`): counted, not built
+        self.claims: Mapping[str, Claim] = {}  # of them, what those on walked DAGs claim (`World.claims`)
 
     def planned(
         self, bindings: Mapping[str, Binding] | None, source: SpecSource | None, *, rest: bool
     ) -> tuple[SpecSet, Mapping[str, Binding]]:
         """`load`, and the bindings (`bindings` None: the store's); with `rest`, the store's are read whole only for
-        the specs not at rest (their heads tell which)."""
+        the specs not at rest (their heads tell which), and of those at rest on a walked DAG, their claims."""
+        self.claims = {}
         if bindings is not None or not rest:
             bindings = self.store.bindings() if bindings is None else bindings
             return self.load(heads(bindings), source), bindings
         every = self.store.binding_heads()
         found = self.load(every, source, rest=True)
         resting, walked = self.at_rest.names, self.at_rest.walked
-        named = [n for n in every if n not in resting or n in walked] if len(walked) < len(resting) else None
+        self.claims = self.store.claims(walked) if walked else {}
+        named = [n for n in every if n not in resting] if resting else None
         return found, self.store.bindings(named=named)
 
     def load(

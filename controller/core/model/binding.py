@@ -283,6 +283,19 @@ class BindingHead:
 
 
 @dataclass(frozen=True, slots=True)
+class Claim:
+    """What a binding claims on its DAG, all the walk over the DAG's queue needs of a finished spec at rest
+    (`Store.claims`): its backfills (never another spec's to adopt; a listed one is the queue's own) and its drain
+    (the DAG paused when the drain ended)."""
+
+    spec_name: str
+    dag_id: str
+    backfill_id: int | None  # its current backfill
+    owned: tuple[int, ...] = ()  # every backfill it owned, its chunks and current one included, in order
+    drained: bool = False  # it was applied with drain_dag
+
+
+@dataclass(frozen=True, slots=True)
 class Binding:
     spec_name: str
     dag_id: str
@@ -311,6 +324,12 @@ class Binding:
         chunked = self.progress is not None and bool(self.progress.chunks)
         applied = is_applied(self.backfill_id, chunked, self.phase)
         return BindingHead(self.spec_name, self.dag_id, self.phase, self.spec_digest, applied)
+
+    def claim(self) -> Claim:
+        chunks = self.progress.ids if self.progress is not None else ()
+        owned = tuple(i for i in dict.fromkeys((*self.backfills, *chunks, self.backfill_id)) if i is not None)
+        drained = self.applied is not None and bool(self.applied.identity.get("drain_dag"))
+        return Claim(self.spec_name, self.dag_id, self.backfill_id, owned, drained)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

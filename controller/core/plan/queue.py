@@ -182,9 +182,11 @@ class _Bound:
 
     @classmethod
     def of(cls, world: World) -> _Bound:
-        bindings = world.bindings.values()
-        taken = frozenset(i for b in bindings for i in (*b.backfills, b.backfill_id) if i is not None)
-        return cls(taken, {b.backfill_id: b.spec_name for b in bindings if b.backfill_id})
+        bindings, claims = world.bindings.values(), world.claims.values()
+        taken = {i for b in bindings for i in (*b.backfills, b.backfill_id) if i is not None}
+        owners = {c.backfill_id: c.spec_name for c in claims if c.backfill_id}
+        owners |= {b.backfill_id: b.spec_name for b in bindings if b.backfill_id}
+        return cls(frozenset(taken.union(*(c.owned for c in claims))), owners)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,9 +324,17 @@ def drained_pause(world: World, dag_id: str) -> str | None:
     """Why the paused DAG is paused when a finished spec drained it (`drain_dag`: Airflow paused it when the
     drain ended): backfillctl never unpauses a DAG, so specs queued on it wait for a person."""
     drained = sorted(
-        name
-        for name, b in world.bindings.items()
-        if b.dag_id == dag_id and b.phase.terminal and b.applied is not None and b.applied.identity.get("drain_dag")
+        [
+            *(
+                name
+                for name, b in world.bindings.items()
+                if b.dag_id == dag_id
+                and b.phase.terminal
+                and b.applied is not None
+                and b.applied.identity.get("drain_dag")
+            ),
+            *(name for name, c in world.claims.items() if c.dag_id == dag_id and c.drained),  # at rest: finished
+        ]
     )
     if not drained:
         return None

@@ -7,17 +7,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from controller.core.model.airflow import Backfill
-from controller.core.model.binding import Binding
+from controller.core.model.binding import Binding, Claim
 from controller.core.model.spec import BackfillSpec
 from controller.core.plan.matching import chunks_among, matched, matches_request, pending_request
 
 
 def owners_of(
-    bindings: Mapping[str, Binding], specs: Sequence[BackfillSpec], listed: Sequence[Backfill]
+    bindings: Mapping[str, Binding],
+    specs: Sequence[BackfillSpec],
+    listed: Sequence[Backfill],
+    claims: Mapping[str, Claim] | None = None,
 ) -> dict[int, str]:
-    """Backfill id → the spec that owns it (every backfill a spec owned, chunks included), or that matches it
-    and is not bound yet (after a lost store it is adopted in the same pass)."""
+    """Backfill id → the spec that owns it (every backfill a spec owned, chunks included; `claims`: those of the
+    finished specs at rest), or that matches it and is not bound yet (after a lost store it is adopted in the same
+    pass)."""
     owners = {b.id: s.name for s, b in matched([s for s in specs if not has_backfill(bindings.get(s.name))], listed)}
+    owners |= {i: name for name, c in (claims or {}).items() for i in c.owned}
     owners |= {i: name for name, b in bindings.items() for i in b.backfills}
     owners |= {c.backfill_id: name for name, b in bindings.items() if b.progress for c in b.progress.chunks}
     return owners | {b.backfill_id: name for name, b in bindings.items() if b.backfill_id is not None}

@@ -233,7 +233,7 @@ class AtRest:
 
     phases: tuple[tuple[Phase, int], ...] = ()  # most first, then by name
     names: frozenset[str] = frozenset()
-    walked: frozenset[str] = frozenset()  # of them, those on DAGs the pass walks: their bindings are read whole
+    walked: frozenset[str] = frozenset()  # of them, those on DAGs the pass walks: their claims are read (`Claim`)
 
     @property
     def count(self) -> int:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controller.core.model.airflow import Backfill, DagInfo, DagRun, RunSummary
-from controller.core.model.binding import Binding
+from controller.core.model.binding import Binding, Claim
 from controller.core.model.capabilities import Capabilities
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.policy import Policy
@@ -92,6 +92,8 @@ class World:
     stages: Mapping[tuple[str, Stage], StageRecord] = field(default_factory=dict)
     identity: Identity = NO_IDENTITY  # this controller's Airflow login: another login's backfills are not ours
     rested: frozenset[str] = frozenset()  # finished specs the pass counts, not plans (`core.plan.rest`)
+    # of them, those on a DAG the pass walks: what their bindings (not read) claim there (`AtRest.walked`)
+    claims: Mapping[str, Claim] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

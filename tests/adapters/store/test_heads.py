@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from controller.adapters.store import IndexedHead, IndexedSpec, Store
 from controller.adapters.store import bindings as binding_rows
-from controller.core.model.binding import Binding, BindingHead, Phase
+from controller.core.model.binding import Applied, Binding, BindingHead, Claim, Phase
 from controller.core.model.chunks import Chunk, Progress
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -26,6 +26,8 @@ def saved(store: Store) -> dict[str, Binding]:
         Binding("chunked", "d2", None, Phase.CANCELLED, spec_digest="sha256:3", progress=chunked),
         Binding("refused", "d2", None, Phase.BLOCKED, spec_digest="sha256:4", reason="refused"),
         Binding("done", "d3", 5, Phase.COMPLETED_WITH_FAILURES, spec_digest="sha256:5"),
+        Binding("drained", "d3", 8, Phase.SUCCEEDED, backfills=(6, 7, 8), applied=Applied({"drain_dag": True}, "c1")),
+        Binding("kept", "d3", 11, Phase.SUCCEEDED, backfills=(11,), applied=Applied({"drain_dag": False}, "c1")),
     ]
     for binding in kept:
         store.save_binding(binding)
@@ -45,12 +47,30 @@ def test_a_bindings_head_says_what_the_whole_binding_says_and_named_bindings_are
         "chunked": True,
         "refused": False,
         "done": True,
+        "drained": True,
+        "kept": True,
     }
     assert heads["chunked"] == BindingHead("chunked", "d2", Phase.CANCELLED, "sha256:3", applied=True)
     monkeypatch.setattr(binding_rows, "_BATCH", 2)
     named = store.bindings(named=["done", "refused", "chunked", "gone"])
     assert named == {name: every[name] for name in ("chunked", "done", "refused")}
     assert store.bindings(named=[]) == {}
+
+
+def test_a_claim_says_what_the_whole_binding_claims(
+    make: Callable[..., Store], store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make(store_url)
+    every = saved(store)
+    monkeypatch.setattr(binding_rows, "_BATCH", 2)
+    claims = store.claims(["drained", "kept", "chunked", "done", "refused", "gone"])
+    assert claims == {name: every[name].claim() for name in ("chunked", "done", "drained", "kept", "refused")}
+    assert claims["drained"] == Claim("drained", "d3", 8, (6, 7, 8), drained=True)
+    assert claims["kept"] == Claim("kept", "d3", 11, (11,), drained=False)
+    assert claims["chunked"] == Claim("chunked", "d2", None, (9,))
+    assert claims["done"] == Claim("done", "d3", 5, (5,))
+    assert claims["refused"] == Claim("refused", "d2", None, ())
+    assert store.claims([]) == {}
 
 
 def row(n: int, data: dict[str, object]) -> IndexedSpec:

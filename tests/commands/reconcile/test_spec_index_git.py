@@ -256,9 +256,18 @@ def test_finished_specs_on_a_dag_with_live_work_rest_and_their_backfills_stay_th
     reconciler.rest_finished = True
     built: list[int] = []
     monkeypatch.setattr(finished, "rebuilt", lambda rows, _r=finished.rebuilt: built.append(len(rows)) or _r(rows))
+    whole: list[list[str] | None] = []
+    claimed: list[list[str]] = []
+    monkeypatch.setattr(
+        Store, "bindings", lambda self, named=None, _r=Store.bindings: whole.append(named) or _r(self, named)
+    )
+    monkeypatch.setattr(
+        Store, "claims", lambda self, named, _r=Store.claims: claimed.append(sorted(named)) or _r(self, named)
+    )
     rest = reconciler.run_once(dry_run=True)
     done = frozenset(f"done-{n}" for n in range(FINISHED))
     assert (rest.plan.at_rest, built) == (AtRest(((Phase.SUCCEEDED, FINISHED),), done, walked=done), [0])
+    assert (whole[:1], claimed) == ([["live"]], [sorted(done)])  # of the walked specs, their claims only
     decided = [(i.spec, i.kind.value, i.reason) for i in rest.plan.items]
     assert decided == [("again", "noop", "nothing to reprocess"), ("live", "noop", "in sync")]  # not adopted
     assert plan_text(rest.plan, show_unchanged=False) == plan_text(full.plan, show_unchanged=False)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from controller.core.model.airflow import RunSummary
-from controller.core.model.binding import Binding, Phase
+from controller.core.model.binding import Binding, Claim, Phase
 from controller.core.model.chunks import Chunk, Progress, Slice
 from controller.core.model.spec import DesiredState
 from controller.core.plan.reads import bound_only, has_backfill, owners_of, runs_wanted, settled_chunks
@@ -124,6 +124,14 @@ def test_every_backfill_a_spec_owned_is_its_own_and_an_unbound_spec_owns_its_mat
     }
     listed = [backfill(1, b), backfill(2, a)]  # a is bound: its match (2) is not adopted by this rule
     assert owners_of(bindings, [a, b], listed) == {1: "b", 4: "a", 5: "a", 6: "a", 9: "a"}
+
+
+def test_the_backfills_a_spec_at_rest_claims_are_its_own() -> None:
+    a = spec("a")
+    claims = {"done": Claim("done", "d", 8, (7, 8)), "old": Claim("old", "d", None, ())}
+    assert owners_of({"a": bound("a", 9)}, [a], [backfill(8, a)], claims) == {7: "done", 8: "done", 9: "a"}
+    assert owners_of({}, [a], [backfill(8, a)]) == {8: "a"}  # unclaimed: the unbound spec's match
+    assert owners_of({}, [a], [backfill(8, a)], claims) == {7: "done", 8: "done"}  # claimed: never a match's
 
 
 def test_a_spec_recorded_before_its_create_owns_the_backfill_its_create_made() -> None:

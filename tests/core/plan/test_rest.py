@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
-from controller.core.model.binding import BindingHead, Phase
+from controller.core.model.airflow import Backfill, DagInfo
+from controller.core.model.binding import BindingHead, Claim, Phase
 from controller.core.model.policy import Policy
+from controller.core.plan.queue import make_plan
 from controller.core.plan.rest import Finished, at_rest
-from controller.core.plan.values import AtRest
+from controller.core.plan.values import AtRest, Kind
 from controller.core.plan.world import Context, DagObservation, World
+from tests.core.plan.test_plan import JAN1, NOW, OK, backfill, dates, decided, spec
 
 
 def bound(name: str, dag: str, phase: Phase = Phase.SUCCEEDED) -> BindingHead:
@@ -56,3 +60,51 @@ def test_a_backfill_of_a_spec_counted_at_rest_is_still_its_queues_own() -> None:
     world = World(now=datetime(2025, 1, 1, tzinfo=UTC), rested=frozenset({"done"}))
     ctx = Context(DagObservation("d", None), Policy(), world, ("live",), frozenset())
     assert [ctx.ours(who) for who in ("live", "done", "someone-else")] == ["live", "done", None]
+
+
+# --- what the walk sees of a spec at rest on its DAG: its claim ----------------------------------------------
+
+
+def claimed(*backfills: Backfill, claims: dict[str, Claim], info: DagInfo = OK, dry: int = 7) -> World:
+    return World(
+        {"d": DagObservation("d", info, backfills)},
+        {},
+        {"new": dates(dry)},
+        now=NOW,
+        rested=frozenset(claims),
+        claims=claims,
+    )
+
+
+def test_a_backfill_a_spec_at_rest_claims_is_never_adopted_by_a_new_spec() -> None:
+    new, old = spec("new"), spec("done")  # the same request: done's backfills would match new
+    listed = (backfill(4, old, active=False), backfill(5, old, active=False))
+    claims = {"done": Claim("done", "d", 5, (4, 5))}
+    adopting = "observation incomplete: the runs of finished backfill #5, which it would adopt, were not read"
+    assert decided(make_plan([new], Policy(), claimed(*listed, claims={}))) == [  # unclaimed: new would adopt #5
+        ("new", "blocked", "Blocked", adopting, None)
+    ]
+    plan = make_plan([new], Policy(), claimed(*listed, claims=claims))
+    assert [(i.spec, i.kind, i.backfill_id) for i in plan.items] == [("new", Kind.CREATE, None)]
+    assert plan.findings == ()
+
+
+def test_an_active_backfill_a_spec_at_rest_claims_holds_the_queue_as_its_own() -> None:
+    new, old = spec("new", from_date=JAN1 + timedelta(days=40)), spec("done")
+    plan = make_plan([new], Policy(), claimed(backfill(5, old), claims={"done": Claim("done", "d", 5, (5,))}))
+    assert decided(plan) == [("new", "wait", "Queued", "queued behind done (backfill #5)", None)]
+    assert plan.items[0].behind == "done"
+    assert plan.findings == ()
+
+
+def test_a_dag_a_drain_at_rest_left_paused_says_so() -> None:
+    paused = replace(OK, is_paused=True)
+    claims = {"old": Claim("old", "d", 3, (3,)), "drainer": Claim("drainer", "d", 4, (4,), drained=True)}
+    plan = make_plan([spec("new")], Policy(), claimed(claims=claims, info=paused))
+    why = (
+        "DAG d is paused by drain (spec drainer set drain_dag; not a stop): backfillctl never unpauses a DAG; "
+        "specs queued on it wait until a person unpauses it"
+    )
+    assert decided(plan) == [("new", "blocked", "Blocked", why, None)]
+    undrained = {"old": Claim("old", "d", 3, (3,))}
+    assert decided(make_plan([spec("new")], Policy(), claimed(claims=undrained, info=paused)))[0][3] != why
