@@ -22,11 +22,13 @@ REGULAR = ("100644", "100755")  # git's modes of ordinary files
 LINK = "120000"  # git's mode of a symlink
 SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")  # no option injection: never starts with `-`
 LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
+_TREES_KEPT = 4  # a pass lists HEAD's tree and, for the gate, a base's or the last reconciled commit's
 
 
 class GitHistory:
     def __init__(self, repo: git.Repo, root: Path) -> None:
         self._repo, self.root = repo, root
+        self._trees: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}  # the last few `tree`s
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
@@ -93,15 +95,8 @@ class GitHistory:
     def file_blobs(self, ref: str, folder: Path) -> dict[str, str]:
         """Repository-relative path → the blob each spec or policy file under `folder` reads at `ref`: a symlink's
         is the blob its chain leads to inside the folder (one that leads out is left out, as the reader does)."""
-        sha = self.commit_of(ref)
         prefix = self.relative(folder)
-        where = [] if prefix in ("", ".") else ["--", prefix]
-        entries: dict[str, tuple[str, str]] = {}  # every blob under the folder: path → (mode, blob)
-        for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
-            meta, path = entry.split("\t", 1)
-            mode, kind, blob = meta.split(" ")
-            if kind == "blob":
-                entries[path] = (mode, blob)
+        entries = self.tree(self.commit_of(ref), prefix)
         found: dict[str, str] = {}
         for path, (mode, blob) in entries.items():
             if not has_spec_suffix(path.rpartition("/")[2]):
@@ -110,6 +105,21 @@ class GitHistory:
             if target is not None:
                 found[path] = target
         return found
+
+    def tree(self, sha: str, prefix: str) -> dict[str, tuple[str, str]]:
+        """Every blob under `prefix` (repository-relative) in commit `sha`'s tree: path → (mode, blob id). A
+        commit's tree never changes, so the last few are kept: a pass lists HEAD's once, for the index and the gate."""
+        key = (sha, prefix)
+        if key not in self._trees:
+            where = [] if prefix in ("", ".") else ["--", prefix]
+            entries: dict[str, tuple[str, str]] = {}
+            for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
+                meta, path = entry.split("\t", 1)
+                mode, kind, blob = meta.split(" ")
+                if kind == "blob":
+                    entries[path] = (mode, blob)
+            self._trees = {**dict(list(self._trees.items())[-(_TREES_KEPT - 1) :]), key: entries}
+        return self._trees[key]
 
     def _link_target(self, path: str, entries: dict[str, tuple[str, str]], prefix: str) -> str | None:
         """The blob a symlink chain leads to while it stays in the folder (None: out, nowhere, a loop)."""

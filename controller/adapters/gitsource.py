@@ -152,20 +152,13 @@ class GitSource:
     def blob_ids(self, folder: Path) -> dict[str, str]:
         """Repository-relative path → git blob id of each regular spec file under `folder` at HEAD, from the tree
         alone (no file is read; a symlink is left out: what it reads is not its blob)."""
-        if self._repo is None or self.head() is None:
+        head = self.head()
+        if head is None:
             return {}
-        try:
-            out = str(self._repo.git.ls_tree("-r", "-z", "--full-tree", "HEAD", "--", self.relative(folder)))
-        except git.GitCommandError as exc:
-            raise GitError(
-                f"git ls-tree failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
-            ) from None
         found: dict[str, str] = {}
-        for entry in filter(None, out.split("\0")):
-            meta, path = entry.split("\t", 1)
-            mode, kind, sha = meta.split(" ")
+        for path, (mode, sha) in self.history.tree(head, self.relative(folder)).items():  # the gate's listing too
             name = path.rpartition("/")[2]
-            if kind == "blob" and mode in REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
+            if mode in REGULAR and has_spec_suffix(name) and name.rpartition(".")[0] != "policy":
                 found[path] = sha
         return found
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from git import cmd as gitcmd
 from sqlalchemy import delete, func, select
 
 from controller.adapters.gitsource import GitSource
@@ -118,6 +119,23 @@ def test_a_second_pass_reads_no_finished_spec_and_walks_no_history_but_the_live_
     assert walks == []
     assert items(second) == items(first)
     assert [i.spec for i in second.plan.items] == [*(f"done-{n}" for n in range(FINISHED)), "live"]
+
+
+def test_a_pass_lists_heads_tree_once_for_the_index_and_the_gate(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    finished_history(bench)
+    bench.run()
+    listed: list[list[str]] = []
+    real = gitcmd.Git.execute
+
+    def spying(self: gitcmd.Git, command: Any, *args: Any, **kwargs: Any) -> Any:
+        if "ls-tree" in command:
+            listed.append(list(command))
+        return real(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(gitcmd.Git, "execute", spying)
+    bench.run()
+    head = git(bench.root, "rev-parse", "HEAD").strip()
+    assert listed == [["git", "ls-tree", "-r", "-z", "--full-tree", head, "--", "specs"]]
 
 
 def test_editing_a_finished_specs_file_makes_it_read_again(bench: Bench, reads: list[str]) -> None:
