@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import git
 
@@ -22,13 +23,13 @@ REGULAR = ("100644", "100755")  # git's modes of ordinary files
 LINK = "120000"  # git's mode of a symlink
 SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/@{}~^-]*$")  # no option injection: never starts with `-`
 LINK_HOPS = 8  # symlinks followed in a row before a chain counts as a loop
-_TREES_KEPT = 4  # a pass lists HEAD's tree and, for the gate, a base's or the last reconciled commit's
+_TREES_KEPT = 2  # HEAD's, and the one other commit a pass compares it with (a base, the last reconciled commit)
 
 
 class GitHistory:
     def __init__(self, repo: git.Repo, root: Path) -> None:
         self._repo, self.root = repo, root
-        self._trees: dict[tuple[str, str], dict[str, tuple[str, str]]] = {}  # the last few `tree`s
+        self._trees: dict[tuple[str, str], Mapping[str, tuple[str, str]]] = {}  # the last `tree`s (_TREES_KEPT)
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
@@ -106,22 +107,27 @@ class GitHistory:
                 found[path] = target
         return found
 
-    def tree(self, sha: str, prefix: str) -> dict[str, tuple[str, str]]:
-        """Every blob under `prefix` (repository-relative) in commit `sha`'s tree: path → (mode, blob id). A
-        commit's tree never changes, so the last few are kept: a pass lists HEAD's once, for the index and the gate."""
+    def tree(self, sha: str, prefix: str) -> Mapping[str, tuple[str, str]]:
+        """Every blob under `prefix` (repository-relative) in commit `sha`'s tree: path → (mode, blob id), read
+        only. A commit's tree never changes, so the last two are kept: a pass lists HEAD's once, for the index and
+        the gate."""
+        if not SAFE_REF.match(sha):  # no option injection: a ref never starts with `-`
+            raise GitError(f"commit {sha!r} is not in this repository", hint="fetch it first, e.g. git fetch origin")
         key = (sha, prefix)
-        if key not in self._trees:
+        entries = self._trees.pop(key, None)  # the least recently asked goes first
+        if entries is None:
             where = [] if prefix in ("", ".") else ["--", prefix]
-            entries: dict[str, tuple[str, str]] = {}
+            listed: dict[str, tuple[str, str]] = {}
             for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
                 meta, path = entry.split("\t", 1)
                 mode, kind, blob = meta.split(" ")
                 if kind == "blob":
-                    entries[path] = (mode, blob)
-            self._trees = {**dict(list(self._trees.items())[-(_TREES_KEPT - 1) :]), key: entries}
-        return self._trees[key]
+                    listed[path] = (mode, blob)
+            entries = MappingProxyType(listed)
+        self._trees = {**dict(list(self._trees.items())[-(_TREES_KEPT - 1) :]), key: entries}
+        return entries
 
-    def _link_target(self, path: str, entries: dict[str, tuple[str, str]], prefix: str) -> str | None:
+    def _link_target(self, path: str, entries: Mapping[str, tuple[str, str]], prefix: str) -> str | None:
         """The blob a symlink chain leads to while it stays in the folder (None: out, nowhere, a loop)."""
         for _ in range(LINK_HOPS):
             mode, blob = entries[path]

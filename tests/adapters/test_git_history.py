@@ -86,3 +86,34 @@ def test_ancestry_parents_and_the_branchs_commits(tmp_path: Path) -> None:
     with pytest.raises(GitError, match="commit '0000000000000000000000000000000000000000' is not in this repository"):
         history.is_ancestor("0" * 40, merge)
     assert history.commit_of("HEAD") == merge
+
+
+def test_a_commits_tree_is_listed_once_while_it_is_one_of_the_last_two_and_read_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "specs").mkdir()
+    shas = []
+    for name in ("a", "b", "c"):
+        (tmp_path / "specs" / f"{name}.yaml").write_text(f"{name}\n")
+        shas.append(commit(tmp_path, name, when=len(shas)))
+    history = GitSource(tmp_path / "specs").history
+    listed: list[str] = []
+    real = type(history)._git
+
+    def spying(self: object, command: str, *args: str) -> str:
+        if command == "ls-tree":
+            listed.append(args[3][:7])
+        return real(history, command, *args)
+
+    monkeypatch.setattr(type(history), "_git", spying)
+    first, second, third = shas
+    for sha in (third, third, first, third, second, third, first):
+        history.tree(sha, "specs")
+    assert listed == [s[:7] for s in (third, first, second, first)]  # the last two are kept
+    tree = history.tree(third, "specs")
+    assert sorted(tree) == ["specs/a.yaml", "specs/b.yaml", "specs/c.yaml"]
+    with pytest.raises(TypeError):
+        tree["specs/d.yaml"] = ("100644", "0" * 40)  # type: ignore[index]
+    with pytest.raises(GitError, match="commit '--output=x' is not in this repository"):
+        history.tree("--output=x", "specs")

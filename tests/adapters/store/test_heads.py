@@ -71,6 +71,12 @@ def test_a_claim_says_what_the_whole_binding_claims(
     assert claims["done"] == Claim("done", "d3", 5, (5,))
     assert claims["refused"] == Claim("refused", "d2", None, ())
     assert store.claims([]) == {}
+    with store.engine.begin() as conn:  # rows an older release wrote: no detail, a detail without `backfills`
+        conn.execute(text("UPDATE bindings SET detail = NULL WHERE spec_name = 'done'"))
+        conn.execute(text("UPDATE bindings SET detail = '{\"reason\": \"r\"}' WHERE spec_name = 'kept'"))
+    older = store.claims(["done", "kept"])
+    assert older == {name: binding.claim() for name, binding in store.bindings(named=["done", "kept"]).items()}
+    assert older == {"done": Claim("done", "d3", 5, (5,)), "kept": Claim("kept", "d3", 11, (11,))}
 
 
 def row(n: int, data: dict[str, object]) -> IndexedSpec:
