@@ -101,10 +101,9 @@ class Bindings:
                     query.where(c.spec_name.in_(batch))
                 ):
                     chunks = Progress.from_json(progress).ids if progress is not None else ()
-                    ids = dict.fromkeys(
-                        (*(owned or (() if backfill_id is None else (backfill_id,))), *chunks, backfill_id)
+                    found[name] = Claim.of(
+                        name, dag_id, backfill_id, (*_owned(owned, backfill_id), *chunks), bool(drain)
                     )
-                    found[name] = Claim(name, dag_id, backfill_id, tuple(i for i in ids if i is not None), bool(drain))
         return found
 
 
@@ -118,6 +117,11 @@ def _bindings(conn: Connection, where: ColumnElement[bool] | None) -> dict[str, 
     return {values["spec_name"]: _binding(values) for values in named}
 
 
+def _owned(listed: Any, backfill_id: int | None) -> tuple[int, ...]:
+    """The detail's backfills list; a row written before it kept one has its current backfill alone."""
+    return tuple(listed or (() if backfill_id is None else (backfill_id,)))
+
+
 def _chunked(detail: Any) -> bool:
     """A detail's chunks (as `_binding` reads them): a spec whose chunks began is applied."""
     progress = detail.get("progress") if isinstance(detail, Mapping) else None
@@ -128,7 +132,7 @@ def _binding(row: Mapping[str, Any]) -> Binding:
     """The one place a bindings row becomes a core value."""
     detail = dict(row.get("detail") or {})
     backfill_id = row["backfill_id"]
-    owned = tuple(detail.get("backfills") or (() if backfill_id is None else (backfill_id,)))
+    owned = _owned(detail.get("backfills"), backfill_id)
     return Binding(
         spec_name=row["spec_name"],
         dag_id=row["dag_id"],

@@ -152,9 +152,8 @@ class Observer:
         names = {s.name for s in specs}
         live = {s.dag_id for s in specs if not (s.name in bindings and bindings[s.name].phase.terminal)}
         live |= {b.dag_id for n, b in bindings.items() if n not in names and not b.phase.terminal and b.backfill_id}
-        listed = listed_infos(
-            self.client, live - {s.dag_id for s in specs if s.select is not None}
-        )  # select: its latest code
+        wanted = live - {s.dag_id for s in specs if s.select is not None}  # select: its latest code, from details
+        listed = listed_infos(self.client, wanted)
         with reading(self.history, self.client, live, specs, bindings) as history:
             observed = concurrently(
                 sorted(live), lambda d: self._dag(d, specs, bindings, listed.get(d), history, claims=claims)

@@ -6,7 +6,7 @@ its rows to these values and back in one place; nothing above it sees a row.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -294,6 +294,14 @@ class Claim:
     owned: tuple[int, ...] = ()  # every backfill it owned, its chunks and current one included, in order
     drained: bool = False  # it was applied with drain_dag
 
+    @classmethod
+    def of(
+        cls, spec_name: str, dag_id: str, backfill_id: int | None, owned: Iterable[int | None], drained: bool
+    ) -> Claim:
+        """`owned` in order, each once, None left out (the current backfill is appended when it is new)."""
+        ids = tuple(i for i in dict.fromkeys((*owned, backfill_id)) if i is not None)
+        return cls(spec_name, dag_id, backfill_id, ids, drained)
+
 
 @dataclass(frozen=True, slots=True)
 class Binding:
@@ -327,9 +335,8 @@ class Binding:
 
     def claim(self) -> Claim:
         chunks = self.progress.ids if self.progress is not None else ()
-        owned = tuple(i for i in dict.fromkeys((*self.backfills, *chunks, self.backfill_id)) if i is not None)
         drained = self.applied is not None and bool(self.applied.identity.get("drain_dag"))
-        return Claim(self.spec_name, self.dag_id, self.backfill_id, owned, drained)
+        return Claim.of(self.spec_name, self.dag_id, self.backfill_id, (*self.backfills, *chunks), drained)
 
     def owning(self, backfill_id: int | None) -> tuple[int, ...]:
         """`backfills` with `backfill_id` appended when it is new."""

@@ -323,19 +323,8 @@ def _head(ctx: Context, spec: BackfillSpec) -> Item:
 def drained_pause(world: World, dag_id: str) -> str | None:
     """Why the paused DAG is paused when a finished spec drained it (`drain_dag`: Airflow paused it when the
     drain ended): backfillctl never unpauses a DAG, so specs queued on it wait for a person."""
-    drained = sorted(
-        [
-            *(
-                name
-                for name, b in world.bindings.items()
-                if b.dag_id == dag_id
-                and b.phase.terminal
-                and b.applied is not None
-                and b.applied.identity.get("drain_dag")
-            ),
-            *(name for name, c in world.claims.items() if c.dag_id == dag_id and c.drained),  # at rest: finished
-        ]
-    )
+    finished = {n: b.claim() for n, b in world.bindings.items() if b.dag_id == dag_id and b.phase.terminal}
+    drained = sorted(n for n, c in (finished | dict(world.claims)).items() if c.dag_id == dag_id and c.drained)
     if not drained:
         return None
     return (
