@@ -8,12 +8,14 @@ import base64
 import functools
 import http.server
 import json
+import os
 import re
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from controller.core.rules.rs256 import encoded
@@ -21,6 +23,9 @@ from controller.core.rules.rs256 import encoded
 REPOSITORY = "acme/backfill-specs"
 WORKFLOW = "acme/backfillctl/.github/workflows/reusable-backfill-stop.yml"
 NOW = 1_767_225_600  # 2026-01-01T00:00:00Z
+# generated keys are kept per machine: `openssl genrsa 2048` takes 0.1–2 s, and every process would pay it again (each
+# mutant that mutation testing runs is a process of its own: 3 s a mutant of core/rules/rs256.py without this)
+KEPT = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "backfillctl" / "test-keys"
 
 
 @dataclass(frozen=True)
@@ -55,12 +60,49 @@ class RsaKey:
 
 @functools.cache
 def rsa_key(kid: str, bits: int = 2048) -> RsaKey:
-    """A fresh RSA key from openssl (one per kid and size in a test process)."""
-    pem = subprocess.run(["openssl", "genrsa", str(bits)], capture_output=True, check=True).stdout
+    """An RSA key from openssl, one per kid and size (made once on this machine, then kept: `KEPT`)."""
+    numbers = kept(f"rsa-{kid}-{bits}.json", lambda: _numbers(generated(bits)), _numbers_or_none)
+    assert numbers is not None
+    return RsaKey(int(numbers["n"], 16), int(numbers["e"]), int(numbers["d"], 16), kid)
+
+
+def generated(bits: int, *form: str) -> bytes:
+    """A new private key in PEM as `openssl genrsa` writes it (`form`: e.g. `-traditional`, PKCS#1)."""
+    return subprocess.run(["openssl", "genrsa", *form, str(bits)], capture_output=True, check=True).stdout
+
+
+def kept(name: str, make: Callable[[], bytes], read: Callable[[bytes], Any] = bytes) -> Any:
+    """`read` of what `make()` made once and `KEPT` keeps as `name` (made again when `read` finds it unreadable:
+    None); written whole or not at all, so a process that reads it beside one that writes it never sees half."""
+    path = KEPT / name
+    try:
+        found = read(path.read_bytes())
+    except OSError:
+        found = None
+    if found is not None:
+        return found
+    data = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{name}.{os.getpid()}")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return read(data)
+
+
+def _numbers(pem: bytes) -> bytes:
     text = subprocess.run(
         ["openssl", "rsa", "-text", "-noout"], input=pem, capture_output=True, check=True
     ).stdout.decode()
-    return RsaKey(_field(text, "modulus"), _exponent(text), _field(text, "privateExponent"), kid)
+    numbers = {"n": f"{_field(text, 'modulus'):x}", "e": _exponent(text), "d": f"{_field(text, 'privateExponent'):x}"}
+    return json.dumps(numbers).encode()
+
+
+def _numbers_or_none(data: bytes) -> dict[str, Any] | None:
+    try:
+        numbers = json.loads(data)
+    except ValueError:
+        return None
+    return numbers if isinstance(numbers, dict) and {"n", "e", "d"} <= numbers.keys() else None
 
 
 def _field(text: str, name: str) -> int:
