@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -52,19 +54,35 @@ def layout(tmp_path: Path) -> Path:
     return repo
 
 
-def run(
-    repo: Path, *args: str, sleep: dict[str, int] | None = None, **fail: int
-) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    log = repo.parent / "calls.log"
+def environment(
+    repo: Path, sleep: dict[str, int] | None = None, given: dict[str, str] | None = None, **fail: int
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BACKFILLCTL_", "STUB_"))}
-    env |= {"PATH": f"{repo.parent / 'bin'}:{env['PATH']}", "STUB_LOG": str(log)}
+    env |= {"PATH": f"{repo.parent / 'bin'}:{env['PATH']}", "STUB_LOG": str(repo.parent / "calls.log")}
     env |= {f"STUB_FAIL_{key}": str(code) for key, code in fail.items()}
     env |= {f"STUB_SLEEP_{key}": str(seconds) for key, seconds in (sleep or {}).items()}
+    return env | (given or {})
+
+
+def run(
+    repo: Path, *args: str, sleep: dict[str, int] | None = None, given: dict[str, str] | None = None, **fail: int
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     done = subprocess.run(
-        [str(repo / "scripts" / "test"), *args], cwd=repo, env=env, capture_output=True, text=True, check=False
+        [str(repo / "scripts" / "test"), *args],
+        cwd=repo,
+        env=environment(repo, sleep, given, **fail),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
+    return done, calls_of(repo)
+
+
+def calls_of(repo: Path) -> list[str]:
+    log = repo.parent / "calls.log"
     calls = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-    return done, [_without_basetemp(call) for call in calls]
+    return [_without_basetemp(call) for call in calls]
 
 
 def _without_basetemp(call: str) -> str:
@@ -88,43 +106,32 @@ LINT = [
 ]
 
 
+AIRFLOW = "pytest -n 0 -p no:cacheprovider --durations=15 -m airflow"
+REST = "pytest -n 0 -p no:cacheprovider --durations=15 -m not airflow"
+MUTATION = "python scripts/mutation --threshold 90"
+
+
 def test_the_whole_suite_runs_each_track_in_order_and_passes(layout: Path) -> None:
     done, calls = run(layout)
     assert done.returncode == 0, done.stdout + done.stderr
     assert calls[:5] == LINT
     tracks = calls[5:]
-    assert [call for call in tracks if call == "pytest -n 0 --durations=15 -m airflow"] == [
-        "pytest -n 0 --durations=15 -m airflow"
-    ]
-    assert [call for call in tracks if call == LINE] == [LINE] * len(LINES)  # the other lines, once
-    rest = [call for call in tracks if call not in ("pytest -n 0 --durations=15 -m airflow", LINE)]
-    assert rest == ["pytest -n 0 --durations=15 -m not airflow", "python scripts/mutation --threshold 90"]
+    assert [call for call in tracks if call in (AIRFLOW, LINE)] == [AIRFLOW, *[LINE] * len(LINES)]
+    assert [call for call in tracks if call not in (AIRFLOW, LINE)] == [REST, MUTATION]
     assert "== the Airflow track's log\n== pytest -m airflow (Airflow 3.3.2)\n" in done.stdout
-    assert [line for line in done.stdout.splitlines() if line.startswith("== Airflow ")] == [
+    log = done.stdout.split("== the Airflow track's log\n")[1]  # the lines ran on the Airflow track, after its tests
+    assert [line for line in log.splitlines() if line.startswith("== Airflow ")] == [
         f"== Airflow {v}: 0 s" for v in LINES
     ]
-
-
-def _lines_ran_in_the_airflow_track(stdout: str) -> bool:
-    return stdout.index("== Airflow 3.1.8: ") > stdout.index("== the Airflow track's log")
-
-
-def test_the_track_that_ends_first_runs_the_other_lines(layout: Path) -> None:
-    slow_airflow, _ = run(layout, sleep={"AIRFLOW": 2})
-    assert slow_airflow.returncode == 0
-    assert not _lines_ran_in_the_airflow_track(slow_airflow.stdout)
-    slow_mutation, _ = run(layout, sleep={"MUTATION": 2})
-    assert slow_mutation.returncode == 0
-    assert _lines_ran_in_the_airflow_track(slow_mutation.stdout)
+    assert done.stdout.splitlines()[-1].startswith("== both tracks: ")
+    assert done.stderr == ""  # no job-control notice from the Airflow track's process group
 
 
 def test_each_track_runs_its_own_tests_in_its_own_temp_folder(layout: Path) -> None:
     log = layout.parent / "calls.log"
     done, _ = run(layout)
     assert done.returncode == 0
-    pytests = [
-        line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("pytest -n 0 --durations=15")
-    ]
+    pytests = [line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("pytest -n 0")]
     assert sorted(call.rsplit(" -m ", 1)[1] for call in pytests) == ["airflow", "not airflow"]
     folders = {call.split("--basetemp=")[1].split(" ")[0] for call in pytests}
     assert len(folders) == 2
@@ -132,12 +139,14 @@ def test_each_track_runs_its_own_tests_in_its_own_temp_folder(layout: Path) -> N
     assert not any(Path(folder).parent.exists() for folder in folders)  # the work folder is removed at the end
 
 
-def test_a_failing_airflow_test_fails_the_command(layout: Path) -> None:
+def test_a_failing_airflow_test_fails_the_command_and_the_other_lines_do_not_run(layout: Path) -> None:
     done, calls = run(layout, AIRFLOW=1)
     assert done.returncode == 1
-    assert calls.count(LINE) == 3  # the other lines still run, once
-    assert "python scripts/mutation --threshold 90" in calls  # the other track still runs whole
-    assert done.stdout.rstrip().endswith("pytest -m airflow failed (the Airflow track's log above)")
+    assert LINE not in calls
+    assert MUTATION in calls  # the other track still runs whole
+    assert done.stdout.rstrip().endswith(
+        "pytest -m airflow failed (the Airflow track's log above); the other lines did not run"
+    )
 
 
 def test_a_failing_line_fails_the_command_and_stops_the_lines_after_it(layout: Path) -> None:
@@ -146,13 +155,13 @@ def test_a_failing_line_fails_the_command_and_stops_the_lines_after_it(layout: P
     assert calls.count(LINE) == 2  # 3.1.8, then 3.2.2 fails: 3.4.0b2 does not start
     assert "== Airflow 3.1.8: 0 s" in done.stdout
     assert "== Airflow 3.2.2" not in done.stdout
-    assert done.stdout.rstrip().endswith("every_line: failed on an Airflow line (above)")
+    assert done.stdout.rstrip().endswith("every_line: failed on an Airflow line (the Airflow track's log above)")
 
 
 def test_a_failing_test_of_the_rest_skips_mutation_testing_and_fails_the_command(layout: Path) -> None:
     done, calls = run(layout, REST=1)
     assert done.returncode == 1
-    assert not any("scripts/mutation" in call for call in calls)
+    assert MUTATION not in calls
     assert calls.count(LINE) == 3
     assert done.stdout.rstrip().endswith("pytest -m 'not airflow' failed (above); mutation testing did not run")
 
@@ -160,13 +169,50 @@ def test_a_failing_test_of_the_rest_skips_mutation_testing_and_fails_the_command
 def test_a_module_below_the_mutation_threshold_fails_the_command(layout: Path) -> None:
     done, _ = run(layout, MUTATION=1)
     assert done.returncode == 1
-    assert done.stdout.splitlines()[-1].startswith("== both tracks: ")  # scripts/mutation tells its own failure
+    assert done.stdout.rstrip().endswith("mutation testing failed (above)")
+
+
+def test_no_lines_and_no_mutation_testing_when_the_environment_says_so(layout: Path) -> None:
+    done, calls = run(layout, given={"BACKFILLCTL_TEST_LINES": "", "BACKFILLCTL_SKIP_MUTATION": "1"})
+    assert done.returncode == 0
+    assert calls[5:] in ([AIRFLOW, REST], [REST, AIRFLOW])
+
+
+def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path) -> None:
+    """Ctrl-C reaches the terminal's foreground process group: the command and its foreground pytest; the Airflow
+    track, a process group of its own, gets it from the command's trap."""
+    script = subprocess.Popen(
+        [str(layout / "scripts" / "test")],
+        cwd=layout,
+        env=environment(layout, sleep={"AIRFLOW": 30, "REST": 30}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a process group, as a terminal's job
+    )
+    deadline = time.monotonic() + 20
+    while len([c for c in calls_of(layout) if c in (AIRFLOW, REST)]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert sorted(c for c in calls_of(layout) if c in (AIRFLOW, REST)) == sorted([AIRFLOW, REST])
+    started = time.monotonic()
+    os.killpg(script.pid, signal.SIGINT)
+    stdout, _ = script.communicate(timeout=20)
+    assert script.returncode == 130
+    assert time.monotonic() - started < 10  # not the stubs' 30 s
+    assert LINE not in calls_of(layout)
+    assert MUTATION not in calls_of(layout)
+    log = (layout.parent / "calls.log").read_text(encoding="utf-8")
+    work = Path(log.split("--basetemp=")[1].split(" ")[0]).parent
+    assert not work.exists()
+    alive = subprocess.run(["pgrep", "-f", str(layout)], capture_output=True, text=True, check=False).stdout
+    assert alive == ""  # no stub (nor its sleep's parent) left running
+    assert "== both tracks" not in stdout
 
 
 def test_pytest_arguments_run_one_pytest_over_them_on_two_workers(layout: Path) -> None:
     done, calls = run(layout, "-k", "spec")
     assert done.returncode == 0
-    assert calls[5:] == ["pytest -n 2 -k spec", *[LINE] * len(LINES), "python scripts/mutation --threshold 90"]
+    assert calls[5:] == ["pytest -n 2 -k spec", *[LINE] * len(LINES), MUTATION]
 
 
 def test_the_lint_stage_fails_the_command_before_any_test(layout: Path) -> None:
