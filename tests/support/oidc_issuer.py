@@ -61,6 +61,7 @@ class RsaKey:
 @functools.cache
 def rsa_key(kid: str, bits: int = 2048) -> RsaKey:
     """An RSA key from openssl, one per kid and size (made once on this machine, then kept: `KEPT`)."""
+    assert re.fullmatch(r"[\w-]+", kid), f"{kid!r} names a kept file: letters, digits, - and _"
     numbers = kept(f"rsa-{kid}-{bits}.json", lambda: _numbers(generated(bits)), _numbers_or_none)
     assert numbers is not None
     return RsaKey(int(numbers["n"], 16), int(numbers["e"]), int(numbers["d"], 16), kid)
@@ -69,6 +70,23 @@ def rsa_key(kid: str, bits: int = 2048) -> RsaKey:
 def generated(bits: int, *form: str) -> bytes:
     """A new private key in PEM as `openssl genrsa` writes it (`form`: e.g. `-traditional`, PKCS#1)."""
     return subprocess.run(["openssl", "genrsa", *form, str(bits)], capture_output=True, check=True).stdout
+
+
+@functools.cache
+def openssl_version() -> str:
+    """This machine's openssl release (kept PEMs are per release: a new one may write another form)."""
+    return subprocess.run(["openssl", "version"], capture_output=True, text=True, check=True).stdout.split()[1]
+
+
+def openssl_pem(bits: int, *form: str) -> bytes:
+    """`generated(bits, *form)`, made once per openssl release on this machine, then kept."""
+    name = f"openssl-{openssl_version()}-genrsa{''.join(form)}-{bits}.pem"
+    pem: bytes = kept(name, lambda: generated(bits, *form), _pem_or_none)
+    return pem
+
+
+def _pem_or_none(data: bytes) -> bytes | None:
+    return data if data.startswith(b"-----BEGIN ") and data.rstrip().endswith(b"-----") else None
 
 
 def kept(name: str, make: Callable[[], bytes], read: Callable[[bytes], Any] = bytes) -> Any:

@@ -15,7 +15,7 @@ import pytest
 from controller.core.rules.rs256 import SHA256_DIGEST_INFO, encoded, key_problem, sign, verify
 from controller.core.rules.rsakey import private_key
 from tests.support import oidc_issuer
-from tests.support.oidc_issuer import RsaKey, generated, kept, rsa_key
+from tests.support.oidc_issuer import RsaKey, kept, openssl_pem, rsa_key
 
 MESSAGE = b"eyJhbGciOiJSUzI1NiJ9.eyJhdWQiOiJiYWNrZmlsbGN0bCJ9"
 
@@ -114,7 +114,7 @@ def test_a_weak_key_verifies_nothing(key: RsaKey) -> None:
 @pytest.mark.parametrize("form", ["-traditional", ""])  # PKCS#1 (a GitHub App's key) and PKCS#8
 def test_a_signature_made_here_is_one_openssl_verifies(form: str, tmp_path: Path) -> None:
     pem = tmp_path / "key.pem"  # openssl's own, in that form (made once on this machine, then kept)
-    pem.write_bytes(kept(f"openssl-genrsa{form}-2048.pem", lambda: generated(2048, *([form] if form else []))))
+    pem.write_bytes(openssl_pem(2048, *([form] if form else [])))
     lines = pem.read_text().splitlines()
     assert lines[0] == ("-----BEGIN RSA PRIVATE KEY-----" if form else "-----BEGIN PRIVATE KEY-----")
     n, e, d = private_key(base64.b64decode("".join(lines[1:-1])))
@@ -170,3 +170,12 @@ def test_a_kept_key_that_is_not_one_is_made_again(tmp_path: Path, monkeypatch: p
     assert kept("rsa-x-2048.json", make, oidc_issuer._numbers_or_none) == numbers
     assert made == [1]  # kept: not made again
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rsa-x-2048.json"]  # no partial file left
+
+
+def test_a_kept_pem_that_is_not_one_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oidc_issuer, "KEPT", tmp_path)
+    name = f"openssl-{oidc_issuer.openssl_version()}-genrsa-traditional-2048.pem"
+    (tmp_path / name).write_bytes(b"")  # empty: a crash before the data reached the disk
+    pem = openssl_pem(2048, "-traditional")
+    assert pem.startswith(b"-----BEGIN RSA PRIVATE KEY-----\n")
+    assert (tmp_path / name).read_bytes() == pem
