@@ -9,6 +9,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,7 +183,7 @@ def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path
     """Ctrl-C reaches the terminal's foreground process group: the command and its foreground pytest; the Airflow
     track, a process group of its own, gets it from the command's trap."""
     script = subprocess.Popen(
-        [str(layout / "scripts" / "test")],
+        [*with_sigint("SIG_DFL"), str(layout / "scripts" / "test")],  # as a terminal's job starts, whatever CI's does
         cwd=layout,
         env=environment(layout, sleep={"AIRFLOW": 30, "REST": 30}),
         stdout=subprocess.PIPE,
@@ -190,13 +191,16 @@ def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path
         text=True,
         start_new_session=True,  # a process group, as a terminal's job
     )
-    deadline = time.monotonic() + 20
-    while len([c for c in calls_of(layout) if c in (AIRFLOW, REST)]) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert sorted(c for c in calls_of(layout) if c in (AIRFLOW, REST)) == sorted([AIRFLOW, REST])
-    started = time.monotonic()
-    os.killpg(script.pid, signal.SIGINT)
-    stdout, _ = script.communicate(timeout=20)
+    try:
+        deadline = time.monotonic() + 20
+        while len([c for c in calls_of(layout) if c in (AIRFLOW, REST)]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert sorted(c for c in calls_of(layout) if c in (AIRFLOW, REST)) == sorted([AIRFLOW, REST])
+        started = time.monotonic()
+        os.killpg(script.pid, signal.SIGINT)
+        stdout, _ = script.communicate(timeout=20)
+    finally:
+        _stop_all(script, layout)
     assert script.returncode == 130
     assert time.monotonic() - started < 10  # not the stubs' 30 s
     assert LINE not in calls_of(layout)
@@ -207,6 +211,52 @@ def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path
     alive = subprocess.run(["pgrep", "-f", str(layout)], capture_output=True, text=True, check=False).stdout
     assert alive == ""  # no stub (nor its sleep's parent) left running
     assert "== both tracks" not in stdout
+
+
+def test_a_sigint_ignored_since_start_up_still_stops_the_airflow_track_on_sigterm(layout: Path) -> None:
+    """A command started where SIGINT is ignored (a background job of a script, as some CI runners start it) cannot
+    be interrupted, but SIGTERM still stops both tracks: the trap's SIGINT is ignored, its SIGTERM after 30 s is not."""
+    script = subprocess.Popen(
+        [*with_sigint("SIG_IGN"), str(layout / "scripts" / "test")],
+        cwd=layout,
+        env=environment(layout, sleep={"AIRFLOW": 60, "REST": 1}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while MUTATION not in calls_of(layout) and time.monotonic() < deadline:  # waiting on the Airflow track
+            time.sleep(0.1)
+        started = time.monotonic()
+        script.send_signal(signal.SIGTERM)
+        stdout, _ = script.communicate(timeout=50)
+    finally:
+        _stop_all(script, layout)
+    assert script.returncode == 143
+    assert 29 < time.monotonic() - started < 45  # SIGINT ignored, then SIGTERM after 30 s, not the stub's 60 s
+    assert LINE not in calls_of(layout)
+    assert "== both tracks" not in stdout
+
+
+def with_sigint(disposition: str) -> list[str]:
+    """A command prefix that sets SIGINT to `disposition` (SIG_DFL, SIG_IGN) and runs the rest in its place: what
+    an exec'd program inherits, whatever this test process inherited (a job started in a script's background has
+    SIGINT ignored, and so has all it starts)."""
+    code = (
+        f"import os, signal, sys; signal.signal(signal.SIGINT, signal.{disposition}); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", code]
+
+
+def _stop_all(script: subprocess.Popen[str], layout: Path) -> None:
+    """Whatever a failed assertion left running: the command's process group and its stubs."""
+    if script.poll() is None:
+        os.killpg(script.pid, signal.SIGKILL)
+        script.communicate()
+    subprocess.run(["pkill", "-KILL", "-f", str(layout)], check=False)
 
 
 def test_pytest_arguments_run_one_pytest_over_them_on_two_workers(layout: Path) -> None:
