@@ -182,15 +182,7 @@ def test_no_lines_and_no_mutation_testing_when_the_environment_says_so(layout: P
 def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path) -> None:
     """Ctrl-C reaches the terminal's foreground process group: the command and its foreground pytest; the Airflow
     track, a process group of its own, gets it from the command's trap."""
-    script = subprocess.Popen(
-        [*with_sigint("SIG_DFL"), str(layout / "scripts" / "test")],  # as a terminal's job starts, whatever CI's does
-        cwd=layout,
-        env=environment(layout, sleep={"AIRFLOW": 30, "REST": 30}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # a process group, as a terminal's job
-    )
+    script = launched(layout, "SIG_DFL", {"AIRFLOW": 30, "REST": 30})  # as a terminal's job starts, whatever CI's does
     try:
         deadline = time.monotonic() + 20
         while len([c for c in calls_of(layout) if c in (AIRFLOW, REST)]) < 2 and time.monotonic() < deadline:
@@ -216,15 +208,7 @@ def test_an_interrupt_stops_both_tracks_and_removes_the_work_folder(layout: Path
 def test_a_sigint_ignored_since_start_up_still_stops_the_airflow_track_on_sigterm(layout: Path) -> None:
     """A command started where SIGINT is ignored (a background job of a script, as some CI runners start it) cannot
     be interrupted, but SIGTERM still stops both tracks: the trap's SIGINT is ignored, its SIGTERM after 30 s is not."""
-    script = subprocess.Popen(
-        [*with_sigint("SIG_IGN"), str(layout / "scripts" / "test")],
-        cwd=layout,
-        env=environment(layout, sleep={"AIRFLOW": 60, "REST": 1}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    script = launched(layout, "SIG_IGN", {"AIRFLOW": 60, "REST": 1})
     try:
         deadline = time.monotonic() + 20
         while MUTATION not in calls_of(layout) and time.monotonic() < deadline:  # waiting on the Airflow track
@@ -238,6 +222,19 @@ def test_a_sigint_ignored_since_start_up_still_stops_the_airflow_track_on_sigter
     assert 29 < time.monotonic() - started < 45  # SIGINT ignored, then SIGTERM after 30 s, not the stub's 60 s
     assert LINE not in calls_of(layout)
     assert "== both tracks" not in stdout
+
+
+def launched(layout: Path, sigint: str, sleep: dict[str, int]) -> subprocess.Popen[str]:
+    """The command in a process group of its own (as a terminal's job), with SIGINT at `sigint` (`with_sigint`)."""
+    return subprocess.Popen(
+        [*with_sigint(sigint), str(layout / "scripts" / "test")],
+        cwd=layout,
+        env=environment(layout, sleep=sleep),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def with_sigint(disposition: str) -> list[str]:

@@ -89,7 +89,7 @@ def _pem_or_none(data: bytes) -> bytes | None:
     return data if data.startswith(b"-----BEGIN ") and data.rstrip().endswith(b"-----") else None
 
 
-def kept(name: str, make: Callable[[], bytes], read: Callable[[bytes], Any] = bytes) -> Any:
+def kept(name: str, make: Callable[[], bytes], read: Callable[[bytes], Any]) -> Any:
     """`read` of what `make()` made once and `KEPT` keeps as `name` (made again when `read` finds it unreadable:
     None); written whole or not at all, so a process that reads it beside one that writes it never sees half."""
     path = KEPT / name
