@@ -107,6 +107,18 @@ class GitHistory:
                 found[path] = target
         return found
 
+    def tree_id(self, sha: str, prefix: str) -> str | None:
+        """The id of the tree at `prefix` (repository-relative) in commit `sha`: one id for everything the folder
+        holds (None: no such folder there)."""
+        if not SAFE_REF.match(sha):  # no option injection: a ref never starts with `-`
+            return None
+        if prefix in ("", "."):
+            return self._git("rev-parse", "--verify", f"{sha}^{{tree}}").strip()
+        entry = self._git("ls-tree", "-z", sha, "--", prefix).split("\0")[0]  # the folder's own entry, unlisted
+        meta, _, path = entry.partition("\t")
+        kind_id = meta.split(" ")[1:]
+        return kind_id[1] if path == prefix and kind_id[:1] == ["tree"] else None
+
     def tree(self, sha: str, prefix: str) -> Mapping[str, tuple[str, str]]:
         """Every blob under `prefix` (repository-relative) in commit `sha`'s tree: path → (mode, blob id), read
         only. A commit's tree never changes, so the last two are kept: a pass lists HEAD's once, for the index and

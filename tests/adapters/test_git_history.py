@@ -117,3 +117,24 @@ def test_a_commits_tree_is_listed_once_while_it_is_one_of_the_last_two_and_read_
         tree["specs/d.yaml"] = ("100644", "0" * 40)  # type: ignore[index]
     with pytest.raises(GitError, match="commit '--output=x' is not in this repository"):
         history.tree("--output=x", "specs")
+
+
+def test_a_folders_tree_id_is_one_id_for_what_it_holds_and_none_for_what_is_no_folder(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "specs" / "team").mkdir(parents=True)
+    (tmp_path / "specs" / "team" / "a.yaml").write_text("a\n")
+    (tmp_path / "specs team").mkdir()
+    (tmp_path / "specs team" / "b.yaml").write_text("b\n")
+    first = commit(tmp_path, "specs")
+    history = GitSource(tmp_path).history
+    assert history.tree_id(first, "specs") == blob(tmp_path, "HEAD:specs")
+    assert history.tree_id(first, "specs/team") == blob(tmp_path, "HEAD:specs/team")
+    assert history.tree_id(first, "specs team") == blob(tmp_path, "HEAD:specs team")
+    assert history.tree_id(first, ".") == history.tree_id(first, "") == blob(tmp_path, "HEAD^{tree}")
+    assert history.tree_id(first, "specs/team/a.yaml") is None  # a file
+    assert history.tree_id(first, "nowhere") is None
+    assert history.tree_id("-p", "specs") is None  # never an option
+    (tmp_path / "README").write_text("elsewhere\n")
+    second = commit(tmp_path, "readme", when=1)
+    assert history.tree_id(second, "specs") == history.tree_id(first, "specs")  # unchanged below it
+    assert history.tree_id(second, ".") != history.tree_id(first, ".")

@@ -14,6 +14,8 @@ helper (`Database.tx`):
 - `stops`: the emergency stops, and the fence every create or unpause intent runs;
 - `stages`: each spec's rehearsal, verification and publish runs, keyed by what they prove;
 - `spec_index`: finished spec files by git blob id, so that a pass does not read them again;
+- `rest_summary` (and `revisions`): what a pass found at rest, so that the next one over the same tree reads only
+  the live specs (`part_reads`: the reads a pass makes in parts);
 - `reconciled`: each commit a pass reconciled, with its valid policy;
 - `gate`: the approval gate's decision per spec or policy file version, with the evidence that counted;
 - `history`: each Airflow's completed backfills per DAG and their watermark, so a create lists only new ones.
@@ -52,7 +54,9 @@ from controller.adapters.store.gate import GateDecisions
 from controller.adapters.store.history import BackfillHistory
 from controller.adapters.store.lease import Lease, LeaseLost, Leases
 from controller.adapters.store.outbox import Outbox, OutboxRow
+from controller.adapters.store.part_reads import PartReads
 from controller.adapters.store.reconciled import Reconciled, ReconciledCommits, TeamScopes
+from controller.adapters.store.rest_summary import RestKey, RestSummaries, RestSummary
 from controller.adapters.store.spec_index import IndexedHead, IndexedSpec, SpecIndex
 from controller.adapters.store.stages import Stages
 from controller.adapters.store.stops import Stops
@@ -78,6 +82,8 @@ __all__ = [
     "NoStore",
     "OutboxRow",
     "Reconciled",
+    "RestKey",
+    "RestSummary",
     "Store",
     "normalise_url",
     "stamp",
@@ -117,27 +123,7 @@ class _GitMemory:
         self._gate.save(decisions, present)
 
 
-class _PartReads:
-    """What a pass reads in parts, so that finished specs cost it little: every binding's and index row's head
-    first, then whole rows only for the specs it plans, and of finished specs at rest on a walked DAG, their claims."""
-
-    _bindings: Bindings
-    _index: SpecIndex
-
-    def binding_heads(self) -> dict[str, BindingHead]:
-        return self._bindings.heads()
-
-    def claims(self, named: Collection[str]) -> dict[str, Claim]:
-        return self._bindings.claims(named)
-
-    def indexed_specs(self, blobs: Collection[str] | None = None) -> dict[str, IndexedSpec]:
-        return self._index.all(blobs)  # by blob id: every row, or those of `blobs`
-
-    def index_heads(self) -> dict[str, IndexedHead]:
-        return self._index.heads()
-
-
-class Store(_GitMemory, _PartReads):
+class Store(_GitMemory, PartReads):
     def __init__(
         self,
         url: str,
@@ -160,6 +146,7 @@ class Store(_GitMemory, _PartReads):
         self._stops = Stops(db, clock)
         self._stages = Stages(db, clock)
         self._index = SpecIndex(db, clock)
+        self._summaries = RestSummaries(db, clock)
         self._reconciled = ReconciledCommits(db, clock)
         self._scopes = TeamScopes(db, clock)
         self._gate = GateDecisions(db, clock)
@@ -311,7 +298,7 @@ class Store(_GitMemory, _PartReads):
     def bindings(self, named: Collection[str] | None = None) -> dict[str, Binding]:  # every one, or `named`'s
         return self._bindings.all() if named is None else self._bindings.named(named)
 
-    def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
+    def index_specs(self, entries: Sequence[IndexedSpec], present: Collection[str] | None) -> None:
         self._index.save(entries, present)  # keep `entries`; forget the blobs not `present` at HEAD
 
     # --- analysis -----------------------------------------------------------------------------------------
@@ -424,6 +411,12 @@ class NoStore(Store):
 
     def index_heads(self) -> dict[str, IndexedHead]:
         return {}
+
+    def unfinished_names(self) -> list[str]:
+        return []
+
+    def finished_revision(self) -> int | None:
+        return None
 
     def last_reconciled(self) -> Reconciled | None:
         return None

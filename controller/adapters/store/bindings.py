@@ -12,9 +12,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, and_, bindparam, case, insert, select, update
 
 from controller.adapters.store.database import Clock, Database, batches, decoded, json_text, stamp
+from controller.adapters.store.revisions import bump_finished
 from controller.adapters.store.tables import bindings
 from controller.core.model.airflow import summary_from_json
 from controller.core.model.binding import (
+    TERMINAL,
     Ahead,
     Applied,
     Approval,
@@ -33,10 +35,11 @@ from controller.core.model.spec import DesiredState
 from controller.core.plan.provenance import REFUSED as APPROVAL_GATE
 
 # built once: building the statements (and their cache keys) per save was ~3/4 of its time (260 → 65 µs)
-_EXISTS = select(bindings.c.spec_name).where(bindings.c.spec_name == bindparam("name"))
+_PHASE = select(bindings.c.phase).where(bindings.c.spec_name == bindparam("name"))
 _UPDATE = update(bindings).where(bindings.c.spec_name == bindparam("name"))
 _INSERT = insert(bindings)
 _JSON = ("run_counts", "detail")  # read as their text and decoded by `decoded`
+_TERMINAL = frozenset(p.value for p in TERMINAL)
 _BATCH = 500  # names in one `IN` list (far below SQLite's and PostgreSQL's bound-parameter limits)
 
 
@@ -45,14 +48,18 @@ class Bindings:
         self._db, self._clock = db, clock
 
     def save(self, binding: Binding) -> None:
-        """Insert or replace what the store remembers of one spec (one transaction)."""
+        """Insert or replace what the store remembers of one spec (one transaction); a finished one, before or after,
+        bumps the revision rest summaries are keyed by (`rest_summary.py`)."""
         now = stamp(self._clock())
         values = _binding_row(binding)
         with self._db.tx(f"saving the binding of {binding.spec_name}") as conn:
-            if conn.execute(_EXISTS, {"name": binding.spec_name}).first():
+            old = conn.execute(_PHASE, {"name": binding.spec_name}).first()
+            if old is not None:
                 conn.execute(_UPDATE, {**values, "updated_at": now, "name": binding.spec_name})
             else:
                 conn.execute(_INSERT, {**values, "created_at": now, "updated_at": now})
+            if binding.phase.terminal or (old is not None and old[0] in _TERMINAL):
+                bump_finished(conn)
 
     def get(self, spec_name: str) -> Binding | None:
         with self._db.tx("reading a binding") as conn:
@@ -70,6 +77,12 @@ class Bindings:
             for batch in batches(sorted(names), _BATCH):
                 found |= _bindings(conn, bindings.c.spec_name.in_(batch))
         return found
+
+    def unfinished(self) -> list[str]:
+        """The names of the bindings whose phase is not terminal."""
+        c = bindings.c
+        with self._db.tx("reading bindings") as conn:
+            return [row[0] for row in conn.execute(select(c.spec_name).where(c.phase.not_in(sorted(_TERMINAL))))]
 
     def heads(self) -> dict[str, BindingHead]:
         """Every binding's head from its plain columns; the JSON detail is read only where they cannot tell whether

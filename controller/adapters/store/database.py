@@ -33,8 +33,8 @@ from controller.core.model.spec import canonical_json
 from controller.errors import StoreError, StoreMissing, StoreUnavailable, truncate
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-SCHEMA_HEAD = "0010"  # the newest migration; a test keeps it equal to Alembic's head
-KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"})
+SCHEMA_HEAD = "0011"  # the newest migration; a test keeps it equal to Alembic's head
+KNOWN_REVISIONS = frozenset({"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011"})
 SUPPORTED = ("sqlite", "postgresql")
 INSTALL_POSTGRES = "pip install 'airflow-backfill-controller[postgres]'"
 URL_EXAMPLES = "sqlite:///path/to/state.db or postgresql://USER@HOST:5432/DBNAME"

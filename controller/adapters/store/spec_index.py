@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import delete, insert, select
 
 from controller.adapters.store.database import Clock, Database, batches, decoded, json_text, stamp
+from controller.adapters.store.revisions import bump_finished
 from controller.adapters.store.tables import spec_index
 from controller.core.model.spec import PUBLISH
 
@@ -91,17 +92,21 @@ class SpecIndex:
             rows = conn.execute(query.where(c.facts["version"].as_integer() == FACTS_VERSION)).all()
         return {r[0]: IndexedHead(r[0], r[1], r[2], r[3], r[4], publishes=bool(r[5])) for r in rows}
 
-    def save(self, entries: Sequence[IndexedSpec], present: Collection[str]) -> None:
-        """Insert or replace `entries`, and drop the rows of blobs not `present` (files gone or changed), in one
-        transaction."""
+    def save(self, entries: Sequence[IndexedSpec], present: Collection[str] | None) -> None:
+        """Insert or replace `entries`, and drop the rows of blobs not `present` (files gone or changed; None: drop
+        none), in one transaction; a change bumps the revision rest summaries are keyed by (`rest_summary.py`)."""
         now = stamp(self._clock())
         with self._db.tx("saving the spec index") as conn:
             known = {r[0] for r in conn.execute(select(spec_index.c.blob_id)).all()}
-            gone = (known - set(present)) | {e.blob_id for e in entries if e.blob_id in known}
+            gone = (known - set(known if present is None else present)) | {
+                e.blob_id for e in entries if e.blob_id in known
+            }
             for chunk in batches(sorted(gone)):  # a statement's parameters are bounded (SQLite: 32,766)
                 conn.execute(delete(spec_index).where(spec_index.c.blob_id.in_(chunk)))
             if entries:
                 conn.execute(insert(spec_index), [_row(e, now) for e in entries])
+            if entries or gone:
+                bump_finished(conn)
 
 
 def _row(entry: IndexedSpec, now: str) -> dict[str, Any]:

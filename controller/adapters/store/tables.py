@@ -187,3 +187,19 @@ backfill_watermarks = Table(  # migration 0010: per Airflow and DAG, the id up t
     Column("watermark", BigInteger().with_variant(Integer, "sqlite"), nullable=False),
     Column("read_at", String(40), nullable=False),
 )
+
+# migration 0011: per specs folder, what the last pass found at rest (`rest_summary.py`)
+rest_summaries = Table(
+    "rest_summaries",
+    metadata,
+    Column("folder", String(500), primary_key=True),  # the specs folder, repository-relative
+    Column("summary", JSON, nullable=False),
+    Column("written_at", String(40), nullable=False),
+)
+
+store_revisions = Table(  # migration 0011: counters; `finished` is bumped by every write a rest summary depends on
+    "store_revisions",
+    metadata,
+    Column("name", String(40), primary_key=True),
+    Column("revision", BigInteger, nullable=False),
+)

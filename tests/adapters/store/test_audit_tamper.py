@@ -281,7 +281,7 @@ def test_records_from_before_the_key_and_the_migration_are_adopted_and_keep_veri
             conn.execute(insert(audit_events).values(**row))
         prev = record.hash
     store = make(store_url, audit_key=Secret(KEY))  # migrates to the head
-    assert store.revision() == SCHEMA_HEAD == "0010"
+    assert store.revision() == SCHEMA_HEAD == "0011"
     assert store.verify().problem == ChainProblem(1, "UNKEYED", UNKEYED_WITH_KEY)
     with pytest.raises(StoreError) as refused:  # a keyed writer does not key an unkeyed chain by itself
         store.append(entry(3))

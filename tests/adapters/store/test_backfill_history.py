@@ -56,7 +56,7 @@ def test_migration_0010_adds_the_history_tables_and_downgrades_cleanly(
     make: Callable[..., Store], store_url: str
 ) -> None:
     store = make(store_url)
-    assert store.revision() == "0010"
+    assert store.revision() == "0011"
     store.backfill_history.keep(PROD, "orders", 1, (backfill(1),))
     assert {"backfill_history", "backfill_watermarks"} <= set(inspect(store.engine).get_table_names())
     with store.engine.begin() as conn:
@@ -65,7 +65,7 @@ def test_migration_0010_adds_the_history_tables_and_downgrades_cleanly(
     assert not {"backfill_history", "backfill_watermarks"} & set(inspect(store.engine).get_table_names())
     with store.engine.begin() as conn:
         _alembic(conn, "upgrade", "head")
-    assert store.revision() == "0010"
+    assert store.revision() == "0011"
     assert store.backfill_history.known(PROD, ["orders"]) == {}
     store.backfill_history.keep(PROD, "orders", 1, (backfill(1),))
     assert store.backfill_history.known(PROD, ["orders"]) == {"orders": KnownHistory(1, (backfill(1),))}

@@ -219,7 +219,7 @@ def test_migration_from_the_first_revision_keeps_data(make: Callable[..., Store]
         "INSERT INTO bindings (spec_name, airflow_url, dag_id, backfill_id, spec_digest, phase, created_at, "
         "updated_at) VALUES ('s', 'http://a', 'd', 3, 'sha256:x', 'Running', 't', 't')",
     )
-    assert store.migrate() == ("0001", "0010")
+    assert store.migrate() == ("0001", "0011")
     old = store.bindings()["s"]
     assert (old.backfill_id, old.phase, old.backfills, old.runs, old.applied_state.value) == (
         3,
@@ -273,7 +273,7 @@ def test_store_from_a_newer_version_is_refused(make: Callable[..., Store], store
     sql(store, "UPDATE alembic_version SET version_num = '9999'")
     with pytest.raises(StoreError) as refused:
         make(store_url)
-    assert "has schema revision 9999, newer than this backfillctl knows (head 0010)" in refused.value.message
+    assert "has schema revision 9999, newer than this backfillctl knows (head 0011)" in refused.value.message
 
 
 def test_unreachable_store_fails_closed_without_leaking_the_password(make: Callable[..., Store]) -> None:
@@ -400,7 +400,7 @@ def test_migration_0007_adds_the_pass_state_tables_and_downgrades_cleanly(
     make: Callable[..., Store], store_url: str
 ) -> None:
     store = make(store_url)
-    assert store.revision() == "0010"
+    assert store.revision() == "0011"
     tables = set(inspect(store.engine).get_table_names())
     assert {"analysis_state", "stops", "spec_index"} <= tables
     with store.engine.begin() as conn:
@@ -408,7 +408,7 @@ def test_migration_0007_adds_the_pass_state_tables_and_downgrades_cleanly(
     assert not {"analysis_state", "stops", "spec_index", "stages"} & set(inspect(store.engine).get_table_names())
     with store.engine.begin() as conn:
         _alembic(conn, "upgrade", "head")
-    assert store.revision() == "0010"
+    assert store.revision() == "0011"
 
 
 def test_migration_0008_adds_stages_and_a_stage_is_saved_read_and_updated_by_its_key(

@@ -9,7 +9,7 @@ from controller.core.model.airflow import Backfill, DagInfo
 from controller.core.model.binding import BindingHead, Claim, Phase
 from controller.core.model.policy import Policy
 from controller.core.plan.queue import make_plan
-from controller.core.plan.rest import Finished, at_rest
+from controller.core.plan.rest import Finished, Resting, at_rest, busy, resting
 from controller.core.plan.values import AtRest, Kind
 from controller.core.plan.world import Context, DagObservation, World
 from tests.core.plan.test_plan import JAN1, NOW, OK, backfill, dates, decided, spec
@@ -108,3 +108,18 @@ def test_a_dag_a_drain_at_rest_left_paused_says_so() -> None:
     assert decided(plan) == [("new", "blocked", "Blocked", why, None)]
     undrained = {"old": Claim("old", "d", 3, (3,))}
     assert decided(make_plan([spec("new")], Policy(), claimed(claims=undrained, info=paused)))[0][3] != why
+
+
+def test_a_kept_resting_value_walks_only_the_busy_dags_it_lists() -> None:
+    bindings = {
+        n: BindingHead(n, d, Phase.SUCCEEDED, f"sha256:{n}", True) for n, d in [("a", "x"), ("b", "y"), ("c", "x")]
+    }
+    bindings["d"] = BindingHead("d", "y", Phase.CANCELLED, "sha256:d", True)
+    kept = resting(
+        [Finished("c", "x"), Finished("a", "x"), Finished("b", "y"), Finished("d", "y", owed=True)], bindings
+    )
+    assert kept == Resting(((Phase.SUCCEEDED, 3),), {"x": ("a", "c"), "y": ("b",)})
+    assert kept.at_rest({"x", "elsewhere"}) == AtRest(((Phase.SUCCEEDED, 3),), frozenset("abc"), frozenset("ac"))
+    assert kept.at_rest(()) == AtRest(((Phase.SUCCEEDED, 3),), frozenset("abc"), frozenset())
+    live = {"e": BindingHead("e", "z", Phase.RUNNING, "sha256:e", True), **bindings}
+    assert busy({"w"}, live) == frozenset({"w", "z"})
