@@ -54,16 +54,20 @@ def load_schema(name: str) -> dict[str, Any]:
     )
 
 
-def collect(paths: Sequence[Path], specs_dir: Path, skip: Collection[str] = frozenset()) -> SpecTree:
+def collect(
+    paths: Sequence[Path], specs_dir: Path, skip: Collection[str] = frozenset(), only: Sequence[str] | None = None
+) -> SpecTree:
     """Spec files under `paths` (recursively), plus `specs_dir/policy.yaml` when it exists, but `skip` (paths
-    relative to a folder in `paths`, `/`-separated). Every folder read from must resolve inside its repository
+    relative to a folder in `paths`, `/`-separated); with `only` (paths relative to `specs_dir`, what an earlier
+    walk of an unchanged folder found), those, unwalked. Every folder read from must resolve inside its repository
     (ConfigError), every file inside its folder (a located problem)."""
     tree = SpecTree()
     roots = {root: confine(root) for root in [specs_dir, *(p if p.is_dir() else p.parent for p in paths)]}
     policy_file = policy_path(specs_dir)
     if policy_file is not None:
         tree.policy = _read(policy_file, roots[specs_dir], tree)
-    for path in sorted(set(_expand(paths, roots, skip))):
+    listed = _expand(paths, roots, skip) if only is None else (specs_dir / relative for relative in only)
+    for path in sorted(set(listed)):
         if policy_file is None or path.resolve() != policy_file.resolve():
             tree.found.append((path, roots[_root_for(path, paths)]))
     return tree

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from controller.adapters.gitsource import Commit, GitSource
-from controller.adapters.store import IndexedHead, IndexedSpec, Store
+from controller.adapters.store import IndexedHead, IndexedSpec, RestKey, RestSummary, Store
 from controller.commands.reconcile.finished import (
     History,
     Unread,
@@ -18,7 +18,8 @@ from controller.commands.reconcile.finished import (
     shown_paths,
     unread_specs,
 )
-from controller.commands.reconcile.specfiles import validate_paths
+from controller.commands.reconcile.rest_pass import Fallback, Made, rest_key, summary_of, unread_of
+from controller.commands.reconcile.specfiles import validate_folder
 from controller.commands.runtime.settings import Settings
 from controller.commands.runtime.validator import build_validator
 from controller.core.checks.loaded import LoadedSpec
@@ -28,7 +29,7 @@ from controller.core.model.binding import Binding, BindingHead, Claim
 from controller.core.model.policy import Policy
 from controller.core.model.spec import BackfillSpec, SourceFile
 from controller.core.plan.provenance import SpecOrigin
-from controller.core.plan.rest import Finished, at_rest
+from controller.core.plan.rest import Finished, Resting, busy, resting
 from controller.core.plan.run_notes import notes_pending
 from controller.core.plan.values import AtRest
 
@@ -77,35 +78,71 @@ class SpecLoader:
         self.history = History()  # the spec index as the passes of this process keep it
         self.at_rest = AtRest()  # the last load's finished specs at rest (with `rest`): counted, not built
         self.claims: Mapping[str, Claim] = {}  # of them, what those on walked DAGs claim (`World.claims`)
+        self.made: Made | None = None  # what the last whole load found that a rest summary keeps (`rest_pass`)
 
     def planned(
         self, bindings: Mapping[str, Binding] | None, source: SpecSource | None, *, rest: bool
     ) -> tuple[SpecSet, Mapping[str, Binding]]:
         """`load`, and the bindings (`bindings` None: the store's); with `rest`, the store's are read whole only for
-        the specs not at rest (their heads tell which), and of those at rest on a walked DAG, their claims."""
+        the specs not at rest (their heads tell which, or the folder's rest summary: `rest_pass`), and of those at
+        rest on a walked DAG, their claims."""
         self.claims = {}
         if bindings is not None or not rest:
             bindings = self.store.bindings() if bindings is None else bindings
             return self.load(heads(bindings), source), bindings
+        clean = source is not None and source.repository and not source.differing
+        keyed = rest_key(self.git, self.store, self.settings.specs_dir, clean=clean)
+        summarised = self._summarised(*keyed, source) if keyed is not None else None
+        if summarised is not None:
+            return summarised
         every = self.store.binding_heads()
         found = self.load(every, source, rest=True)
         resting, walked = self.at_rest.names, self.at_rest.walked
         self.claims = self.store.claims(walked) if walked else {}
         named = [n for n in every if n not in resting] if resting else None
+        summary = summary_of(keyed[1], self.made, every) if keyed is not None and self.made is not None else None
+        if keyed is not None and summary is not None and not self.store.read_only:
+            self.store.save_rest_summary(keyed[0], summary)
         return found, self.store.bindings(named=named)
 
+    def _summarised(
+        self, folder: str, key: RestKey, source: SpecSource | None
+    ) -> tuple[SpecSet, Mapping[str, Binding]] | None:
+        """`planned` from the folder's rest summary when its key is this pass's (None: it is not, or it cannot
+        stand: the whole path reads)."""
+        summary = self.store.rest_summary(folder)
+        if summary is None or summary.key != key:
+            return None
+        bindings = self.store.bindings(named=sorted({*summary.others, *self.store.unfinished_names()}))
+        try:
+            found = self.load(heads(bindings), source, rest=True, summary=(folder, summary))
+        except Fallback:
+            return None
+        walked = self.at_rest.walked
+        self.claims = self.store.claims(walked) if walked else {}
+        return found, bindings
+
     def load(
-        self, bindings: Mapping[str, BindingHead] | None = None, source: SpecSource | None = None, *, rest: bool = False
+        self,
+        bindings: Mapping[str, BindingHead] | None = None,
+        source: SpecSource | None = None,
+        *,
+        rest: bool = False,
+        summary: tuple[str, RestSummary] | None = None,
     ) -> SpecSet:
         """The valid specs in queue order, each invalid file on its own, and the policy, from the working tree or
         (`source` not `working_tree`) from HEAD; the files of finished specs (`bindings`), unchanged, are only
         read, not validated again, and those the store's index keeps are not read at all (`finished.py`:
         a pass's cost must not grow with the finished specs, 10,000 of them must not slow every pass); with `rest`,
         those owed nothing are not even built (`at_rest`: a view that lists every spec asks without). What the
-        policy says of a spec already applied is a warning (it can no longer change what ran)."""
+        policy says of a spec already applied is a warning (it can no longer change what ran). With `summary` (the
+        folder's, keyed to this pass), the rows and files of the specs at rest are neither read nor walked; what
+        it cannot stand for raises `Fallback`."""
         settled = frozenset(b.spec_digest for b in (bindings or {}).values() if b.phase.terminal and b.spec_digest)
-        unread = Unread()
-        if bindings is not None and source is not None and source.repository:
+        unread, self.made = Unread(), None
+        if summary is not None:
+            unread = unread_of(summary[1], summary[0])
+        elif bindings is not None and source is not None and source.repository:
             unread = unread_specs(
                 self.git,
                 self.store,
@@ -115,12 +152,21 @@ class SpecLoader:
                 history=self.history,
             )
         applied = dict.fromkeys(name for name, b in (bindings or {}).items() if b.applied)
-        result, heads_read, heads_known = self._read(source, settled, unread, applied)
+        only = summary[1].walked if summary is not None else None
+        result, heads_read, heads_known, walked = self._read(source, settled, unread, applied, only)
         found = result.split()
-        self.at_rest = self._resting(heads_read, bindings or {}, found, result.loaded) if rest else AtRest()
+        if summary is not None and found.policy_errors:
+            raise Fallback
+        kept = summary[1].resting if summary is not None else None
+        if rest and summary is None:
+            kept = self._resting(heads_read, bindings or {}, found)
+        dags = {item.spec.dag_id for item in result.loaded}
+        self.at_rest = kept.at_rest(busy(dags, bindings or {})) if rest and kept is not None else AtRest()
         known = self._whole(heads_known, self.at_rest.names)
         if known is None:  # a row gone unreadable since its head was read: every file is read, none rests
-            unread, self.at_rest, known, heads_read = Unread(), AtRest(), {}, {}
+            if summary is not None:
+                raise Fallback
+            unread, self.at_rest, known, heads_read, kept = Unread(), AtRest(), {}, {}, None
             result = self._read(source, settled, unread, applied)[0]
             found = result.split()
         invalid = {s.path for s in found.invalid}
@@ -130,8 +176,11 @@ class SpecLoader:
         ordered, relative, origins = self._ordered([*found.valid, *(i.spec for i in indexed)], known)
         if bindings is not None and not self.store.read_only and unread.blobs:
             fresh = new_rows(valid, bindings, unread, relative, origins)
-            if fresh or unread.stale:
-                self.store.index_specs(fresh, present=set(unread.blobs.values()))
+            if fresh or unread.stale:  # summarised: the rows of the specs at rest are not the pass's to drop
+                self.store.index_specs(fresh, present=None if summary else set(unread.blobs.values()))
+                kept = None  # a pass that wrote the index keeps no summary: its own write made it stale
+        if rest and summary is None and kept is not None and walked is not None:
+            self.made = Made(kept, unread, walked)
         return replace(found, valid=tuple(ordered))
 
     def _whole(self, heads: Mapping[str, IndexedHead], resting: frozenset[str]) -> dict[str, IndexedSpec] | None:
@@ -143,23 +192,17 @@ class SpecLoader:
         return whole if len(whole) == len(wanted) else None
 
     def _resting(
-        self,
-        rows: Mapping[str, IndexedHead],
-        bindings: Mapping[str, BindingHead],
-        found: SpecSet,
-        read: Sequence[LoadedSpec],
-    ) -> AtRest:
+        self, rows: Mapping[str, IndexedHead], bindings: Mapping[str, BindingHead], found: SpecSet
+    ) -> Resting | None:
         """The unread rows' specs at rest (`core.plan.rest`); none when the policy has errors (the last good
-        one decides then, and this pass cannot tell what it owes). Owed: a publish run, or run notes (the whole
-        bindings of the specs on the DAGs the policy's `airflow_notes` covers say)."""
-        if not rows or found.policy_errors:
-            return AtRest()
+        one decides then, and this pass cannot tell what it owes) or a stop holds. Owed: a publish run, or run
+        notes (the whole bindings of the specs on the DAGs the policy's `airflow_notes` covers say)."""
+        if not rows or found.policy_errors or self.store.stops():
+            return None
         notes = found.policy.airflow_notes
         noted = [r.name for r in rows.values() if notes is not None and notes.covers(r.dag_id)]
         owed = {n for n, b in self.store.bindings(named=noted).items() if notes_pending(b, notes)} if noted else set()
-        finished = [Finished(r.name, r.dag_id, r.publishes or r.name in owed) for r in rows.values()]
-        dags = {item.spec.dag_id for item in read}
-        return at_rest(finished, bindings, dags, stopped=bool(self.store.stops()))
+        return resting([Finished(r.name, r.dag_id, r.publishes or r.name in owed) for r in rows.values()], bindings)
 
     def _read(
         self,
@@ -167,16 +210,20 @@ class SpecLoader:
         settled: frozenset[str],
         unread: Unread,
         applied: Mapping[str, BackfillSpec | None],
-    ) -> tuple[ValidationResult, dict[str, IndexedHead], dict[str, IndexedHead]]:
-        """The spec files read and validated, but `unread`'s; `unread`'s rows by spec path as shown, and every
-        file's row (`known`) so. A read file that takes the name of an unread one makes every file read (the
-        unique-name rule, word for word)."""
-        folder = self.settings.specs_dir
+        only: tuple[str, ...] | None = None,
+    ) -> tuple[ValidationResult, dict[str, IndexedHead], dict[str, IndexedHead], tuple[str, ...] | None]:
+        """The spec files read and validated, but `unread`'s (`only`: those files, the folder unwalked); `unread`'s
+        rows by spec path as shown, every file's row (`known`) so, and the files read from the folder (None: from
+        HEAD). A read file that takes the name of an unread one makes every file read (the unique-name rule, word
+        for word; summarised: `Fallback`)."""
+        folder, walked = self.settings.specs_dir, None
         if source is None or source.working_tree or not source.differing:  # a clean tree reads as HEAD does
             shown = shown_paths(folder)
             known = {shown(unread.within(path)): row for path, row in unread.known.items()}
             skip = {unread.within(path) for path in unread.entries}
-            result = validate_paths([], folder, self.clock(), settled=settled, unread=skip, applied=applied)
+            result, walked = validate_folder(
+                folder, self.clock(), settled=settled, unread=skip, applied=applied, only=only
+            )
         else:
             shown = shown_paths(self.git.root)
             known = {shown(path): row for path, row in unread.known.items()}
@@ -189,8 +236,10 @@ class SpecLoader:
         for path, row in rows.items():
             names.setdefault(row.name, []).append(path)
         if rows and next(check_names_in_tree(result.loaded, names), None) is not None:
+            if only is not None:
+                raise Fallback
             return self._read(source, settled, Unread(), applied)
-        return result, rows, known
+        return result, rows, known, walked
 
     def queue_order(self, specs: list[BackfillSpec]) -> list[BackfillSpec]:
         """First merged first: the commit that added the spec file, then the name."""

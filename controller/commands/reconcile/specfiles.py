@@ -63,14 +63,40 @@ def validate_paths(
             return validator.validate([], now=now, policy_file=files.collect([], specs_dir).policy)
         paths = changed or []
     tree = files.collect(paths or [specs_dir], specs_dir, skip=unread)
-    result = validator.validate(
-        tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled, applied=applied
-    )
+    result = _validated(tree, validator, now, settled, applied)
     if paths:  # some files only (pre-commit): their names must still be unique across the whole tree
         result = with_diagnostics(result, list(check_names_in_tree(result.loaded, files.names_in_tree(specs_dir))))
     if checks is None or (checks.base is None and checks.reviews is None):
         return result
     return with_diagnostics(result, _git_checks(result, specs_dir, validator, checks, now, base))
+
+
+def validate_folder(
+    specs_dir: Path,
+    now: datetime,
+    *,
+    settled: frozenset[str],
+    unread: Collection[str],
+    applied: Mapping[str, BackfillSpec | None],
+    only: Sequence[str] | None = None,
+) -> tuple[ValidationResult, tuple[str, ...]]:
+    """`validate_paths` over the folder (a pass's read), and the files it read, relative to the folder; `only`: read
+    those (an earlier pass's list, the folder unchanged since), unwalked."""
+    tree = files.collect([specs_dir], specs_dir, skip=unread, only=only)
+    read = tuple(path.relative_to(specs_dir).as_posix() for path, _root in tree.found)
+    return _validated(tree, build_validator(), now, settled, applied), read
+
+
+def _validated(
+    tree: files.SpecTree,
+    validator: SpecValidator,
+    now: datetime,
+    settled: frozenset[str],
+    applied: Mapping[str, BackfillSpec | None],
+) -> ValidationResult:
+    return validator.validate(
+        tree.sources(), now=now, policy_file=tree.policy, read_problems=tree.problems, settled=settled, applied=applied
+    )
 
 
 def _changed(paths: Sequence[Path], specs_dir: Path, ref: str) -> list[Path] | None:
