@@ -13,6 +13,7 @@ import posixpath
 from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import git
 
@@ -215,9 +216,10 @@ class GitSource:
             ) from None
         return {name for name in (*diff.split("\0"), *untracked.split("\0")) if name}
 
-    def uncommitted(self, folder: Path) -> list[tuple[str, str]]:
+    def uncommitted(self, folder: Path) -> Uncommitted:
         """Spec and policy files under `folder` that differ from HEAD: (path as shown, how), sorted. Ignored files
-        count too: the working-tree reader would apply them as well."""
+        count too: the working-tree reader would apply them as well. And whether anything else there differs (a
+        folder's walk may still see it: a symlinked folder, a nested repository)."""
         repo = _repository(self._repo)
         try:
             out = str(
@@ -229,9 +231,9 @@ class GitSource:
             raise GitError(
                 f"git status failed: {str(exc.stderr).strip()[:256]}", hint="is the repository intact?"
             ) from None
-        return sorted(
-            (display(self.root / path), how) for path, how in _status_entries(out) if Path(path).suffix in SPEC_SUFFIXES
-        )
+        entries = _status_entries(out)
+        files = sorted((display(self.root / path), how) for path, how in entries if Path(path).suffix in SPEC_SUFFIXES)
+        return Uncommitted(files, other=len(files) < len(entries))
 
     def committed(self, folder: Path, skip: Container[str] = ()) -> tuple[list[SourceFile], SourceFile | None]:
         """The spec files and the policy under `folder` as committed at HEAD (nothing in a repository without
@@ -283,6 +285,11 @@ class GitSource:
 
 
 _STATUS_WORDS = {"??": "untracked", "!!": "ignored by git"}
+
+
+class Uncommitted(NamedTuple):
+    files: list[tuple[str, str]]  # spec and policy files: (path as shown, how)
+    other: bool  # anything else under the folder differs from HEAD
 
 
 def _status_entries(out: str) -> list[tuple[str, str]]:

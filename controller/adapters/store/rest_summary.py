@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from controller import __version__
 from controller.adapters.store.database import Clock, Database, stamp
 from controller.adapters.store.revisions import REVISION
 from controller.adapters.store.spec_index import IndexedHead
 from controller.adapters.store.tables import rest_summaries
-from controller.core.model.binding import Phase
+from controller.core.model.binding import Claim, Phase
 from controller.core.plan.rest import Resting
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,9 @@ def _mapping() -> Mapping[str, Any]:
 @dataclass(frozen=True, slots=True)
 class RestSummary:
     """The specs at rest, and what a pass reads instead of every row: the spec files it read (relative to the folder),
-    the finished bindings not at rest (read whole), and of the files not at rest, their rows and blob ids
-    (repository-relative paths; `entries`: those unread, built from their rows)."""
+    the finished bindings not at rest (read whole), of the files not at rest, their rows and blob ids
+    (repository-relative paths; `entries`: those unread, built from their rows), and the claims of the specs at rest
+    the pass walked (a finished binding's claim changes only with a write that bumps the revision)."""
 
     key: RestKey
     resting: Resting
@@ -56,6 +58,7 @@ class RestSummary:
     entries: Mapping[str, IndexedHead] = field(default_factory=_mapping)
     known: Mapping[str, IndexedHead] = field(default_factory=_mapping)
     blobs: Mapping[str, str] = field(default_factory=_mapping)
+    claims: Mapping[str, Claim] = field(default_factory=_mapping)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class RestSummary:
             "entries": {path: _head_json(head) for path, head in self.entries.items()},
             "known": {path: _head_json(head) for path, head in self.known.items()},
             "blobs": dict(self.blobs),
+            "claims": {name: [c.dag_id, c.backfill_id, list(c.owned), c.drained] for name, c in self.claims.items()},
         }
 
     @classmethod
@@ -84,7 +88,13 @@ class RestSummary:
             MappingProxyType({str(p): _head(h) for p, h in data["entries"].items()}),
             MappingProxyType({str(p): _head(h) for p, h in data["known"].items()}),
             MappingProxyType({str(p): str(b) for p, b in data["blobs"].items()}),
+            MappingProxyType({str(name): _claim(str(name), *values) for name, values in data["claims"].items()}),
         )
+
+
+def _claim(name: str, dag_id: Any, backfill_id: Any, owned: Any, drained: Any) -> Claim:
+    current = None if backfill_id is None else int(backfill_id)
+    return Claim(name, str(dag_id), current, tuple(int(i) for i in owned), bool(drained))
 
 
 def _head_json(head: IndexedHead) -> list[Any]:
@@ -118,14 +128,14 @@ class RestSummaries:
             return None
 
     def save(self, folder: str, summary: RestSummary) -> bool:
-        """Keep `summary` for `folder` unless a write bumped the revision since it was read (False then: a summary
-        that missed a write is never kept)."""
+        """Keep `summary` for `folder` (an upsert: two passes may save at once) unless a write bumped the revision
+        since it was read (False then). One a write bumps after this check is kept, and never read: its key is
+        behind the revision from then on."""
+        values = {"folder": folder, "summary": summary.as_json(), "written_at": stamp(self._clock())}
         with self._db.tx("saving the rest summary") as conn:
             if conn.execute(REVISION).scalar() != summary.key.revision:
                 return False
-            conn.execute(delete(rest_summaries).where(rest_summaries.c.folder == folder))
-            conn.execute(
-                insert(rest_summaries),
-                {"folder": folder, "summary": summary.as_json(), "written_at": stamp(self._clock())},
-            )
+            upsert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(rest_summaries)
+            kept = {"summary": upsert.excluded.summary, "written_at": upsert.excluded.written_at}
+            conn.execute(upsert.values(values).on_conflict_do_update(index_elements=["folder"], set_=kept))
         return True

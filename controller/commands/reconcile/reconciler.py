@@ -240,8 +240,8 @@ class Reconciler:
         if not self.git.available:
             return SpecSource(None, working_tree=True, repository=False)
         self.commit = self.git.head()  # HEAD may have moved since the last pass (a pull under --watch)
-        differing = tuple(self.git.uncommitted(self.settings.specs_dir))
-        return SpecSource(self.commit, working_tree=self.allow_dirty, differing=differing)
+        status = self.git.uncommitted(self.settings.specs_dir)
+        return SpecSource(self.commit, self.allow_dirty, tuple(status.files), untidy=status.other)
 
     def _tell(self, source: SpecSource, recorder: Recorder, dry_run: bool) -> None:
         """Warn of the files that differ from HEAD when they change; audit applying them (--allow-dirty)."""

@@ -17,8 +17,10 @@ from pathlib import Path
 from controller.adapters.gitsource import GitSource
 from controller.adapters.store import RestKey, RestSummary, Store
 from controller.commands.reconcile.finished import Unread
-from controller.core.model.binding import BindingHead
+from controller.core.model.binding import BindingHead, Claim
 from controller.core.plan.rest import Resting
+
+FOLDER_WIDTH = 500  # the store's `rest_summaries.folder`
 
 
 class Fallback(Exception):  # not an error: the summary cannot stand for this pass, the whole path reads
@@ -44,6 +46,8 @@ def rest_key(git: GitSource, store: Store, folder: Path, *, clean: bool) -> tupl
     if revision is None or store.stops():
         return None
     relative = git.relative(folder)
+    if len(relative) > FOLDER_WIDTH:
+        return None
     tree = git.history.tree_id(head, relative)
     return None if tree is None else (relative, RestKey(tree, revision))
 
@@ -53,8 +57,10 @@ def unread_of(summary: RestSummary, folder: str) -> Unread:
     return Unread(summary.entries, summary.known, summary.blobs, "" if folder == "." else folder)
 
 
-def summary_of(key: RestKey, made: Made, every: Mapping[str, BindingHead]) -> RestSummary | None:
-    """The summary of a whole pass (None: nothing rests, there is nothing to skip)."""
+def summary_of(
+    key: RestKey, made: Made, every: Mapping[str, BindingHead], claims: Mapping[str, Claim]
+) -> RestSummary | None:
+    """The summary of a whole pass, with the claims it read (None: nothing rests, there is nothing to skip)."""
     names = {name for names in made.resting.by_dag.values() for name in names}
     if not names:
         return None
@@ -68,4 +74,12 @@ def summary_of(key: RestKey, made: Made, every: Mapping[str, BindingHead]) -> Re
         {path: row for path, row in unread.entries.items() if path not in resting},
         {path: row for path, row in unread.known.items() if path not in resting},
         {path: blob for path, blob in unread.blobs.items() if path not in resting},
+        claims,
     )
+
+
+def kept_claims(summary: RestSummary, walked: frozenset[str], store: Store) -> dict[str, Claim]:
+    """The claims of the `walked` specs at rest: the summary's, and any it does not keep read from the store."""
+    found = {name: claim for name, claim in summary.claims.items() if name in walked}
+    missing = walked - found.keys()
+    return found | (store.claims(missing) if missing else {})

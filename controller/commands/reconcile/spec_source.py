@@ -18,7 +18,7 @@ from controller.commands.reconcile.finished import (
     shown_paths,
     unread_specs,
 )
-from controller.commands.reconcile.rest_pass import Fallback, Made, rest_key, summary_of, unread_of
+from controller.commands.reconcile.rest_pass import Fallback, Made, kept_claims, rest_key, summary_of, unread_of
 from controller.commands.reconcile.specfiles import validate_folder
 from controller.commands.runtime.settings import Settings
 from controller.commands.runtime.validator import build_validator
@@ -52,6 +52,12 @@ class SpecSource:
     working_tree: bool
     differing: tuple[tuple[str, str], ...] = ()
     repository: bool = True
+    untidy: bool = False  # something else under the folder differs from HEAD (no rest summary stands for it)
+
+    @property
+    def clean(self) -> bool:
+        """The folder is HEAD's, everything under it."""
+        return self.repository and not self.differing and not self.untidy
 
     def lines(self) -> list[str]:
         """What to tell the user, one line per file (none when the working tree is the commit)."""
@@ -90,7 +96,7 @@ class SpecLoader:
         if bindings is not None or not rest:
             bindings = self.store.bindings() if bindings is None else bindings
             return self.load(heads(bindings), source), bindings
-        clean = source is not None and source.repository and not source.differing
+        clean = source is not None and source.clean
         keyed = rest_key(self.git, self.store, self.settings.specs_dir, clean=clean)
         summarised = self._summarised(*keyed, source) if keyed is not None else None
         if summarised is not None:
@@ -100,9 +106,10 @@ class SpecLoader:
         resting, walked = self.at_rest.names, self.at_rest.walked
         self.claims = self.store.claims(walked) if walked else {}
         named = [n for n in every if n not in resting] if resting else None
-        summary = summary_of(keyed[1], self.made, every) if keyed is not None and self.made is not None else None
-        if keyed is not None and summary is not None and not self.store.read_only:
-            self.store.save_rest_summary(keyed[0], summary)
+        if keyed is not None and self.made is not None and not self.store.read_only:
+            summary = summary_of(keyed[1], self.made, every, self.claims)
+            if summary is not None:
+                self.store.save_rest_summary(keyed[0], summary)
         return found, self.store.bindings(named=named)
 
     def _summarised(
@@ -118,8 +125,9 @@ class SpecLoader:
             found = self.load(heads(bindings), source, rest=True, summary=(folder, summary))
         except Fallback:
             return None
-        walked = self.at_rest.walked
-        self.claims = self.store.claims(walked) if walked else {}
+        self.claims = kept_claims(summary, self.at_rest.walked, self.store)
+        if self.store.finished_revision() != key.revision:  # a binding finished while these were read
+            return None
         return found, bindings
 
     def load(
@@ -221,9 +229,14 @@ class SpecLoader:
             shown = shown_paths(folder)
             known = {shown(unread.within(path)): row for path, row in unread.known.items()}
             skip = {unread.within(path) for path in unread.entries}
-            result, walked = validate_folder(
-                folder, self.clock(), settled=settled, unread=skip, applied=applied, only=only
-            )
+            try:
+                result, walked = validate_folder(
+                    folder, self.clock(), settled=settled, unread=skip, applied=applied, only=only
+                )
+            except OSError:  # a listed file's folder unreadable since: the walk would have passed it by
+                if only is None:
+                    raise
+                raise Fallback from None
         else:
             shown = shown_paths(self.git.root)
             known = {shown(path): row for path, row in unread.known.items()}

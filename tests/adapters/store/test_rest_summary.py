@@ -13,7 +13,7 @@ from controller.adapters.store import IndexedSpec, RestKey, RestSummary, Store
 from controller.adapters.store.database import _alembic
 from controller.adapters.store.spec_index import IndexedHead
 from controller.adapters.store.tables import rest_summaries
-from controller.core.model.binding import Binding, Phase
+from controller.core.model.binding import Binding, Claim, Phase
 from controller.core.plan.rest import Resting
 
 
@@ -34,6 +34,7 @@ def summary(revision: int) -> RestSummary:
         MappingProxyType({"specs/owed.yaml": head}),
         MappingProxyType({"specs/owed.yaml": head, "specs/live.yaml": live}),
         MappingProxyType({"specs/owed.yaml": "blob9", "specs/live.yaml": "blob8"}),
+        MappingProxyType({"a": Claim("a", "d", 7, (5, 6, 7), drained=True), "b": Claim("b", "d", None, (), False)}),
     )
 
 

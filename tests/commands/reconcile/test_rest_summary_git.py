@@ -6,6 +6,11 @@ the whole path read, and a commit elsewhere does not."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
 import pytest
 from sqlalchemy import delete
 
@@ -101,6 +106,7 @@ def test_the_pass_after_a_whole_one_reads_only_the_live_specs_and_does_what_the_
         ("finished binding rewritten", True),
         ("a commit to the folder", True),
         ("a file that differs from HEAD", True),
+        ("an untracked folder link, no spec file", True),
         ("a commit elsewhere", False),
     ],
 )
@@ -117,6 +123,8 @@ def test_what_the_summary_was_made_from_decides_whether_it_is_read(
         commit(bench, "add notes")
     elif change == "a file that differs from HEAD":
         (bench.specs / "done-0.yaml").write_text((bench.specs / "done-0.yaml").read_text() + "# edited\n")
+    elif change == "an untracked folder link, no spec file":
+        os.symlink(bench.root.parent, bench.specs / "outside")  # the walk reports it; git status names no spec
     else:
         (bench.root / "README.md").write_text("hello\n")
         commit(bench, "readme")
@@ -177,3 +185,99 @@ def test_the_summary_lists_the_files_read_and_never_the_resting_ones(bench: Benc
         (),
     )
     assert kept.key.tree == git(bench.root, "rev-parse", "HEAD:specs")
+
+
+def test_the_claims_of_walked_specs_at_rest_come_from_the_summary_and_what_it_lacks_from_the_store(
+    bench: Bench, whole: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new spec with a finished one's range on its DAG walks every finished spec there: their claims are the
+    summary's (the whole pass read them), and one the summary does not keep is read."""
+    finished_history(bench)
+    bench.run()
+    bench.spec("again", start="2025-01-01", end="2025-01-01")  # done-0's range, on its DAG
+    commit(bench, "add again")
+
+    def rest_dry() -> PassResult:
+        reconciler = bench.reconciler()
+        reconciler.rest_finished = True
+        return reconciler.run_once(dry_run=True)
+
+    rest_dry()  # indexes again.yaml, which makes any summary of its own stale
+    full = rest_dry()  # the whole path: writes the summary with the claims it read
+    claimed: list[list[str]] = []
+    monkeypatch.setattr(
+        Store, "claims", lambda self, named, _r=Store.claims: claimed.append(sorted(named)) or _r(self, named)
+    )
+    whole.clear()
+    rest = rest_dry()
+    assert (whole, claimed) == ([], [])
+    assert rest.plan.at_rest == AtRest(((Phase.SUCCEEDED, FINISHED),), DONE, walked=DONE)
+    decided = [(i.spec, i.kind.value, i.reason) for i in rest.plan.items]
+    assert decided == [("again", "noop", "nothing to reprocess"), ("live", "noop", "in sync")]  # not adopted
+    same(rest, full)
+    kept = bench.store.rest_summary("specs")
+    assert kept is not None
+    assert sorted(kept.claims) == sorted(DONE)
+    assert bench.store.save_rest_summary("specs", replace(kept, claims={}))
+    lacking = rest_dry()
+    assert (whole, claimed) == ([], [sorted(DONE)])
+    same(lacking, full)
+
+
+def test_a_binding_that_finishes_while_a_summarised_pass_reads_makes_it_take_the_whole_path(
+    bench: Bench, whole: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = summarised(bench)
+    real = Store.unfinished_names
+
+    def racing(self: Store) -> list[str]:
+        names = real(self)
+        done = self.binding("done-1")
+        assert done is not None
+        self.save_binding(done)  # another process's write, between the revision read and the bindings
+        return names
+
+    monkeypatch.setattr(Store, "unfinished_names", racing)
+    whole.clear()
+    after = resting(bench)
+    assert whole[:2] == ["binding_heads", "index_heads"]
+    same(after, full)
+
+
+def test_a_listed_file_unreadable_since_the_summary_gives_way_to_the_whole_path(
+    bench: Bench, whole: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = summarised(bench)
+    real, raised = files._unsafe, []
+
+    def once(path: Path, root: Path) -> str | None:
+        if not raised:
+            raised.append(path.name)
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, root)
+
+    monkeypatch.setattr(files, "_unsafe", once)
+    whole.clear()
+    after = resting(bench)
+    assert (raised, whole) == (["live.yaml"], ["binding_heads", "index_heads", "walk"])
+    same(after, full)
+
+
+def test_both_paths_hand_the_pass_the_same_specs_bindings_claims_and_provenance(bench: Bench) -> None:
+    finished_history(bench)
+    bench.run()
+    bench.spec("again", start="2025-01-01", end="2025-01-01")  # walks every finished spec on demo_daily
+    commit(bench, "add again")
+    bench.run(dry_run=True)  # indexes it
+
+    def planned() -> tuple[Any, ...]:
+        loader = bench.reconciler().specs
+        found, bindings = loader.planned(None, bench.reconciler().spec_source(), rest=True)
+        return found, list(bindings.items()), loader.claims, loader.at_rest, loader.provenance, loader.loaded.keys()
+
+    whole_path = planned()  # writes the summary
+    assert bench.store.rest_summary("specs") is not None
+    summarised_path = planned()
+    assert summarised_path == whole_path
+    assert whole_path[3].walked == DONE
+    assert [name for name, _ in whole_path[1]] == ["live"]  # a dry run binds nothing new
