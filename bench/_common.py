@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -319,3 +320,26 @@ def commit_history(folder: Path, batches: Sequence[Sequence[str]]) -> None:
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     subprocess.run(["git", "fast-import", "--quiet"], input=b"".join(stream), cwd=folder, check=True)
     subprocess.run(["git", "checkout", "-q", "-f", "main"], cwd=folder, check=True)
+
+
+def for_before(folder: Path, before: Path) -> Path:
+    """A copy of `folder` (its git repository and its store) for the checkout at `before`: its store taken down to
+    that checkout's schema head when it is older than this one's (a release refuses a store newer than it knows),
+    so both releases run side by side on the same history."""
+    import re  # noqa: PLC0415
+
+    from sqlalchemy import create_engine  # noqa: PLC0415
+
+    from controller.adapters.store.database import SCHEMA_HEAD, _alembic  # noqa: PLC0415
+
+    copy = folder.with_name(f"{folder.name}-before")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(folder, copy, symlinks=True)
+    source = (before / "controller" / "adapters" / "store" / "database.py").read_text()
+    head = re.search(r'^SCHEMA_HEAD = "(\d+)"', source, re.MULTILINE)
+    if head is not None and head[1] < SCHEMA_HEAD and (copy / "state.db").exists():
+        engine = create_engine(f"sqlite:///{copy}/state.db")
+        with engine.begin() as conn:
+            _alembic(conn, "downgrade", head[1])
+        engine.dispose()
+    return copy
