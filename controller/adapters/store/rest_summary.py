@@ -28,6 +28,7 @@ from controller.core.model.binding import Claim, Phase
 from controller.core.plan.rest import Resting
 
 log = logging.getLogger(__name__)
+_FOLDER_WIDTH = rest_summaries.c.folder.type.length or 0
 FORMAT = f"1/{__version__}"  # a summary another release wrote is made again
 
 
@@ -131,6 +132,8 @@ class RestSummaries:
         """Keep `summary` for `folder` (an upsert: two passes may save at once) unless a write bumped the revision
         since it was read (False then). One a write bumps after this check is kept, and never read: its key is
         behind the revision from then on."""
+        if len(folder) > _FOLDER_WIDTH:  # a folder the column cannot name gets no summary
+            return False
         values = {"folder": folder, "summary": summary.as_json(), "written_at": stamp(self._clock())}
         with self._db.tx("saving the rest summary") as conn:
             if conn.execute(REVISION).scalar() != summary.key.revision:

@@ -20,8 +20,6 @@ from controller.commands.reconcile.finished import Unread
 from controller.core.model.binding import BindingHead, Claim
 from controller.core.plan.rest import Resting
 
-FOLDER_WIDTH = 500  # the store's `rest_summaries.folder`
-
 
 class Fallback(Exception):  # not an error: the summary cannot stand for this pass, the whole path reads
     """Raised inside a summarised load; the pass reads every finished spec's row instead."""
@@ -46,8 +44,6 @@ def rest_key(git: GitSource, store: Store, folder: Path, *, clean: bool) -> tupl
     if revision is None or store.stops():
         return None
     relative = git.relative(folder)
-    if len(relative) > FOLDER_WIDTH:
-        return None
     tree = git.history.tree_id(head, relative)
     return None if tree is None else (relative, RestKey(tree, revision))
 
