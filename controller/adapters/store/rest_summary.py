@@ -28,7 +28,7 @@ from controller.core.model.binding import Claim, Phase
 from controller.core.plan.rest import Resting
 
 log = logging.getLogger(__name__)
-_FOLDER_WIDTH = rest_summaries.c.folder.type.length or 0
+_FOLDER_WIDTH: int = getattr(rest_summaries.c.folder.type, "length", 0) or 0  # the column's String(width)
 FORMAT = f"1/{__version__}"  # a summary another release wrote is made again
 
 
