@@ -45,6 +45,35 @@ def test_file_blobs_follow_symlinks_inside_the_folder_only(tmp_path: Path) -> No
     assert GitSource(tmp_path).history.file_blobs(head, tmp_path)["outside.yaml"] == blob(tmp_path, "HEAD:outside.yaml")
 
 
+def test_file_blobs_of_a_few_paths_list_only_them_and_equal_the_whole_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    specs = tmp_path / "specs"
+    (specs / "team").mkdir(parents=True)
+    for name in ("a.yaml", "b*.yaml", "bb.yaml", "team/c.yml", "notes.txt"):
+        (specs / name).write_text(f"{name}\n")
+    os.symlink("team/c.yml", specs / "link.yaml")
+    (tmp_path / "outside.yaml").write_text("outside\n")
+    head = commit(tmp_path, "specs")
+    history = GitSource(specs).history
+    whole = GitSource(specs).history.file_blobs(head, specs)
+    listed: list[int] = []
+    entries = type(history)._entries
+    monkeypatch.setattr(
+        type(history), "_entries", lambda self, sha, paths: listed.append(len(paths)) or entries(self, sha, paths)
+    )
+    wanted = {"specs/b*.yaml", "specs/team/c.yml", "specs/notes.txt", "specs/gone.yaml", "outside.yaml", "specs/team"}
+    assert history.file_blobs(head, specs, only=wanted) == {p: b for p, b in whole.items() if p in wanted}
+    assert listed == [5]  # the paths under the folder, alone (a `*` is a name, not a pattern)
+    assert history.file_blobs(head, specs, only={"specs/link.yaml"}) == {"specs/link.yaml": whole["specs/link.yaml"]}
+    assert listed == [5, 1, 1]  # a link: then the folder's whole listing, to follow it
+    assert history.file_blobs(head, specs, only=set()) == {}
+    many = {f"specs/x{n}.yaml" for n in range(300)} | {"specs/a.yaml"}
+    assert history.file_blobs(head, specs, only=many) == {"specs/a.yaml": whole["specs/a.yaml"]}
+    assert listed == [5, 1, 1]  # the folder's listing kept from the link, not listed again
+
+
 def test_ancestry_parents_and_the_branchs_commits(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "-b", "main")
     (tmp_path / "specs").mkdir()

@@ -58,16 +58,19 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
     head = git.head() if git.available else None
     if head is None:
         return None
-    files = git.history.file_blobs(head, folder)
     relative = git.relatives(s.path for s in facts.specs if s.name in facts.loaded)
-    paths = {s.name: rel for s in facts.specs if (rel := relative.get(s.path)) is not None and rel in files}
     policies = policy_paths(git.history, folder)
+    recorded = store.gate_decisions()
+    # the files the gate judges or forgets: the pass's specs, the policy, each kept decision's (not every file)
+    wanted = frozenset(relative.values()) | policies | recorded.keys()
+    files = git.history.file_blobs(head, folder, only=wanted)
+    paths = {s.name: rel for s in facts.specs if (rel := relative.get(s.path)) is not None and rel in files}
     policy_path = min((p for p in files if p in policies), default="")  # .yaml before .yml
     gate = Gate(
         files,
         paths,
         policy_path,
-        recorded=store.gate_decisions(),
+        recorded=recorded,
         require=facts.require,
         loaded=facts.loaded,
         stops=facts.stops,
@@ -106,7 +109,7 @@ def _since_last(
                 hint="fetch the whole history (actions/checkout with fetch-depth: 0)",
             )
         return set(files), since  # gone from the history: rewritten
-    before = history.file_blobs(since, folder)
+    before = history.file_blobs(since, folder, only=files.keys())
     changed = {path for path, blob in files.items() if before.get(path) != blob}
     return changed, None if history.is_ancestor(since, head) else since
 

@@ -91,7 +91,8 @@ class Carried:
 class Gate:
     """What the gate decides with (`commands/reconcile/gate.py` gathers it from git, the store, the evidence)."""
 
-    files: Mapping[str, str]  # repository-relative path → blob at HEAD, of every spec and policy file
+    files: Mapping[str, str]  # repository-relative path → blob at HEAD, of the pass's specs, the policy and each
+    # path a decision is kept for (the gate judges and forgets no other file)
     paths: Mapping[str, str]  # spec name → its file's path
     policy_path: str = ""  # the policy file's path ("": there is none)
     changed: frozenset[str] = frozenset()  # paths that differ from the last reconciled commit's (all: none known)

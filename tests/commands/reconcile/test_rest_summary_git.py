@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import delete
 
 from controller.adapters import files
+from controller.adapters.githistory import GitHistory
 from controller.adapters.store import Store
 from controller.adapters.store.tables import rest_summaries
 from controller.commands.reconcile.reconciler import PassResult
@@ -50,6 +51,17 @@ def whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """What each `git ls-tree -r` a pass runs lists (a folder: all it holds), in order."""
+    seen: list[tuple[str, ...]] = []
+    entries = GitHistory._entries
+    monkeypatch.setattr(
+        GitHistory, "_entries", lambda self, sha, paths: seen.append(tuple(paths)) or entries(self, sha, paths)
+    )
+    return seen
+
+
 def summarised(bench: Bench) -> PassResult:
     """Two `--once` passes: the first writes the summary (the whole path), the second is measured."""
     finished_history(bench)
@@ -77,18 +89,22 @@ def forgotten(bench: Bench) -> None:
 
 
 def test_the_pass_after_a_whole_one_reads_only_the_live_specs_and_does_what_the_whole_path_does(
-    bench: Bench, reads: list[str], whole: list[str]
+    bench: Bench, reads: list[str], whole: list[str], listings: list[tuple[str, ...]]
 ) -> None:
     finished_history(bench)
     bench.run()
     whole.clear()
+    listings.clear()
     first = resting(bench)  # the whole path, which writes the summary
     assert whole == ["binding_heads", "index_heads", "walk"]
+    assert listings == [("specs",)]  # once: the index and the approval gate share it
     whole.clear()
     reads.clear()
+    listings.clear()
     seq = bench.store.audit_head_seq()
     second = resting(bench)
     assert (whole, reads) == ([], ["live.yaml"])
+    assert listings == [("specs/live.yaml", "specs/policy.yaml", "specs/policy.yml")]  # the gate's files alone
     assert second.plan.at_rest == AtRest(((Phase.SUCCEEDED, FINISHED),), DONE, walked=frozenset())
     same(second, first)
     recorded = actions(bench.store, seq)
