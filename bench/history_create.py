@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/history_create.py fake [--sizes 0,300,3000]
     .venv/bin/python bench/history_create.py real [--history 300] [--rounds 3]   # a running local Airflow
+    .venv/bin/python bench/history_create.py running [--rounds 5]                # a running local Airflow
 
 fake: in-process, the stateful fake Airflow: per history size, the Airflow calls and the controller's CPU of the
       pass that creates a spec on a DAG whose history the store keeps (its first create read it once), beside the
@@ -10,6 +11,9 @@ real: a real Airflow (BACKFILLCTL_AIRFLOW_URL/_USERNAME/_PASSWORD, via the count
       backfills are made on one DAG (created and cancelled), then per round one `reconcile --once` that creates a
       spec on it, on a DAG without history, and the floor (one process: 1 auth + 1 POST), alternating. Each side's
       store read its DAG once before (a first create, not timed), as a long-running reconciler's has.
+running: the same creates in one running reconciler (as `reconcile --watch` runs them: start-up, login and
+      preflight paid once), beside a running client's POST alone; the calls each create pass made and Airflow's own
+      time for them (each response's elapsed).
 """
 
 from __future__ import annotations
@@ -27,9 +31,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx
 from _common import Run, airflow_env, alternate, calls_text, load_note, median, ratio, secs, table
-from airflow_rows import SPEC, Bench, iso
+from airflow_rows import SPEC, Airflow, Bench, Windows, iso
 
+from controller.adapters.airflow import AirflowClient
+from controller.commands.reconcile.reconciler import Reconciler
+from controller.commands.runtime.settings import Settings
+from controller.core.model.secret import Secret
 from tests.commands.reconcile.harness import Bench as FakeBench
 from tests.fakes.airflow import FakeAirflow
 
@@ -111,11 +120,13 @@ class Real(Bench):
                 "max_active_runs": 1}  # fmt: skip
 
     def kept_store(self, dag: str, index: int) -> Path:
-        """A work folder whose store read the DAG's history once (a first create, then cancelled)."""
+        """A work folder whose store read the DAG's history once (a first create, then cancelled, and a pass that
+        sees it end: its ending's reads are not the create's)."""
         folder = self.folder(f"history-{dag}")
         self.spec(folder, f"first-{index}", dag)
         self.backfillctl(folder, "reconcile", "--once")
         self.admin.cancel_active((dag,))
+        self.backfillctl(folder, "reconcile", "--once")
         return folder
 
     def create_on(self, dag: str, index: int, calls: dict[str, Counter[tuple[str, str]]], key: str) -> Run:
@@ -182,6 +193,82 @@ def real_row(args: argparse.Namespace) -> None:
         bench.close()
 
 
+# --- running: a create in a running reconciler ------------------------------------------------------------
+
+
+def running_row(args: argparse.Namespace) -> None:
+    """The pass that creates a spec in a running reconciler (`reconcile --watch`: start-up, login and preflight paid
+    once), on a DAG with history and on one without, beside the floor: a running client's POST alone (its token
+    taken before). Each side's store read its DAG's history before; each created backfill is cancelled, and a pass
+    that sees it end runs before the next create (not timed)."""
+    env = airflow_env()
+    admin = Airflow(env)
+    windows = Windows(datetime(1940 + int(time.time() // 60) % 10, 1, 1, tzinfo=UTC))  # before `seed`'s 1950
+    sent: list[httpx.Response] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = FakeBench(Path(tmp), url=env.url)
+        settings = Settings(specs_dir=bench.specs, store_url=bench.store_url, airflow_url=env.url, actor="bench")
+        client = AirflowClient(env.url, username=env.username, password=Secret(env.password or ""), max_concurrency=2)
+        client.transport.http.event_hooks["response"].append(sent.append)
+        try:
+            client.preflight()
+            reconciler = Reconciler(settings, bench.store, client, git=None)
+            sizes = {dag: int(admin.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 1}).json()[
+                "total_entries"]) for dag in (FRESH_DAG, HISTORY_DAG)}  # fmt: skip
+
+            def create(dag: str, name: str) -> tuple[float, int, float]:
+                start, end = windows.take(dag)
+                bench.spec(name, dag=dag, start=start, end=end, reprocess="completed", mar=1)
+                sent.clear()
+                started = time.perf_counter()
+                result = reconciler.run_once()
+                wall = time.perf_counter() - started
+                assert [o.value for _i, o in result.applied] == ["created"], result.plan
+                server = sum(r.elapsed.total_seconds() for r in sent)
+                calls = len(sent)
+                admin.cancel_active((dag,))
+                reconciler.run_once()  # sees it end: not the create's reads
+                return wall, calls, server
+
+            def floor(i: int) -> float:
+                start, end = windows.take(FRESH_DAG)
+                body = {"dag_id": FRESH_DAG, "from_date": start, "to_date": end, "max_active_runs": 1,
+                        "reprocess_behavior": "completed"}  # fmt: skip
+                started = time.perf_counter()
+                admin.http.post("/api/v2/backfills", json=body).raise_for_status()
+                wall = time.perf_counter() - started
+                admin.cancel_active((FRESH_DAG,))
+                return wall
+
+            for dag in (FRESH_DAG, HISTORY_DAG):  # the store reads each DAG's history once
+                create(dag, f"first-{dag}")
+            made: dict[str, list[tuple[float, int, float]]] = {FRESH_DAG: [], HISTORY_DAG: []}
+            floors: list[float] = []
+            for i in range(args.rounds):
+                floors.append(floor(i))
+                for dag, results in made.items():
+                    results.append(create(dag, f"run-{i}-{dag}"))
+        finally:
+            admin.cancel_active((FRESH_DAG, HISTORY_DAG))
+            client.close()
+            bench.close()
+    base = median(floors)
+    rows = [["floor: a running client's POST (token held)", "—", secs(base), 1, "—", "1.00×"]]
+    for dag, results in made.items():
+        wall, server = median([r[0] for r in results]), median([r[2] for r in results])
+        calls = median([r[1] for r in results])
+        rows.append([f"the pass that creates, {dag}", f"{sizes[dag]:,}", secs(wall), f"{calls:.0f}", secs(server),
+                     ratio(wall, base)])  # fmt: skip
+    print(
+        table(
+            f"a create in a running reconciler, medians of {args.rounds} rounds",
+            ["work", "past backfills", "wall", "calls", "Airflow's time for them", "/ floor"],
+            rows,
+        )
+    )
+    print(f"done; {load_note()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rows", nargs="*", default=["fake"])
@@ -196,6 +283,8 @@ def main() -> None:
     if "real" in args.rows:
         airflow_env()  # exits with how to start one when none is given
         real_row(args)
+    if "running" in args.rows:
+        running_row(args)
 
 
 if __name__ == "__main__":
