@@ -113,8 +113,13 @@ class GitHistory:
 
     def _listed(self, commit: str, prefix: str, only: Collection[str] | None) -> Mapping[str, tuple[str, str]]:
         """The folder's entries, or only those of `only` when they are few and the folder is not listed yet."""
-        if only is None or len(only) > _LISTED_ALONE or (commit, prefix) in self._trees:
-            return self.tree(commit, prefix)
+        if (
+            only is None
+            or len(only) > _LISTED_ALONE
+            or (commit, prefix) in self._trees
+            or not all(map(str.isascii, only))
+        ):
+            return self.tree(commit, prefix)  # a non-ASCII path: git may normalise an argument (macOS), never a listing
         inside = sorted(p for p in only if prefix in ("", ".") or p.startswith(f"{prefix}/"))
         return self._entries(commit, inside) if inside else {}
 
@@ -146,7 +151,7 @@ class GitHistory:
     def _entries(self, sha: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """`git ls-tree -r` of `paths` (literal, never patterns; none: the whole tree): path → (mode, blob id)."""
         listed: dict[str, tuple[str, str]] = {}
-        where = ["--", *paths] if paths else []
+        where = ["--", *(f":(top,literal){path}" for path in paths)] if paths else []  # a name may start with `:`
         for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
             meta, path = entry.split("\t", 1)
             mode, kind, blob = meta.split(" ")

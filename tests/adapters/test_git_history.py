@@ -74,6 +74,30 @@ def test_file_blobs_of_a_few_paths_list_only_them_and_equal_the_whole_listing(
     assert listed == [5, 1, 1]  # the folder's listing kept from the link, not listed again
 
 
+def test_file_blobs_of_a_few_paths_take_each_name_literally_at_the_repository_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git(tmp_path, "init", "-q", "-b", "main")
+    names = (":zz.yaml", ":!zz.yaml", ":(glob)y.yaml", "-n.yaml", "plain.yaml", "é.yaml")
+    for name in names:
+        (tmp_path / name).write_text(f"{name}\n")
+    head = commit(tmp_path, "specs at the root")
+    history = GitSource(tmp_path).history
+    listed: list[tuple[str, ...]] = []
+    entries = type(history)._entries
+    monkeypatch.setattr(
+        type(history), "_entries", lambda self, sha, paths: listed.append(tuple(paths)) or entries(self, sha, paths)
+    )
+    ascii_names = {n for n in names if n.isascii()}
+    assert history.file_blobs(head, tmp_path, only=ascii_names) == {n: blob(tmp_path, f"HEAD:{n}") for n in ascii_names}
+    assert listed == [tuple(sorted(ascii_names))]  # each name alone: none read as pathspec magic or an option
+    assert history.file_blobs(head, tmp_path, only={"é.yaml", "plain.yaml"}) == {
+        "é.yaml": blob(tmp_path, "HEAD:é.yaml"),
+        "plain.yaml": blob(tmp_path, "HEAD:plain.yaml"),
+    }
+    assert listed[1:] == [()]  # a non-ASCII name: the whole listing (git may normalise an argument, never a listing)
+
+
 def test_ancestry_parents_and_the_branchs_commits(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "-b", "main")
     (tmp_path / "specs").mkdir()

@@ -196,7 +196,8 @@ def needed(settings: Settings) -> dict[str, Any]:
         commits = git.history.branch_commits(since, head, folder)
     else:  # no reconciled commit, or one HEAD does not descend from: the commits that carry each file now
         history = git.history
-        everything = set(history.file_blobs(head, folder)) - policy_paths(history, folder)  # as the gate reads it
+        # every spec file at HEAD: a superset of the files the gate judges
+        everything = set(history.file_blobs(head, folder)) - policy_paths(history, folder)
         differing = _differing(history, since, head, folder) if since else everything
         commits = [c for path in sorted(differing) if (c := git.history.carrier(head, path)) is not None]
     blobs = git.history.file_blobs(head, folder)

@@ -91,9 +91,9 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
 def _since_last(
     git: GitSource, store: Store, head: str, folder: Path, files: dict[str, str]
 ) -> tuple[set[str], str | None]:
-    """The paths that differ from the last reconciled commit's (every path when it is gone from the history; every
-    spec when none is recorded: the policy a store starts with is no change, its specs were never judged), and that
-    commit when HEAD does not descend from it (a force-push)."""
+    """Of the gate's `files`, the paths that differ from the last reconciled commit's (every one when it is gone from
+    the history; every spec when none is recorded: the policy a store starts with is no change, its specs were never
+    judged), and that commit when HEAD does not descend from it (a force-push)."""
     history = git.history
     last = store.last_reconciled()
     since = None if last is None else last.commit

@@ -135,7 +135,7 @@ def test_a_pass_lists_heads_tree_once_for_the_index_and_the_gate(bench: Bench, m
     monkeypatch.setattr(gitcmd.Git, "execute", spying)
     bench.run()
     head = git(bench.root, "rev-parse", "HEAD").strip()
-    assert listed == [["git", "ls-tree", "-r", "-z", "--full-tree", head, "--", "specs"]]
+    assert listed == [["git", "ls-tree", "-r", "-z", "--full-tree", head, "--", ":(top,literal)specs"]]
 
 
 def test_editing_a_finished_specs_file_makes_it_read_again(bench: Bench, reads: list[str]) -> None:
