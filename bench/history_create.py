@@ -98,6 +98,12 @@ def fake_row(sizes: list[int]) -> None:
 # --- real ----------------------------------------------------------------------------------------------------
 
 
+def history_size(admin: Airflow, dag: str) -> int:
+    """How many backfills the DAG has had (one uncounted call)."""
+    answer = admin.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 1})
+    return int(answer.json()["total_entries"])
+
+
 class Real(Bench):
     def seed(self, count: int) -> int:
         """`count` finished one-day backfills on HISTORY_DAG (created, cancelled); its history's size after."""
@@ -110,8 +116,7 @@ class Real(Bench):
         return self.history_size(HISTORY_DAG)
 
     def history_size(self, dag: str) -> int:
-        answer = self.admin.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 1})
-        return int(answer.json()["total_entries"])
+        return history_size(self.admin, dag)
 
     def spec(self, folder: Path, name: str, dag: str) -> dict[str, object]:
         start, end = self.windows.take(dag)
@@ -213,8 +218,7 @@ def running_row(args: argparse.Namespace) -> None:
         try:
             client.preflight()
             reconciler = Reconciler(settings, bench.store, client, git=None)
-            sizes = {dag: int(admin.http.get("/api/v2/backfills", params={"dag_id": dag, "limit": 1}).json()[
-                "total_entries"]) for dag in (FRESH_DAG, HISTORY_DAG)}  # fmt: skip
+            sizes = {dag: history_size(admin, dag) for dag in (FRESH_DAG, HISTORY_DAG)}
 
             def create(dag: str, name: str) -> tuple[float, int, float]:
                 start, end = windows.take(dag)

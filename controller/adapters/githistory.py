@@ -27,6 +27,12 @@ _LISTED_ALONE = 256  # paths `file_blobs` lists one by one; more: the folder's w
 _TREES_KEPT = 2  # HEAD's, and the one other commit a pass compares it with (a base, the last reconciled commit)
 
 
+def literal(path: str) -> str:
+    """A repository-relative path as git must read it: from the top, never a pattern (a name may hold `*` or start
+    with `:`)."""
+    return f":(top,literal){path}"
+
+
 class GitHistory:
     def __init__(self, repo: git.Repo, root: Path) -> None:
         self._repo, self.root = repo, root
@@ -104,7 +110,7 @@ class GitHistory:
         for path, (mode, blob) in entries.items():
             if not has_spec_suffix(path.rpartition("/")[2]) or (only is not None and path not in only):
                 continue
-            if mode == LINK and entries is not self._trees.get((commit, prefix)):
+            if mode == LINK and (commit, prefix) not in self._trees:
                 entries = self.tree(commit, prefix)  # a link's target may be any file of the folder
             target = blob if mode in REGULAR else self._link_target(path, entries, prefix) if mode == LINK else None
             if target is not None:
@@ -151,7 +157,7 @@ class GitHistory:
     def _entries(self, sha: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
         """`git ls-tree -r` of `paths` (literal, never patterns; none: the whole tree): path → (mode, blob id)."""
         listed: dict[str, tuple[str, str]] = {}
-        where = ["--", *(f":(top,literal){path}" for path in paths)] if paths else []  # a name may start with `:`
+        where = ["--", *map(literal, paths)] if paths else []
         for entry in filter(None, self._git("ls-tree", "-r", "-z", "--full-tree", sha, *where).split("\0")):
             meta, path = entry.split("\t", 1)
             mode, kind, blob = meta.split(" ")
@@ -194,7 +200,7 @@ class GitHistory:
     def carrier(self, head: str, path: str) -> str | None:
         """The last commit on the branch (first parents) up to `head` that changed `path` (repository-relative)."""
         tip = self.commit_of(head)
-        out = self._git("log", "--first-parent", "-1", "--format=%H", tip, "--", f":(top,literal){path}")
+        out = self._git("log", "--first-parent", "-1", "--format=%H", tip, "--", literal(path))
         return out.strip() or None
 
 

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import git
 
 from controller.adapters.files import SPEC_SUFFIXES, display, has_spec_suffix
-from controller.adapters.githistory import LINK_HOPS, REGULAR, SAFE_REF, GitHistory, relative_paths
+from controller.adapters.githistory import LINK_HOPS, REGULAR, SAFE_REF, GitHistory, literal, relative_paths
 from controller.core.model.spec import SourceFile
 from controller.errors import GitError, ShallowClone
 
@@ -148,7 +148,7 @@ class GitSource:
         """The folder, or the files (literal, from the top: a name may hold `*`): git walks only their history."""
         if paths is None:
             return [str(folder.resolve())]
-        return [f":(top,literal){path}" for path in paths]
+        return [literal(path) for path in paths]
 
     def blob_ids(self, folder: Path) -> dict[str, str]:
         """Repository-relative path → git blob id of each regular spec file under `folder` at HEAD, from the tree

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.adapters.githistory import GitHistory
 from controller.adapters.gitsource import GitSource
 from controller.errors import GitError
 from tests.adapters.test_git_paths import commit, git
@@ -16,6 +17,17 @@ from tests.adapters.test_git_paths import commit, git
 
 def blob(repo: Path, ref: str) -> str:
     return git(repo, "rev-parse", ref)
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """What each `git ls-tree -r` lists (the paths given; a folder: all it holds), in order."""
+    seen: list[tuple[str, ...]] = []
+    entries = GitHistory._entries
+    monkeypatch.setattr(
+        GitHistory, "_entries", lambda self, sha, paths: seen.append(tuple(paths)) or entries(self, sha, paths)
+    )
+    return seen
 
 
 def test_file_blobs_follow_symlinks_inside_the_folder_only(tmp_path: Path) -> None:
@@ -46,7 +58,7 @@ def test_file_blobs_follow_symlinks_inside_the_folder_only(tmp_path: Path) -> No
 
 
 def test_file_blobs_of_a_few_paths_list_only_them_and_equal_the_whole_listing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, listings: list[tuple[str, ...]]
 ) -> None:
     git(tmp_path, "init", "-q", "-b", "main")
     specs = tmp_path / "specs"
@@ -58,24 +70,22 @@ def test_file_blobs_of_a_few_paths_list_only_them_and_equal_the_whole_listing(
     head = commit(tmp_path, "specs")
     history = GitSource(specs).history
     whole = GitSource(specs).history.file_blobs(head, specs)
-    listed: list[int] = []
-    entries = type(history)._entries
-    monkeypatch.setattr(
-        type(history), "_entries", lambda self, sha, paths: listed.append(len(paths)) or entries(self, sha, paths)
-    )
+    listings.clear()  # what the narrowed reads list, from here
     wanted = {"specs/b*.yaml", "specs/team/c.yml", "specs/notes.txt", "specs/gone.yaml", "outside.yaml", "specs/team"}
     assert history.file_blobs(head, specs, only=wanted) == {p: b for p, b in whole.items() if p in wanted}
-    assert listed == [5]  # the paths under the folder, alone (a `*` is a name, not a pattern)
+    assert [len(paths) for paths in listings] == [
+        5
+    ]  # the paths under the folder, alone (a `*` is a name, not a pattern)
     assert history.file_blobs(head, specs, only={"specs/link.yaml"}) == {"specs/link.yaml": whole["specs/link.yaml"]}
-    assert listed == [5, 1, 1]  # a link: then the folder's whole listing, to follow it
+    assert [len(paths) for paths in listings] == [5, 1, 1]  # a link: then the folder's whole listing, to follow it
     assert history.file_blobs(head, specs, only=set()) == {}
     many = {f"specs/x{n}.yaml" for n in range(300)} | {"specs/a.yaml"}
     assert history.file_blobs(head, specs, only=many) == {"specs/a.yaml": whole["specs/a.yaml"]}
-    assert listed == [5, 1, 1]  # the folder's listing kept from the link, not listed again
+    assert [len(paths) for paths in listings] == [5, 1, 1]  # the folder's listing kept from the link, not listed again
 
 
 def test_file_blobs_of_a_few_paths_take_each_name_literally_at_the_repository_root(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, listings: list[tuple[str, ...]]
 ) -> None:
     git(tmp_path, "init", "-q", "-b", "main")
     names = (":zz.yaml", ":!zz.yaml", ":(glob)y.yaml", "-n.yaml", "plain.yaml", "é.yaml")
@@ -83,19 +93,14 @@ def test_file_blobs_of_a_few_paths_take_each_name_literally_at_the_repository_ro
         (tmp_path / name).write_text(f"{name}\n")
     head = commit(tmp_path, "specs at the root")
     history = GitSource(tmp_path).history
-    listed: list[tuple[str, ...]] = []
-    entries = type(history)._entries
-    monkeypatch.setattr(
-        type(history), "_entries", lambda self, sha, paths: listed.append(tuple(paths)) or entries(self, sha, paths)
-    )
     ascii_names = {n for n in names if n.isascii()}
     assert history.file_blobs(head, tmp_path, only=ascii_names) == {n: blob(tmp_path, f"HEAD:{n}") for n in ascii_names}
-    assert listed == [tuple(sorted(ascii_names))]  # each name alone: none read as pathspec magic or an option
+    assert listings == [tuple(sorted(ascii_names))]  # each name alone: none read as pathspec magic or an option
     assert history.file_blobs(head, tmp_path, only={"é.yaml", "plain.yaml"}) == {
         "é.yaml": blob(tmp_path, "HEAD:é.yaml"),
         "plain.yaml": blob(tmp_path, "HEAD:plain.yaml"),
     }
-    assert listed[1:] == [()]  # a non-ASCII name: the whole listing (git may normalise an argument, never a listing)
+    assert listings[1:] == [()]  # a non-ASCII name: the whole listing (git may normalise an argument, never a listing)
 
 
 def test_ancestry_parents_and_the_branchs_commits(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import delete
 
 from controller.adapters import files
-from controller.adapters.githistory import GitHistory
 from controller.adapters.store import Store
 from controller.adapters.store.tables import rest_summaries
 from controller.commands.reconcile.reconciler import PassResult
@@ -23,6 +22,7 @@ from controller.core.model.binding import Phase
 from controller.core.model.stops import EmergencyStopKind, StopSource
 from controller.core.plan.values import AtRest
 from controller.core.render.plan import plan_text
+from tests.adapters.test_git_history import listings
 from tests.commands.reconcile.harness import Bench, fake
 from tests.commands.reconcile.test_spec_index_git import (
     FINISHED,
@@ -35,7 +35,7 @@ from tests.commands.reconcile.test_spec_index_git import (
     resting,
 )
 
-__all__ = ["bench", "reads"]  # fixtures
+__all__ = ["bench", "listings", "reads"]  # fixtures
 DONE = frozenset(f"done-{n}" for n in range(FINISHED))
 
 
@@ -48,17 +48,6 @@ def whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         monkeypatch.setattr(Store, name, lambda self, _r=real, _n=name: seen.append(_n) or _r(self))
     walk = files._walk
     monkeypatch.setattr(files, "_walk", lambda *a, **k: seen.append("walk") or walk(*a, **k))
-    return seen
-
-
-@pytest.fixture
-def listings(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
-    """What each `git ls-tree -r` a pass runs lists (a folder: all it holds), in order."""
-    seen: list[tuple[str, ...]] = []
-    entries = GitHistory._entries
-    monkeypatch.setattr(
-        GitHistory, "_entries", lambda self, sha, paths: seen.append(tuple(paths)) or entries(self, sha, paths)
-    )
     return seen
 
 
