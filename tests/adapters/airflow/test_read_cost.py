@@ -8,16 +8,44 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
 
 from controller.adapters.airflow import AirflowClient
-from controller.core.model.airflow import BackfillRequest, summarise
+from controller.core.model.airflow import BackfillRequest, RunSummary, summarise
 from controller.core.model.secret import Secret
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
+
+
+@contextmanager
+def running(
+    fake: FakeAirflow, handle: Callable[[httpx.Request], httpx.Response], start: datetime, end: datetime, *done: str
+) -> Iterator[AirflowClient]:
+    """A client through `handle`, once a backfill of the range started 40 runs and finished the first `done`."""
+    transport = httpx.MockTransport(handle)
+    with AirflowClient("http://fake", transport=transport, username="admin", password=Secret("admin")) as c:
+        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
+        fake.start_runs(backfill.id)
+        for state in done:
+            fake.finish_run(backfill.id, state)
+        yield c
+
+
+def both_ways(
+    c: AirflowClient, start: datetime, end: datetime, seen: list[str]
+) -> tuple[RunSummary, tuple[RunSummary, list[str]], tuple[RunSummary, list[str]]]:
+    """The range's runs listed, then summarised without and with its recorded size (145), each beside what `seen`
+    logged meanwhile."""
+    listed = summarise(c.dag_runs("demo_hourly", start, end))
+    seen.clear()
+    unhinted = c.run_summary("demo_hourly", start, end), list(seen)
+    seen.clear()
+    return listed, unhinted, (c.run_summary("demo_hourly", start, end, expected=145), list(seen))
 
 
 def listing(wanted: list[str], dags: int = 250) -> tuple[list[str], Counter[str]]:
@@ -47,10 +75,10 @@ def test_a_dag_that_is_not_periodic_or_not_known_is_left_to_its_details() -> Non
     assert listing(["dag_001", "zz_manual", "nope"], dags=10) == (["dag_001"], {"/api/v2/dags": 1})
 
 
-def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_with_listing_them() -> None:
+def test_runs_by_state_of_a_backfill_beyond_two_pages_cost_five_calls_and_agree_with_listing_them() -> None:
     fake = FakeAirflow()
     fake.scheduler_running = False
-    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 7, tzinfo=UTC)  # 145 hourly runs
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 10, tzinfo=UTC)  # 217 hourly runs
     with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
         backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
         fake.start_runs(backfill.id)
@@ -60,16 +88,61 @@ def test_runs_by_state_of_a_backfill_beyond_one_page_cost_five_calls_and_agree_w
         calls_seen = record_calls(c)
         counted = c.run_summary("demo_hourly", start, end)
         calls = list(calls_seen)
-    assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 105}
+    assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 177}
     assert counted == listed
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
 
 
-def test_a_backfill_recorded_beyond_a_page_is_counted_without_reading_its_first_page() -> None:
-    """The create recorded 145 runs: the total is a count beside the other four reads, no page of the range."""
+def test_runs_by_state_of_a_backfill_within_two_pages_are_both_pages_read() -> None:
+    """145 runs: the second page beside the first (2 calls, where counting costs 5 in 3 rounds of 2); recorded
+    at 145, both pages at once, each at its offset."""
     fake = FakeAirflow()
     fake.scheduler_running = False
     start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 7, tzinfo=UTC)  # 145 hourly runs
+    offsets: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/dagRuns"):
+            offsets.append(request.url.params.get("offset", "-"))
+        return fake.handle(request)
+
+    with running(fake, handle, start, end, *["success"] * 25, *["failed"] * 10) as c:
+        listed, (read, unhinted), (recorded, told) = both_ways(c, start, end, offsets)
+    assert listed.counts == {"success": 25, "failed": 10, "running": 5, "queued": 105}
+    assert read == recorded == listed
+    assert unhinted == sorted(told) == ["0", "100"]
+
+
+def test_a_run_made_between_the_two_pages_is_counted_not_summed() -> None:
+    """The second page's total differs from the first's (a run made between the reads shifts the pages, which may
+    then overlap or miss a run): the range is counted instead, 5 reads more, and agrees with listing it."""
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 7, tzinfo=UTC)  # 145 hourly runs
+    offsets: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        answer = fake.handle(request)
+        if not request.url.path.endswith("/dagRuns"):
+            return answer
+        offsets.append(request.url.params.get("offset", "-"))
+        if request.url.params.get("offset") != "100":
+            return answer
+        body = answer.json()
+        return httpx.Response(200, json={**body, "total_entries": body["total_entries"] + 1})
+
+    with running(fake, handle, start, end) as c:
+        listed, (summary, unhinted), (recorded, told) = both_ways(c, start, end, offsets)
+    assert summary == recorded == listed
+    assert (unhinted[:2], len(unhinted)) == (["0", "100"], 2 + 5)
+    assert (sorted(told[:2]), len(told)) == (["0", "100"], 2 + 5)
+
+
+def test_a_backfill_recorded_beyond_two_pages_is_counted_without_reading_its_first_page() -> None:
+    """The create recorded 217 runs: the total is a count beside the other four reads, no page of the range."""
+    fake = FakeAirflow()
+    fake.scheduler_running = False
+    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 10, tzinfo=UTC)  # 217 hourly runs
     queries: list[dict[str, list[str]]] = []
 
     def handle(request: httpx.Request) -> httpx.Response:
@@ -77,15 +150,10 @@ def test_a_backfill_recorded_beyond_a_page_is_counted_without_reading_its_first_
             queries.append({k: request.url.params.get_list(k) for k in ("state", "limit", "order_by")})
         return fake.handle(request)
 
-    transport = httpx.MockTransport(handle)
-    with AirflowClient("http://fake", transport=transport, username="admin", password=Secret("admin")) as c:
-        backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
-        fake.start_runs(backfill.id)
-        for state in ["success"] * 25 + ["failed"] * 10:
-            fake.finish_run(backfill.id, state)
+    with running(fake, handle, start, end, *["success"] * 25, *["failed"] * 10) as c:
         listed = summarise(c.dag_runs("demo_hourly", start, end))
         queries.clear()
-        counted = c.run_summary("demo_hourly", start, end, expected=145)
+        counted = c.run_summary("demo_hourly", start, end, expected=217)
         told = list(queries)
         queries.clear()
         unhinted = c.run_summary("demo_hourly", start, end, expected=100)  # one page might hold them: read it
@@ -101,13 +169,13 @@ def test_a_backfill_recorded_beyond_a_page_is_counted_without_reading_its_first_
         key=str,
     )
     assert queries[0] == {"state": [], "limit": ["100"], "order_by": ["logical_date"]}
-    assert len(queries) == 5
+    assert len(queries) == 5  # its first page says more than two: counted
 
 
 def test_a_running_backfills_own_runs_cost_one_call_in_a_page_and_no_more_than_counting_beyond() -> None:
     fake = FakeAirflow()
     fake.scheduler_running = False
-    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 7, tzinfo=UTC)  # 145 hourly runs
+    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 10, tzinfo=UTC)  # 217 hourly runs
     with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
         backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=40))
         fake.start_runs(backfill.id)
@@ -127,19 +195,19 @@ def test_a_running_backfills_own_runs_cost_one_call_in_a_page_and_no_more_than_c
 def test_beyond_a_hundred_failures_the_first_hundred_dates_are_shown_and_the_rest_counted() -> None:
     fake = FakeAirflow()
     fake.scheduler_running = False
-    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 7, tzinfo=UTC)  # 145 hourly runs
+    start, end = datetime(2025, 6, 1, tzinfo=UTC), datetime(2025, 6, 10, tzinfo=UTC)  # 217 hourly runs
     with AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin")) as c:
         backfill = c.create(BackfillRequest("demo_hourly", start, end, max_active_runs=140))
         fake.start_runs(backfill.id)
         for state in ["failed"] * 120 + ["success"] * 20:
             fake.finish_run(backfill.id, state)
-        c.cancel(backfill.id)  # the 5 queued runs fail without starting
+        c.cancel(backfill.id)  # the 77 queued runs fail without starting
         listed = summarise(c.dag_runs("demo_hourly", start, end))
         calls_seen = record_calls(c)
         counted = c.run_summary("demo_hourly", start, end)
         calls = list(calls_seen)
-    assert (listed.counts, listed.never_started, len(listed.failed_dates)) == ({"failed": 125, "success": 20}, 5, 120)
-    assert (counted.counts, counted.never_started) == (listed.counts, 5)
+    assert (listed.counts, listed.never_started, len(listed.failed_dates)) == ({"failed": 197, "success": 20}, 77, 120)
+    assert (counted.counts, counted.never_started) == (listed.counts, 77)
     assert counted.failed_dates == listed.failed_dates[:100]
     assert (counted.failed_unlisted, listed.failed_unlisted) == (20, 0)
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 6

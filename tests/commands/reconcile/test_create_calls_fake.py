@@ -87,35 +87,53 @@ def test_a_heads_dry_run_its_range_read_and_its_dags_details_are_in_flight_toget
     }
 
 
-def test_the_pass_after_creating_more_than_a_page_of_runs_counts_them_without_reading_a_page(
-    bench: Bench, monkeypatch: pytest.MonkeyPatch
+Read = tuple[tuple[str, ...], str, str]  # a dagRuns read: its states, offset ("-": none) and limit
+
+
+@pytest.mark.parametrize(
+    ("end", "queued", "expected"),
+    [
+        # more than two pages: counted by state (5 reads side by side), no page read only to learn its size
+        (
+            "2025-05-10T00:00:00Z",
+            214,
+            [
+                ((), "-", "1"),
+                (("failed",), "-", "100"),
+                (("queued",), "-", "1"),
+                (("running",), "-", "1"),
+                (("success", "failed"), "-", "100"),
+            ],
+        ),
+        # two pages: both read at once, at their offsets (2 reads in one round, where counting takes 5 in 3)
+        ("2025-05-07T00:00:00Z", 142, [((), "0", "100"), ((), "100", "100")]),
+    ],
+)
+def test_the_pass_after_creating_more_than_a_page_of_runs_reads_what_its_recorded_size_says(
+    bench: Bench,
+    monkeypatch: pytest.MonkeyPatch,
+    end: str,
+    queued: int,
+    expected: list[tuple[tuple[str, ...], str, str]],
 ) -> None:
-    """The create recorded 145 runs, every backfill run of the range: the next pass counts them by state (5
-    reads side by side), and reads no page of the range only to learn that it holds more than a page."""
+    """The create recorded every backfill run of the range (217 or 145): the next pass reads by that size."""
     fake(bench).scheduler_running = False
-    bench.spec(
-        "hours", dag="demo_hourly", start="2025-05-01T00:00:00Z", end="2025-05-07T00:00:00Z", reprocess="completed"
-    )
+    bench.spec("hours", dag="demo_hourly", start="2025-05-01T00:00:00Z", end=end, reprocess="completed")
     assert [o.value for _i, o in bench.run().applied] == ["created"]
     fake(bench).start_runs(1)
     fake(bench).finish_run(1, "success")
-    reads: list[tuple[tuple[str, ...], str]] = []
+    reads: list[Read] = []
     process = fake(bench)._process
 
     def seen(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/api/v2/dags/demo_hourly/dagRuns":
-            reads.append((tuple(request.url.params.get_list("state")), request.url.params["limit"]))
+            params = request.url.params
+            reads.append((tuple(params.get_list("state")), params.get("offset", "-"), params["limit"]))
         return process(request)
 
     monkeypatch.setattr(fake(bench), "_process", seen)
     second = bench.run()
     counts = {i.spec: i.runs for i in second.current.items}["hours"]
     assert counts is not None
-    assert dict(counts.counts) == {"success": 1, "running": 2, "queued": 142}
-    assert sorted(reads) == [
-        ((), "1"),
-        (("failed",), "100"),
-        (("queued",), "1"),
-        (("running",), "1"),
-        (("success", "failed"), "100"),
-    ]
+    assert dict(counts.counts) == {"success": 1, "running": 2, "queued": queued}
+    assert sorted(reads) == expected

@@ -142,9 +142,12 @@ def test_until_complete_gives_up_at_its_timeout_and_says_what_is_still_going(ben
     ]
 
 
-def test_a_large_backfill_is_summarised_in_five_calls_with_the_same_counts(airflow_url: str) -> None:
-    """121 hourly runs (more than one page): counts by state from total_entries, not by listing every run."""
-    start, end = datetime(2025, 5, 1, tzinfo=UTC), datetime(2025, 5, 6, tzinfo=UTC)
+def test_a_large_backfill_is_summarised_in_five_calls_and_two_pages_in_two_with_the_same_counts(
+    airflow_url: str,
+) -> None:
+    """217 hourly runs (more than two pages): counts by state from total_entries, not by listing every run; its
+    first 121 (two pages): both pages read. Each agrees with listing the runs."""
+    start, end, part = (datetime(2025, 5, day, tzinfo=UTC) for day in (1, 10, 6))
     with AirflowClient(airflow_url, username="admin", password=Secret("admin")) as client:
         backfill = client.create(BackfillRequest("demo_hourly", start, end, max_active_runs=1))
         client.pause(backfill.id)  # nothing new starts: the counts hold still while both ways are compared
@@ -153,12 +156,15 @@ def test_a_large_backfill_is_summarised_in_five_calls_with_the_same_counts(airfl
             while any(r.state == "running" for r in client.dag_runs("demo_hourly", start, end)):
                 assert time.monotonic() < deadline, "the running run did not finish"
                 time.sleep(1)
-            listed = summarise(client.dag_runs("demo_hourly", start, end))
+            listed, listed_part = (summarise(client.dag_runs("demo_hourly", start, to)) for to in (end, part))
             calls_seen = record_calls(client)
             counted = client.run_summary("demo_hourly", start, end)
             calls = list(calls_seen)
+            paged = client.run_summary("demo_hourly", start, part, expected=121)
+            paged_calls = calls_seen[len(calls) :]
         finally:
             client.cancel(backfill.id)
-    assert listed.total == 121
-    assert counted == listed
+    assert (listed.total, listed_part.total) == (217, 121)
+    assert (counted, paged) == (listed, listed_part)
     assert calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 5
+    assert paged_calls == [("GET", "/api/v2/dags/demo_hourly/dagRuns")] * 2
