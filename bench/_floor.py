@@ -3,6 +3,7 @@
     python bench/_floor.py create BODIES.json    # one auth + one POST /backfills per body
     python bench/_floor.py dry_run BODIES.json   # one auth + one POST /backfills/dry_run per body
     python bench/_floor.py count DAG_ID FROM TO  # one auth + GET backfills + one counting dagRuns GET per state
+    python bench/_floor.py live DAG,FROM,TO …    # one auth + per DAG: its newest backfill + every page of its runs
 
 Reads BACKFILLCTL_AIRFLOW_URL / _USERNAME / _PASSWORD / _TOKEN like backfillctl. Prints the number of calls.
 """
@@ -35,6 +36,19 @@ def client() -> httpx.Client:
     return http
 
 
+def live(http: httpx.Client, dag_id: str, start: str, end: str) -> int:
+    """A live backfill's state and its runs by state: the DAG's newest backfill, then its range's runs page by page."""
+    http.get("/api/v2/backfills", params={"dag_id": dag_id, "limit": 1, "order_by": "-id"}).raise_for_status()
+    calls, offset, total = 1, 0, 1
+    params: dict[str, str | int] = {"run_type": "backfill", "logical_date_gte": start, "logical_date_lte": end}
+    while offset < total:
+        answer = http.get(f"/api/v2/dags/{dag_id}/dagRuns", params={**params, "limit": 100, "offset": offset})
+        answer.raise_for_status()
+        page = answer.json()
+        calls, offset, total = calls + 1, offset + max(1, len(page["dag_runs"])), page["total_entries"]
+    return calls
+
+
 def main() -> None:
     action, *rest = sys.argv[1:]
     calls = 0 if os.environ.get("BACKFILLCTL_AIRFLOW_TOKEN") else 1
@@ -63,6 +77,9 @@ def main() -> None:
                     },
                 ).raise_for_status()
                 calls += 1
+        elif action == "live":  # a steady pass's necessary reads, one after another
+            for triple in rest:
+                calls += live(http, *triple.split(","))
         else:
             sys.exit(f"unknown action {action}")
     print(calls)

@@ -11,7 +11,10 @@ Rows (default: create plan pass lost):
   plan    `backfillctl plan` for 10 and 40 new specs; floor: 1 auth + N dry runs.
   pass    one `reconcile --once` over --finished finished specs (default 1,000; seeded in the store, no Airflow
           backfills needed; committed 10 a commit in a git repository) + 5 live ones (created for real), beside
-          the same pass over the 5 live ones alone: wall, peak RSS, what the finished specs add; also `validate`.
+          the same pass over the 5 live ones alone: wall, peak RSS, what the finished specs add; also `validate`,
+          and the floor of the 5 live specs' reads (1 auth, each DAG's newest backfill, every page of its runs).
+          `--hold-scheduler`: Airflow's scheduler is stopped while the rounds are timed (the pass's own cost,
+          not the running tasks' load on a 2-core machine).
   lost    first `reconcile --once` after a lost store, over --lost finished specs (real, finished backfills
           created + cancelled by the bench; default 25,100; `--lost 1000,10000` measures the issue's sizes:
           ~8 minutes to create the 10,000 backfills here), beside --before.
@@ -35,12 +38,13 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -202,6 +206,7 @@ class Bench:
         self.windows = Windows(datetime(1970 + int(time.time()) % 30, 1, 1, tzinfo=UTC))
         self.seeded = Windows(datetime(1900, 1, 1, tzinfo=UTC))  # finished specs seeded in the store, never sent
         self.out: list[str] = []
+        self.floor_calls, self.served, self.floor_served = 0, 0.0, 0.0
 
     def proc_env(self, **extra: str) -> dict[str, str]:
         env = {**os.environ, "BACKFILLCTL_AIRFLOW_URL": self.proxy.url, "BACKFILLCTL_ACTOR": "bench"}
@@ -249,11 +254,35 @@ class Bench:
         if before:
             env["PYTHONPATH"] = str(self.args.before.resolve())
         result = run([backfillctl(), *args], cwd=folder, env=env, ok_codes=ok)
+        self.served = sum(took for *_, took, _status in self.proxy.timings)  # Airflow's own time for those calls
         return result, self.proxy.reset()
+
+    @contextlib.contextmanager
+    def scheduler_held(self) -> Iterator[None]:
+        """With --hold-scheduler, the scheduler and DAG processor stopped (SIGSTOP) while it lasts: the timed calls
+        meet an api-server that serves only them (the backfills stay as they are; tasks already running go on)."""
+        pids = (
+            json.loads((self.args.airflow_dir / "state.json").read_text())["pids"] if self.args.hold_scheduler else {}
+        )
+        held = [pids[name] for name in ("scheduler", "dag-processor") if name in pids]
+        for pid in held:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in held:
+                os.kill(pid, signal.SIGCONT)
+
+    def floor_run(self, *args: str) -> float:
+        """The floor's wall time; its call count kept in `floor_calls`, Airflow's time for them in `floor_served`."""
+        wall, self.floor_calls, _ = self.floor(*args)
+        self.floor_served = self.served
+        return wall
 
     def floor(self, *args: str) -> tuple[float, int, Counter[tuple[str, str]]]:
         self.proxy.reset()
         result = run([sys.executable, FLOOR, *args], env=self.proc_env())
+        self.served = sum(took for *_, took, _status in self.proxy.timings)
         return result.wall, int(result.stdout.strip()), self.proxy.reset()
 
     def emit(self, text: str) -> None:
@@ -543,10 +572,24 @@ class Bench:
                 self.backfillctl_run(old_folder, "reconcile", "--once", before=True)  # indexes, adopts (not timed)
             # the pass after a change: the whole path, which writes the rest summary the steady passes read
             whole = self.backfillctl_run(folder, "reconcile", "--once")[0]
-            times = alternate(self.args.rounds, self.pass_actions(folder, alone, olds))
+            actions = self.pass_actions(folder, alone, olds)
+            ranges = [",".join(fields) for _name, *fields in fresh]
+            actions["floor"] = lambda _i: self.floor_run("live", *ranges)
+            with self.scheduler_held():
+                times = alternate(self.args.rounds, actions)
+            counted, live_calls = self.backfillctl_run(alone, "reconcile", "--once")  # one more steady pass, counted
+            served = self.served
         finally:
             self.admin.cancel_active(live_dags)
         self.emit(self.pass_table(times, finished, live))
+        floor = median([t for t in times["floor"] if isinstance(t, float)])
+        ours = median([r.wall for r in times["live"] if isinstance(r, Run)])
+        self.emit(
+            f"the {live} live alone: {sum(live_calls.values())} calls ({calls_text(live_calls)}), for which Airflow "
+            f"took {secs(served)} (that pass: {secs(counted.wall)}); the floor of their "
+            f"reads (1 auth + each DAG's newest backfill + every page of its runs, one after another): "
+            f"{secs(floor)}, {self.floor_calls} calls (Airflow took {secs(self.floor_served)}); {ratio(ours, floor)}"
+        )
         self.emit(
             f"the pass after a change to the specs folder or a finished binding (this checkout: every finished spec's "
             f"rows read, the rest summary written): {secs(whole.wall)}, {whole.rss_kb / 1024:.0f} MB\n"
@@ -693,6 +736,11 @@ def main() -> None:
         "--before", type=Path, help="pass, lost rows: also time this checkout's controller/ (PYTHONPATH)"
     )
     parser.add_argument("--slow-rounds", type=int, default=2)
+    parser.add_argument(
+        "--hold-scheduler",
+        action="store_true",
+        help="pass row: stop Airflow's scheduler and DAG processor while the rounds are timed (the pass's own cost)",
+    )
     parser.add_argument("--creates", type=int, default=8)
     parser.add_argument("--plans", type=lambda s: [int(x) for x in s.split(",")], default=[10, 40])
     parser.add_argument("--finished", type=int, default=1000)
