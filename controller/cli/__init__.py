@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from controller.adapters.logsetup import json_logs
-from controller.cli.quick import plain_validate, run_validate
+from controller.cli.quick import plain_reconcile, plain_validate, run_reconcile, run_validate
 from controller.commands.runtime import collector
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ControllerError, ExitCode
@@ -86,16 +86,9 @@ def _main(args: list[str]) -> int:
 
 
 def _run(args: list[str]) -> int:
-    quick = plain_validate(args)
     try:
-        if quick is not None:  # pre-commit's `validate FILE...`: no typer to build (see `quick`)
-            return run_validate(quick)
-        if args == ["--version"]:  # what scripts ask first: no typer to build either
-            from controller import __version__
-
-            sys.stdout.write(f"backfillctl {__version__}\n")
-            return ExitCode.OK
-        return _typer_main(args)
+        done = _without_typer(args)
+        return _typer_main(args) if done is None else done
     except KeyboardInterrupt:
         return _interrupted()
     except ControllerError as exc:
@@ -103,6 +96,21 @@ def _run(args: list[str]) -> int:
         return int(exc.exit_code)
     except Exception as exc:
         return _report_unexpected(exc)
+
+
+def _without_typer(args: list[str]) -> int | None:
+    """The commands answered without building typer's application (see `quick`); None: typer's to run."""
+    quick, scheduled = plain_validate(args), plain_reconcile(args)
+    if quick is not None:  # pre-commit's `validate FILE...`
+        return run_validate(quick)
+    if scheduled is not None:  # cron's `reconcile --once …`
+        return run_reconcile(scheduled)
+    if args == ["--version"]:  # what scripts ask first
+        from controller import __version__
+
+        sys.stdout.write(f"backfillctl {__version__}\n")
+        return ExitCode.OK
+    return None
 
 
 def _typer_main(args: list[str]) -> int:

@@ -56,6 +56,7 @@ def _print_version(value: bool) -> None:
 
 
 DAY = 86_400.0
+LOCK_WAIT = (0, DAY)  # `reconcile --lock-timeout`: the seconds it may wait for the lease
 
 
 def seconds_within(low: float, high: float) -> Callable[[float | None], float | None]:

@@ -1,17 +1,22 @@
-"""`backfillctl validate [PATH]... [--format F]` without typer: what pre-commit runs on every commit.
+"""`backfillctl validate [PATH]... [--format F]` and a scheduled `reconcile --once` without typer: what pre-commit
+runs on every commit, and what cron runs every few minutes.
 
 typer 0.29 builds a pydantic adapter for every parameter of every command at each start (about 0.2 s of CPU
 before any work), so a plain `validate` — paths and `--format`, nothing else — is parsed here and runs the same
-function the typer command runs; anything else (`--help`, the PR options, a usage error) goes to typer, which
-owns every message about the command line.
+function the typer command runs; so is a `reconcile` with only the options a scheduled job gives (`--once`,
+`--wait-lock`, `--lock-timeout S`, `--dry-run`, `--fail-on-failures`, `--allow-dirty`), which calls the typer
+command's own function with them. Anything else (`--help`, other options, a usage error) goes to typer, which owns
+every message about the command line.
 """
 
 import dataclasses
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 FORMATS = ("text", "json", "github")
 
@@ -51,6 +56,53 @@ def plain_validate(argv: Sequence[str]) -> ValidateArgs | None:
             return None
         options[name] = value
     return ValidateArgs(paths, options.get("--format", "text"), changed_since=options.get("--changed-since"))
+
+
+RECONCILE_FLAGS = {  # option → the `reconcile` parameter it sets to True
+    "--once": "once",
+    "--wait-lock": "wait_lock",
+    "--dry-run": "dry_run",
+    "--fail-on-failures": "fail_on_failures",
+    "--allow-dirty": "allow_dirty",
+}
+SECONDS = re.compile(r"[0-9]{1,5}(\.[0-9]{1,6})?")  # a --lock-timeout read here; any other spelling: typer's
+
+
+def plain_reconcile(argv: Sequence[str]) -> dict[str, Any] | None:
+    """The parameters of a `reconcile` given only a scheduled job's options, each once (`--lock-timeout` within its
+    bounds); None for anything else, which typer parses."""
+    if not argv or argv[0] != "reconcile":
+        return None
+    chosen: dict[str, Any] = {}
+    rest = list(argv[1:])
+    while rest:
+        name, eq, value = rest.pop(0).partition("=")
+        if name in RECONCILE_FLAGS and not eq and RECONCILE_FLAGS[name] not in chosen:
+            chosen[RECONCILE_FLAGS[name]] = True
+            continue
+        if name != "--lock-timeout" or "lock_timeout" in chosen:
+            return None
+        value = value if eq else (rest.pop(0) if rest else "")
+        seconds = float(value) if SECONDS.fullmatch(value) else None
+        if seconds is None or not _lock_bounded(seconds):
+            return None
+        chosen["lock_timeout"] = seconds
+    return chosen
+
+
+def _lock_bounded(seconds: float) -> bool:
+    from controller.cli.app import LOCK_WAIT  # the bounds the typer option checks
+
+    low, high = LOCK_WAIT
+    return low <= seconds <= high
+
+
+def run_reconcile(chosen: dict[str, Any]) -> int:
+    """`backfillctl reconcile` with `chosen`: the typer command's own function, the other parameters at its
+    defaults."""
+    from controller.cli.reconcile import reconcile
+
+    return reconcile(**chosen)
 
 
 def run_validate(args: ValidateArgs) -> int:

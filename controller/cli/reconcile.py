@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from controller.cli.app import DAY, app, duration, evidence_app, load_settings, seconds_within
+from controller.cli.app import DAY, LOCK_WAIT, app, duration, evidence_app, load_settings, seconds_within
 from controller.cli.output import PassView, out, status_rich, tty, width
 from controller.core.documents.escaping import plain_lines
 from controller.errors import ExitCode
@@ -155,7 +155,7 @@ def reconcile(
         float | None,
         typer.Option(
             "--lock-timeout",
-            callback=seconds_within(0, DAY),
+            callback=seconds_within(*LOCK_WAIT),
             metavar="SECONDS",
             help="Wait for the lease at most S seconds (0 to 86400), then exit 5.",
         ),
