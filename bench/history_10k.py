@@ -4,7 +4,9 @@ empty specs folder, against a real Airflow (only the preflight calls: finished s
 
 The repository is generated once with `git fast-import` and cached (--cache, default /tmp); each round copies
 nothing: the passes only read the tree and rewrite phases in the store, so rounds are alike.
-    .venv/bin/python bench/history_10k.py [--specs 10000] [--rounds 3] [--before DIR]
+    .venv/bin/python bench/history_10k.py [--specs 10000] [--rounds 3] [--before DIR] [--decisions]
+`--decisions`: the store also keeps an approval gate decision for every spec file (as a gate that judged each one
+when it was live leaves them), in a repository of its own.
 """
 
 from __future__ import annotations
@@ -76,13 +78,30 @@ def seed(repo: Path, count: int) -> None:
     store.close()
 
 
-def prepared(cache: Path, count: int) -> tuple[Path, Path]:
-    """(the repository with history, an empty one beside it), generated once per count."""
-    repo, empty = cache / f"history-{count}", cache / "history-0"
+def seed_decisions(repo: Path) -> None:
+    """An approval gate decision kept for every spec file at HEAD, as a gate that judged each one leaves them."""
+    from controller.adapters.store import Store  # noqa: PLC0415
+    from controller.core.model.evidence import GateDecision, Verdict  # noqa: PLC0415
+
+    listing = subprocess.run(["git", "ls-tree", "-r", "-z", "HEAD", "specs"], cwd=repo, capture_output=True, check=True)
+    blobs = {}
+    for entry in filter(None, listing.stdout.decode().split("\0")):  # "<mode> blob <sha>\t<path>"
+        meta, path = entry.split("\t", 1)
+        blobs[path] = meta.split()[2]
+    store = Store(f"sqlite:///{repo}/state.db")
+    store.save_gate_decisions([GateDecision(p, b, Verdict.APPROVED, "") for p, b in sorted(blobs.items())], blobs)
+    store.close()
+
+
+def prepared(cache: Path, count: int, *, decisions: bool = False) -> tuple[Path, Path]:
+    """(the repository with history, an empty one beside it), generated once per count (and `decisions`)."""
+    repo, empty = cache / f"history-{count}{'-decided' if decisions else ''}", cache / "history-0"
     if not (repo / "state.db").exists():
         shutil.rmtree(repo, ignore_errors=True)
         generate(repo, count)
         seed(repo, count)
+        if decisions:
+            seed_decisions(repo)
     if not (empty / "state.db").exists():
         shutil.rmtree(empty, ignore_errors=True)
         (empty / "specs").mkdir(parents=True)
@@ -100,8 +119,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/backfillctl-bench-history"))
     parser.add_argument("--before", type=Path, help="also time this checkout's controller/ (PYTHONPATH)")
+    parser.add_argument(
+        "--decisions", action="store_true", help="the store also keeps an approval gate decision for every spec file"
+    )
     args = parser.parse_args()
-    repo, empty = prepared(args.cache, args.specs)
+    repo, empty = prepared(args.cache, args.specs, decisions=args.decisions)
 
     def once(folder: Path, before: bool = False) -> Run:
         env = {**os.environ, "BACKFILLCTL_SPECS_DIR": "specs", "BACKFILLCTL_STORE_URL": f"sqlite:///{folder}/state.db"}
@@ -131,6 +153,7 @@ def main() -> None:
         wall, cpu = median([r.wall for r in done]), median([r.cpu for r in done])
         rows.append([name, secs(wall), secs(cpu), f"{max(r.rss_kb for r in done) // 1024} MB"])
     title = f"reconcile --once over {args.specs:,} finished specs ({args.specs // PER_COMMIT:,} commits) vs none"
+    title += ", a gate decision kept for each" if args.decisions else ""
     print(table(title, ["specs folder", "wall (median)", "CPU (median)", "peak RSS"], rows))
 
 

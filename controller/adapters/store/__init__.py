@@ -63,7 +63,7 @@ from controller.adapters.store.stops import Stops
 from controller.core.audit.chain import AuditEntry, AuditRecord, ChainLink, Unreadable, VerifyResult
 from controller.core.audit.notify import Delivery, Notification
 from controller.core.model.binding import Binding, BindingHead, Claim
-from controller.core.model.evidence import GateDecision
+from controller.core.model.evidence import WAITING, GateDecision
 from controller.core.model.secret import Secret
 from controller.core.model.stages import Stage, StageRecord
 from controller.core.model.stops import EmergencyStop, EmergencyStopKind, StopHistory, StopSource
@@ -114,13 +114,22 @@ class _GitMemory:
     def record_scope(self, login: str, scope: str) -> None:
         self._scopes.record(login, scope)
 
-    def gate_decisions(self) -> dict[str, GateDecision]:
-        """Path → the approval gate's decision kept for its file."""
-        return self._gate.all()
+    def gate_decisions(self, paths: Collection[str] | None = None) -> dict[str, GateDecision]:
+        """Path → the approval gate's decision kept for its file (of `paths` only, when given)."""
+        return self._gate.all(paths)
 
-    def save_gate_decisions(self, decisions: Sequence[GateDecision], present: Mapping[str, str]) -> None:
-        """Keep `decisions`; forget the paths not `present` (path → blob at HEAD), or whose blob changed."""
-        self._gate.save(decisions, present)
+    def waiting_gate_decisions(self) -> dict[str, GateDecision]:
+        """Path → the decision kept for its file, where it waits on evidence (held, or unreviewed): of the paths
+        with such a row, the newest row of each decides, as `gate_decisions` reads them."""
+        newest = self._gate.all(paths=self._gate.all(verdicts=WAITING).keys())
+        return {path: decision for path, decision in newest.items() if decision.verdict in WAITING}
+
+    def save_gate_decisions(
+        self, decisions: Sequence[GateDecision], present: Mapping[str, str], scope: Collection[str] | None = None
+    ) -> None:
+        """Keep `decisions`; forget the paths not `present` (path → blob at HEAD), or whose blob changed (of the
+        paths in `scope` only, when given)."""
+        self._gate.save(decisions, present, scope)
 
 
 class Store(_GitMemory, PartReads):
@@ -424,5 +433,5 @@ class NoStore(Store):
     def last_valid_policy(self) -> str | None:
         return None
 
-    def gate_decisions(self) -> dict[str, GateDecision]:
+    def gate_decisions(self, paths: Collection[str] | None = None) -> dict[str, GateDecision]:
         return {}

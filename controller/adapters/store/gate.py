@@ -7,12 +7,12 @@ is never let through because the pass that saw it is over; a file that changed o
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import ColumnElement, delete, insert, select, true
 
-from controller.adapters.store.database import Clock, Database, stamp
+from controller.adapters.store.database import Clock, Database, batches, stamp
 from controller.adapters.store.tables import gate_decisions
 from controller.core.model.binding import Approval
 from controller.core.model.evidence import GateDecision, Verdict
@@ -25,10 +25,16 @@ class GateDecisions:
     def __init__(self, db: Database, clock: Clock) -> None:
         self._db, self._clock = db, clock
 
-    def all(self) -> dict[str, GateDecision]:
-        """Path → the decision kept for it (a row that cannot be read back is no decision: decided again)."""
+    def all(
+        self, paths: Collection[str] | None = None, verdicts: Collection[Verdict] = STORED
+    ) -> dict[str, GateDecision]:
+        """Path → the decision kept for it, of `paths` only when given, with one of `verdicts` (a row that cannot be
+        read back is no decision: decided again)."""
+        query = select(gate_decisions).order_by(gate_decisions.c.decided_at)
+        if verdicts != STORED:
+            query = query.where(gate_decisions.c.verdict.in_(sorted(v.value for v in verdicts)))
         with self._db.tx("reading the approval gate's decisions") as conn:
-            rows = conn.execute(select(gate_decisions).order_by(gate_decisions.c.decided_at)).mappings().all()
+            rows = [row for where in _among(paths) for row in conn.execute(query.where(where)).mappings().all()]
         found: dict[str, GateDecision] = {}
         for row in rows:
             decision = _decision(dict(row))
@@ -36,19 +42,29 @@ class GateDecisions:
                 found[decision.path] = decision
         return found
 
-    def save(self, decisions: Iterable[GateDecision], present: Mapping[str, str]) -> None:
+    def save(
+        self, decisions: Iterable[GateDecision], present: Mapping[str, str], scope: Collection[str] | None = None
+    ) -> None:
         """Keep `decisions` (one per path, replacing what was kept for it), and forget every path that is not
-        `present` (path → its blob now) or whose blob changed, in one transaction."""
+        `present` (path → its blob now) or whose blob changed, in one transaction; with `scope`, only among those
+        paths (the rest were not read: a pass over a rest summary, whose folder is the tree the last whole pass
+        forgot by)."""
         now = stamp(self._clock())
         kept = [d for d in decisions if d.verdict in STORED]
         table = gate_decisions.c
         with self._db.tx("saving the approval gate's decisions") as conn:
-            stored = conn.execute(select(table.path, table.blob_id)).all()
+            query = select(table.path, table.blob_id)
+            stored = [row for where in _among(scope) for row in conn.execute(query.where(where)).all()]
             gone = {path for path, blob in stored if present.get(path) != blob} | {d.path for d in kept}
             for path in sorted(gone):
                 conn.execute(delete(gate_decisions).where(table.path == path))
             if kept:
                 conn.execute(insert(gate_decisions), [_row(d, now) for d in kept])
+
+
+def _among(paths: Collection[str] | None) -> list[ColumnElement[bool]]:
+    """The filters that read the rows of `paths` (every row: None), `batches` of them a query."""
+    return [true()] if paths is None else [gate_decisions.c.path.in_(batch) for batch in batches(sorted(paths))]
 
 
 def _row(decision: GateDecision, now: str) -> dict[str, Any]:

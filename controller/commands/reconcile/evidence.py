@@ -200,11 +200,11 @@ def needed(settings: Settings) -> dict[str, Any]:
         everything = set(history.file_blobs(head, folder)) - policy_paths(history, folder)
         differing = _differing(history, since, head, folder) if since else everything
         commits = [c for path in sorted(differing) if (c := git.history.carrier(head, path)) is not None]
-    blobs = git.history.file_blobs(head, folder)
+    blobs = git.history.file_blobs(head, folder, only=kept.keys())  # the waiting decisions' files, not every file
     waiting = [
         c
         for path, d in sorted(kept.items())
-        if d.verdict.value in ("held", "unreviewed") and blobs.get(path) == d.blob
+        if blobs.get(path) == d.blob
         if (c := d.commit or git.history.carrier(head, path)) is not None
     ]
     ordered = sorted(set(commits) | set(waiting), key=git.history.depth)
@@ -218,10 +218,11 @@ def needed(settings: Settings) -> dict[str, Any]:
 
 
 def _reconciled(settings: Settings) -> tuple[Reconciled | None, dict[str, GateDecision]]:
-    """The store's last reconciled commit and kept decisions; none before the first reconcile creates the store."""
+    """The store's last reconciled commit and the kept decisions that wait on evidence; none before the first
+    reconcile creates the store."""
     try:
         with open_store(settings, read_only=True) as store:
-            return store.last_reconciled(), store.gate_decisions()
+            return store.last_reconciled(), store.waiting_gate_decisions()
     except StoreMissing as exc:  # the first reconcile of a deployment: every spec is a change to judge
         log.warning("%s: every spec's change needs evidence", exc)
         return None, {}

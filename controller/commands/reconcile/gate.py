@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from controller.adapters.githistory import GitHistory
 from controller.adapters.gitsource import GitSource
-from controller.adapters.store import Store
+from controller.adapters.store import Reconciled, Store
 from controller.commands.reconcile.evidence import changed_files, policy_paths, require_history
 from controller.commands.runtime.validator import build_validator
 from controller.core.checks.loaded import LoadedSpec
@@ -50,6 +51,9 @@ class PassFacts:
     stops: tuple[EmergencyStop, ...] = ()
     require: bool = False
     given: EvidenceGiven = field(default_factory=EvidenceGiven)
+    # the finished specs came from the folder's rest summary (no file of the folder is read but the pass's specs):
+    # with the last reconciled commit at this tree, only their decisions and the policy's are read (`_reconciled_tree`)
+    summarised: bool = False
 
 
 def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, decide: bool = True) -> Gate | None:
@@ -59,8 +63,10 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
     if head is None:
         return None
     relative = git.relatives(s.path for s in facts.specs if s.name in facts.loaded)
-    policies = policy_paths(git.history, folder)
-    recorded = store.gate_decisions()
+    policies, last = policy_paths(git.history, folder), store.last_reconciled()
+    narrowed = facts.summarised and _reconciled_tree(git.history, last, head, folder)
+    scope = frozenset(relative.values()) | policies if narrowed else None
+    recorded = store.gate_decisions(scope)
     # the files the gate judges or forgets: the pass's specs, the policy, each kept decision's (not every file)
     wanted = frozenset(relative.values()) | policies | recorded.keys()
     files = git.history.file_blobs(head, folder, only=wanted)
@@ -76,10 +82,11 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
         stops=facts.stops,
         specs=tuple(facts.specs),
         bindings=facts.bindings,
+        scope=scope,
     )
     if not decide:
         return replace(gate, deciding=False)
-    changed, rewritten = _since_last(git, store, head, folder, files)
+    changed, rewritten = _since_last(git, last, head, folder, files)
     carried = tuple(
         [_carried(git, folder, head, doc) for doc in facts.given.documents]
         + [_unavailable(git, folder, head, sha) for sha in facts.given.unavailable]
@@ -88,14 +95,26 @@ def gather(git: GitSource, store: Store, folder: Path, facts: PassFacts, *, deci
     return replace(gate, changed=frozenset(changed), carried=carried, rewritten=rewritten, carriers=carriers)
 
 
+def _reconciled_tree(history: GitHistory, last: Reconciled | None, head: str, folder: Path) -> bool:
+    """The last reconciled commit holds HEAD's tree of the folder. The first pass that saves the gate's decisions
+    at a tree reconciles it after reading and forgetting every decision (the commit before it held another tree),
+    and no other pass writes them; so then no decision but those of the pass's own files can be stale. A rest
+    summary alone does not say it: a dry run, or a pass that failed before its end, writes one and saves nothing."""
+    if last is None or last.commit is None:
+        return False
+    if last.commit == head:
+        return True
+    prefix = history.relative(folder)
+    return history.has_commit(last.commit) and history.tree_id(last.commit, prefix) == history.tree_id(head, prefix)
+
+
 def _since_last(
-    git: GitSource, store: Store, head: str, folder: Path, files: dict[str, str]
+    git: GitSource, last: Reconciled | None, head: str, folder: Path, files: dict[str, str]
 ) -> tuple[set[str], str | None]:
     """Of the gate's `files`, the paths that differ from the last reconciled commit's (every one when it is gone from
     the history; every spec when none is recorded: the policy a store starts with is no change, its specs were never
     judged), and that commit when HEAD does not descend from it (a force-push)."""
     history = git.history
-    last = store.last_reconciled()
     since = None if last is None else last.commit
     if since is None:
         policies = policy_paths(history, folder)

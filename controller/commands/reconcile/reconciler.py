@@ -305,7 +305,7 @@ class Reconciler:
         record_stuck(self.client, self.store, recorder, self.loaded, current, world, created, policy, self.clock)
         recorder.pass_done(plan, len(applied), self.clock())
         if gate is not None:  # before the commit is recorded: a change decided now is never decided by omission
-            self.store.save_gate_decisions(_kept(decisions), gate.files)
+            self.store.save_gate_decisions(_kept(decisions), gate.files, gate.scope)
         self.store.record_reconciled(self.commit if source.repository else None, desired.policy_text)
         # each queued spec version judged once and kept: shown only (a queued item is no decision)
         memo = kept(recorder.bindings)  # filled with what this pass judges
@@ -349,9 +349,9 @@ class Reconciler:
         """What the approval gate at reconcile decides with (`commands/reconcile/gate.py`); None: not in git, nothing to
         judge. A reviewed merge is required when the policy at HEAD or the last reconciled one says so (a push
         that drops the key is no way around it)."""
-        last = last_good_policy(self.store)
+        last, summarised = last_good_policy(self.store), self.specs.summarised
         require = bool(desired.policy.require_reviewed_merge) or bool(last and last.require_reviewed_merge)
-        facts = PassFacts(self.loaded, desired.specs, bindings, self.store.stops(), require, self.evidence)
+        facts = PassFacts(self.loaded, desired.specs, bindings, self.store.stops(), require, self.evidence, summarised)
         return gather(self.git, self.store, self.settings.specs_dir, facts, decide=decide)
 
 

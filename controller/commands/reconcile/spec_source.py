@@ -85,6 +85,7 @@ class SpecLoader:
         self.at_rest = AtRest()  # the last load's finished specs at rest (with `rest`): counted, not built
         self.claims: Mapping[str, Claim] = {}  # of them, what those on walked DAGs claim (`World.claims`)
         self.made: Made | None = None  # what the last whole load found that a rest summary keeps (`rest_pass`)
+        self.summarised = False  # the last `planned` read the finished specs from the folder's rest summary
 
     def planned(
         self, bindings: Mapping[str, Binding] | None, source: SpecSource | None, *, rest: bool
@@ -92,7 +93,7 @@ class SpecLoader:
         """`load`, and the bindings (`bindings` None: the store's); with `rest`, the store's are read whole only for
         the specs not at rest (their heads tell which, or the folder's rest summary: `rest_pass`), and of those at
         rest on a walked DAG, their claims."""
-        self.claims = {}
+        self.claims, self.summarised = {}, False
         if bindings is not None or not rest:
             bindings = self.store.bindings() if bindings is None else bindings
             return self.load(heads(bindings), source), bindings
@@ -128,6 +129,7 @@ class SpecLoader:
         self.claims = kept_claims(summary, self.at_rest.walked, self.store)
         if self.store.finished_revision() != key.revision:  # a binding finished while these were read
             return None
+        self.summarised = True
         return found, bindings
 
     def load(

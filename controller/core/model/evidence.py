@@ -86,6 +86,9 @@ class Verdict(StrEnum):
         return self in (Verdict.REFUSED, Verdict.UNREVIEWED, Verdict.HELD)
 
 
+WAITING = frozenset({Verdict.HELD, Verdict.UNREVIEWED})  # a change that waits on evidence (`evidence needed`)
+
+
 @dataclass(frozen=True, slots=True)
 class GateDecision:
     """The gate's decision for one version (`blob`) of a file (`path`, repository-relative), as the store keeps it

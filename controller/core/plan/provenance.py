@@ -106,6 +106,7 @@ class Gate:
     bindings: Mapping[str, Binding] = field(default_factory=dict)
     carriers: Mapping[str, str] = field(default_factory=dict)  # path → the branch's commit that last changed it
     deciding: bool = True  # False (plan, status): only what the store keeps is shown, nothing is decided anew
+    scope: frozenset[str] | None = None  # the paths whose kept decisions were read (None: every one), and forgotten by
 
     @property
     def names(self) -> dict[str, str]:

@@ -54,3 +54,36 @@ def test_a_row_another_release_wrote_is_no_decision(store_url: str) -> None:
             assert conn.execute(
                 select(gate_decisions.c.approval).where(gate_decisions.c.path == "specs/a.yaml")
             ).scalar() == (APPROVAL.as_json())
+
+
+def test_a_read_or_a_save_scoped_to_paths_reads_and_forgets_only_those(store_url: str) -> None:
+    """A pass over a rest summary names its paths: the other decisions are neither read nor forgotten (600 named
+    paths: more than one query's batch)."""
+    refused = GateDecision("specs/d.yaml", "4" * 40, Verdict.REFUSED, "approval gate at reconcile: no")
+    unreviewed = GateDecision("specs/e.yaml", "5" * 40, Verdict.UNREVIEWED, "no reviewed pull request", commit="e" * 40)
+    with Store(store_url, clock=lambda: T) as store:
+        decisions = [APPROVED, HELD, refused, unreviewed]
+        store.save_gate_decisions(decisions, {d.path: d.blob for d in decisions})
+        named = [f"specs/x-{n:03d}.yaml" for n in range(598)] + ["specs/b.yaml", "specs/e.yaml"]
+        assert store.gate_decisions(named) == {"specs/b.yaml": HELD, "specs/e.yaml": unreviewed}
+        assert store.gate_decisions([]) == {}
+        assert store.waiting_gate_decisions() == {"specs/b.yaml": HELD, "specs/e.yaml": unreviewed}
+        store.save_gate_decisions([], {}, scope=["specs/b.yaml"])  # b gone; the others are not in scope
+        assert store.gate_decisions() == {"specs/a.yaml": APPROVED, "specs/d.yaml": refused, "specs/e.yaml": unreviewed}
+        store.save_gate_decisions([], {"specs/a.yaml": "1" * 40}, scope=[])  # nothing in scope: nothing forgotten
+        assert len(store.gate_decisions()) == 3
+        store.save_gate_decisions([], {"specs/a.yaml": "1" * 40})  # no scope: every path not present is forgotten
+        assert store.gate_decisions() == {"specs/a.yaml": APPROVED}
+
+
+def test_what_waits_on_evidence_is_the_newest_row_of_a_path(store_url: str) -> None:
+    """Two rows of one path (written by hand, or by another release): the newest decides, as the gate reads them, so
+    an older held row behind a newer approval waits on nothing."""
+    later = datetime(2026, 11, 29, 13, tzinfo=UTC)
+    with Store(store_url, clock=lambda: T) as store:
+        store.save_gate_decisions([HELD], {HELD.path: HELD.blob})
+        approved = {"path": HELD.path, "blob_id": "9" * 40, "policy_blob": "", "verdict": "approved", "reason": ""}
+        with store.engine.begin() as conn:
+            conn.execute(insert(gate_decisions).values(**approved, decided_at=later.strftime("%Y-%m-%dT%H:%M:%S.%fZ")))
+        assert store.gate_decisions()[HELD.path].verdict is Verdict.APPROVED
+        assert store.waiting_gate_decisions() == {}
