@@ -17,7 +17,6 @@ validate on 2 cores); --from-source times that.
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import shutil
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
-from _common import REPO, alternate, backfillctl, empty_pass_env, load_note, median, run, table
+from _common import REPO, alternate, backfillctl, compile_bytecode, empty_pass_env, load_note, median, run, table
 
 from tests.fakes.loopback import serving
 
@@ -84,13 +83,6 @@ def main() -> None:
         )
     )
     print(f"before: {before}; after: {load_note()}")
-
-
-def compile_bytecode(trees: list[Path]) -> None:
-    """Write each tree's bytecode beside its modules (PYTHONDONTWRITEBYTECODE only stops a start from writing it)."""
-    for tree in trees:
-        if not compileall.compile_dir(str(tree.resolve()), quiet=1):
-            raise SystemExit(f"cannot compile {tree}")
 
 
 def drop_bytecode(trees: list[Path]) -> None:
