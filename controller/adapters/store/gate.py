@@ -47,8 +47,8 @@ class GateDecisions:
     ) -> None:
         """Keep `decisions` (one per path, replacing what was kept for it), and forget every path that is not
         `present` (path → its blob now) or whose blob changed, in one transaction; with `scope`, only among those
-        paths (the rest were not read: a pass over a rest summary, whose folder is the tree the last whole pass
-        forgot by)."""
+        paths (the rest were not read: a pass over a rest summary at the tree of the folder the last reconciled pass
+        forgot by, `commands/reconcile/gate.py`)."""
         now = stamp(self._clock())
         kept = [d for d in decisions if d.verdict in STORED]
         table = gate_decisions.c
