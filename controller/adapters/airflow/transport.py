@@ -19,10 +19,12 @@ import contextlib
 import logging
 import random
 import re
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -92,6 +94,15 @@ class Connection(TypedDict, total=False):
     max_concurrency: int  # requests in flight at once (BACKFILLCTL_AIRFLOW_MAX_CONCURRENCY)
 
 
+def tls_for(base_url: str) -> ssl.SSLContext | bool:
+    """What verifies TLS for `base_url`: the system's CA bundle for https. An http URL makes no TLS connection (every
+    request is relative to it, no redirect is followed), so it gets a context that trusts nothing: one that would be
+    made fails closed, and no bundle is loaded (~40 ms a start)."""
+    if urlsplit(base_url).scheme.lower() == "http":
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return True
+
+
 class Transport:
     """Requests to one API server; `observer` (if set) sees each one sent, with its answer's status."""
 
@@ -119,6 +130,7 @@ class Transport:
                 base_url=self.base_url,
                 transport=transport,
                 follow_redirects=False,
+                verify=tls_for(self.base_url),
                 timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S),
                 headers={"Accept": "application/json", "Accept-Encoding": ACCEPT_ENCODING},
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import ssl
 from collections.abc import Callable
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -16,6 +17,7 @@ import pytest
 
 from controller.adapters.airflow import AirflowClient
 from controller.adapters.airflow.failures import translate_any
+from controller.adapters.airflow.transport import tls_for
 from controller.core.model.airflow import BackfillRequest
 from controller.core.model.capabilities import newest
 from controller.core.model.secret import Secret
@@ -210,6 +212,15 @@ def test_redirect_is_not_followed() -> None:
         client.get_backfill(7)
     assert str(caught.value) == "GET /api/v2/backfills/7 -> 307: unexpected redirect (not followed)"
     assert len(sent) == 1
+
+
+def test_an_http_url_loads_no_ca_bundle_and_its_context_trusts_nothing() -> None:
+    for url in ("http://airflow:8080", "HTTP://airflow"):
+        context = tls_for(url)
+        assert isinstance(context, ssl.SSLContext)
+        # a TLS connection it would make fails closed: a certificate is required and no authority is trusted
+        assert (context.verify_mode, context.check_hostname, context.get_ca_certs()) == (ssl.CERT_REQUIRED, True, [])
+    assert tls_for("https://airflow.example") is True  # httpx's default: the CA bundle, verified
 
 
 def test_secret_canary_in_no_error_or_log(caplog: pytest.LogCaptureFixture) -> None:
