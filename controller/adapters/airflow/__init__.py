@@ -114,9 +114,10 @@ class AirflowClient:
         """What this server's API has, from its version (read once)."""
         return self.server.capabilities
 
-    def preflight(self) -> str:
-        """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work."""
-        return self.server.preflight()
+    def preflight(self, *, lists_dags: bool = False) -> str:
+        """One quick check before a command's work: the URL answers like Airflow 3, and the credentials work (for a
+        command that `lists_dags`, with the first page of the DAG listing, kept for its first read of it)."""
+        return self.server.preflight(lists_dags=lists_dags)
 
     def health(self) -> dict[str, Any]:
         return self.server.health()

@@ -15,7 +15,7 @@ from controller.adapters.airflow.decode import (
     objects,
     version_ids_from_json,
 )
-from controller.adapters.airflow.server import MAX_PAGES, PAGE, Server
+from controller.adapters.airflow.server import DAG_ORDER, DAGS, MAX_PAGES, PAGE, Server
 from controller.core.model.airflow import DagInfo
 from controller.core.model.capabilities import Capabilities
 
@@ -51,12 +51,12 @@ class Dags:
         (stale, on a page not read) is left out, for `get()` to look up; so is a DAG that is not periodic,
         whose refusal names the reason only the details tell (asset-triggered or not)."""
         wanted, found = set(dag_ids), dict[str, DagInfo]()
-        offset, path = 0, "/api/v2/dags"
+        offset, path = 0, DAGS
         read = partial(_listed_info, caps=self._server.capabilities, wanted=wanted)
         # a listing that holds still ends within as many pages as DAGs are wanted (see above): one whose total
         # keeps growing stops there too
         for _ in range(min(len(wanted), MAX_PAGES)):
-            items, total = self._server.page(path, "dags", {"limit": PAGE, "offset": offset, "order_by": "dag_id"})
+            items, total = self._server.page(path, "dags", {**DAG_ORDER, "limit": PAGE, "offset": offset})
             listed = decoded(partial(each, read, key="dags", start=offset), items, "GET", path)
             self.seen_dag_ids.update(dag_id for dag_id, _ in listed)
             found |= {dag_id: info for dag_id, info in listed if info is not None and _periodic(info)}
@@ -69,8 +69,7 @@ class Dags:
     def ids(self) -> set[str]:
         """Every DAG id, from the listing (read once per client)."""
         if not self._all_listed:
-            params = {"order_by": "dag_id"}
-            self.seen_dag_ids.update(self._server.entries("/api/v2/dags", "dags", params, _dag_id))
+            self.seen_dag_ids.update(self._server.entries(DAGS, "dags", dict(DAG_ORDER), _dag_id))
             self._all_listed = True
         return self.seen_dag_ids
 

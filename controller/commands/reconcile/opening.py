@@ -41,7 +41,7 @@ def open_reconciler(
         with contextlib.ExitStack() as stack:
             if lease:
                 stack.enter_context(session.hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
-            with session.make_client(settings) as client:
+            with session.make_client(settings, lists_dags=True) as client:  # each pass lists its specs' DAGs
                 reconciler = Reconciler(
                     settings, store, client, allow_dirty=allow_dirty, connect=session.make_client, git=git
                 )

@@ -49,8 +49,9 @@ def open_store(
     )
 
 
-def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
-    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted)."""
+def make_client(settings: Settings, *, preflight: bool = True, lists_dags: bool = False) -> AirflowClient:
+    """A client for the configured Airflow, checked once (reachable, Airflow 3, credentials accepted); a command that
+    `lists_dags` has its preflight read the listing's first page for it (`Server.preflight`)."""
     client = AirflowClient(
         settings.airflow_address(),
         token=settings.airflow_token,
@@ -62,7 +63,7 @@ def make_client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
     )
     if preflight:
         try:
-            client.preflight()
+            client.preflight(lists_dags=lists_dags)
         except BaseException:
             client.close()
             raise

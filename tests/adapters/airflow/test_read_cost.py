@@ -256,3 +256,49 @@ def test_calls_in_flight_are_bounded_whatever_the_callers_pools() -> None:
     ):
         list(pool.map(lambda _n: client.version(), range(6 * bound)))
     assert peak[0] == bound
+
+
+# --- the preflight's page of the DAG listing --------------------------------------------------------------------
+
+
+def preflighted(lists_dags: bool) -> tuple[FakeAirflow, AirflowClient]:
+    """A client on a fake of 10 DAGs, after its preflight (the version, then the credentials' check)."""
+    fake = FakeAirflow(dags=[Dag(f"dag_{n:03d}") for n in range(10)])
+    client = AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin"))
+    client.preflight(lists_dags=lists_dags)
+    return fake, client
+
+
+def dag_reads(fake: FakeAirflow) -> list[str]:
+    return [path for method, path in fake.requests if method == "GET" and path.startswith("/api/v2/dags")]
+
+
+def test_a_command_that_lists_dags_has_the_preflight_read_the_first_page_for_it_once() -> None:
+    fake, client = preflighted(lists_dags=True)
+    with client:
+        assert dag_reads(fake) == ["/api/v2/dags"]  # the credentials' check is the listing's first page
+        assert sorted(client.dag_infos(["dag_001", "dag_009"])) == ["dag_001", "dag_009"]
+        assert dag_reads(fake) == ["/api/v2/dags"]  # answered by the preflight's read
+        assert sorted(client.dag_infos(["dag_002"])) == ["dag_002"]
+        assert dag_reads(fake) == ["/api/v2/dags"] * 2  # once only: the next pass reads it again
+
+
+def test_a_command_that_does_not_list_dags_checks_the_credentials_with_one_dag() -> None:
+    fake, client = preflighted(lists_dags=False)
+    with client:
+        assert sorted(client.dag_infos(["dag_001"])) == ["dag_001"]
+    assert dag_reads(fake) == ["/api/v2/dags"] * 2
+
+
+def test_the_preflights_page_does_not_stand_for_a_read_after_five_seconds_or_after_a_write() -> None:
+    fake, client = preflighted(lists_dags=True)
+    with client:
+        now = client.server.clock()
+        client.server.clock = lambda: now + 5.01
+        assert sorted(client.dag_infos(["dag_001"])) == ["dag_001"]
+        assert dag_reads(fake) == ["/api/v2/dags"] * 2  # read again: the kept page was too old
+    fake, client = preflighted(lists_dags=True)
+    with client:
+        client.create(BackfillRequest("dag_003", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC)))
+        assert sorted(client.dag_infos(["dag_003"])) == ["dag_003"]
+        assert dag_reads(fake) == ["/api/v2/dags"] * 2  # read again: a write came between

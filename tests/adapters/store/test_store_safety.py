@@ -180,7 +180,7 @@ def test_plan_no_store_plans_like_a_first_apply_and_opens_nothing(
         assert bench.fake is not None
         transport = bench.fake.transport()
 
-        def client(_settings: object) -> AirflowClient:
+        def client(_settings: object, **_kw: bool) -> AirflowClient:
             return AirflowClient(bench.url, username="admin", password=Secret("admin"), transport=transport)
 
         monkeypatch.setattr(session, "make_client", client)

@@ -269,7 +269,7 @@ def in_process(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
     """`controller.cli.main` on this bench: its environment, and clients on its fake Airflow (no retry waits)."""
     transport = bench.fake.transport() if bench.fake else None
 
-    def client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
+    def client(settings: Settings, *, preflight: bool = True, lists_dags: bool = False) -> AirflowClient:
         backoff = Backoff(base=0.0, cap=0.0, jitter=0.0, attempts=2)
         made = AirflowClient(
             bench.url,
@@ -281,7 +281,7 @@ def in_process(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
             max_concurrency=settings.airflow_max_concurrency,
         )
         if preflight:
-            made.preflight()
+            made.preflight(lists_dags=lists_dags)
         return made
 
     monkeypatch.setattr(session, "make_client", client)

@@ -180,7 +180,7 @@ def test_plan_reaches_production_through_the_variables_the_policy_names(
     reached: list[tuple[str | None, str | None]] = []
     fake = FakeAirflow()
 
-    def client(settings: Settings, *, preflight: bool = True) -> AirflowClient:
+    def client(settings: Settings, *, preflight: bool = True, lists_dags: bool = False) -> AirflowClient:
         token = settings.airflow_token.reveal() if settings.airflow_token else None
         reached.append((settings.airflow_url, token))
         return AirflowClient(settings.airflow_address(), token=settings.airflow_token, transport=fake.transport())
