@@ -1,8 +1,8 @@
 """What `backfillctl reconcile --once` imports, measured on the real process (`python -X importtime`) against a
 loopback server answering like Airflow: what a pass does not use stays out. The metrics, the status page and its
 server (a port's), the report renderers (a terminal notification's), rich (the live view's), the GitHub client (the
-watch process's own evidence) and the Prometheus client (a policy's analysis) load only where they are used; httpx's
-command-line client and SQLAlchemy's PostgreSQL dialect (a SQLite store's pass) never."""
+watch process's own evidence) and the Prometheus client (a policy's analysis) load only where they are used;
+SQLAlchemy's PostgreSQL dialect (with its async drivers) only on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ CUT = (
     "controller.core.render.status_page",
     "controller.core.rules.rs256",
     "controller.core.rules.rsakey",
-    "httpx._main",
     "sqlalchemy.dialects.postgresql",
 )
 
