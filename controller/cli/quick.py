@@ -127,7 +127,7 @@ def run_validate(args: ValidateArgs) -> int:
     if settings.airflow_url and result.loaded:
         from controller.commands.runtime.session import make_client
 
-        result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings, lists_dags=True), now)
+        result = validate_cmd.check_dags_in_airflow(result, lambda: make_client(settings), now)
     elif result.loaded:  # an OK must not read as "the DAG ids were checked"
         skipped = "each spec's DAG in Airflow (BACKFILLCTL_AIRFLOW_URL is not set)"
         result = dataclasses.replace(result, skipped=(*result.skipped, skipped))

@@ -202,6 +202,11 @@ class AirflowClient:
     def dag_infos(self, dag_ids: Iterable[str]) -> dict[str, DagInfo]:
         return self._dags.infos(dag_ids)
 
+    @property
+    def dag_listing_at_hand(self) -> bool:
+        """Whether the DAG listing's first page costs no call (the preflight read it for this command)."""
+        return self._dags.first_page_at_hand
+
     def dag_ids(self) -> set[str]:
         return self._dags.ids()
 

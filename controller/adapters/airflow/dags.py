@@ -15,7 +15,7 @@ from controller.adapters.airflow.decode import (
     objects,
     version_ids_from_json,
 )
-from controller.adapters.airflow.server import DAG_ORDER, DAGS, MAX_PAGES, PAGE, Server
+from controller.adapters.airflow.server import DAG_ORDER, DAGS, FIRST_DAG_PAGE, MAX_PAGES, PAGE, Server
 from controller.core.model.airflow import DagInfo
 from controller.core.model.capabilities import Capabilities
 
@@ -65,6 +65,11 @@ class Dags:
             if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
                 break
         return found
+
+    @property
+    def first_page_at_hand(self) -> bool:
+        """Whether the listing's first page costs no call (the preflight read it for this command)."""
+        return self._server.primed(DAGS, FIRST_DAG_PAGE)
 
     def ids(self) -> set[str]:
         """Every DAG id, from the listing (read once per client)."""

@@ -86,8 +86,9 @@ class Server:
         """One call's JSON answer; a run filter this release lacks is refused before anything is sent. The preflight's
         primed page answers the first GET of it (within `PRIMED_FOR`); any other method drops it unread."""
         if (primed := self._primed) is not None and (method != "GET" or _same(primed, path, params)):
+            fresh = method == "GET" and self.primed(path, params or {})
             self._primed = None
-            if method == "GET" and self.clock() - primed.at <= PRIMED_FOR:
+            if fresh:
                 return primed.answer
         if params and any(name in RUN_FILTERS for name in params) and (ignored := self._ignored(params)):
             raise AirflowVersionError(  # the server would ignore it and answer unfiltered: a wrong count
@@ -215,14 +216,32 @@ class Server:
         saved, transport.backoff = transport.backoff, quick
         try:
             version = self._preflight_version()
-            if lists_dags:
-                answer = self.json("GET", DAGS, params=FIRST_DAG_PAGE)
-                self._primed = Primed(DAGS, FIRST_DAG_PAGE, answer, self.clock())
-            else:
+            if not lists_dags or not self._primed_listing():
                 self.json("GET", DAGS, params={"limit": 1})
         finally:
             transport.backoff = saved
         return version
+
+    def _primed_listing(self) -> bool:
+        """The DAG listing's first page read and kept (`Primed`); False when Airflow refused it otherwise than for
+        the credentials: the light check decides instead, and the command reads (or does without) the page itself,
+        as it would have (a page's timeout or 5xx is no reason to stop a command the listing only speeds up)."""
+        try:
+            answer = self.json("GET", DAGS, params=FIRST_DAG_PAGE)
+        except AirflowAuthError:
+            raise
+        except AirflowError as exc:
+            log.info(
+                "the DAG listing's first page is unavailable (%s); checking the credentials with one DAG", exc.message
+            )
+            return False
+        self._primed = Primed(DAGS, FIRST_DAG_PAGE, answer, self.clock())
+        return True
+
+    def primed(self, path: str, params: Mapping[str, Any]) -> bool:
+        """Whether the preflight's answer to this page is at hand (its read costs no call)."""
+        kept = self._primed
+        return kept is not None and _same(kept, path, params) and self.clock() - kept.at <= PRIMED_FOR
 
     def _preflight_version(self) -> str:
         where = f"BACKFILLCTL_AIRFLOW_URL={self.transport.shown_url}"

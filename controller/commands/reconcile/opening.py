@@ -25,10 +25,12 @@ def open_reconciler(
     read_only: bool = False,
     no_store: bool = False,
     allow_dirty: bool = False,
+    lists_dags: bool = True,
     sleep: Callable[[float], None] = time.sleep,
     notify: Callable[[str], None] = session.stderr_line,
 ) -> Iterator[Reconciler]:
-    """Open the store (read-only, or none at all for `plan --no-store`), take the lease, then Airflow.
+    """Open the store (read-only, or none at all for `plan --no-store`), take the lease, then Airflow (whose
+    preflight reads the DAG listing's first page for the passes, unless the command `lists_dags` not).
 
     With `lease`, a daemon thread renews the lease every HEARTBEAT_EVERY seconds for the whole session
     (every pass, `--once` included); the store refuses intents once it is lost (`LeaseLost`, exit 5).
@@ -41,7 +43,7 @@ def open_reconciler(
         with contextlib.ExitStack() as stack:
             if lease:
                 stack.enter_context(session.hold_lease(store, settings, wait_lock, lock_timeout, sleep, notify))
-            with session.make_client(settings, lists_dags=True) as client:  # each pass lists its specs' DAGs
+            with session.make_client(settings, lists_dags=lists_dags) as client:
                 reconciler = Reconciler(
                     settings, store, client, allow_dirty=allow_dirty, connect=session.make_client, git=git
                 )

@@ -235,7 +235,7 @@ def stop_with_settings(  # noqa: PLR0917 - the stop's fields
     (the policy then is the last reconciled one); an unreachable store is the one thing that stops it, and then the
     error says the break-glass step."""
     try:
-        with open_reconciler(settings) as reconciler:
+        with open_reconciler(settings, lists_dags=False) as reconciler:  # it pauses; it lists no DAG
             found = reconciler.load()
             policy = (last_good_policy(reconciler.store) if found.policy_errors else None) or found.policy
             specs = list(found.valid)

@@ -14,10 +14,14 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import pytest
 
 from controller.adapters.airflow import AirflowClient
+from controller.commands.reconcile.observe import listed_infos
 from controller.core.model.airflow import BackfillRequest, RunSummary, summarise
 from controller.core.model.secret import Secret
+from controller.core.rules.retrying import Backoff
+from controller.errors import AirflowAuthError
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
 
@@ -261,10 +265,19 @@ def test_calls_in_flight_are_bounded_whatever_the_callers_pools() -> None:
 # --- the preflight's page of the DAG listing --------------------------------------------------------------------
 
 
-def preflighted(lists_dags: bool) -> tuple[FakeAirflow, AirflowClient]:
-    """A client on a fake of 10 DAGs, after its preflight (the version, then the credentials' check)."""
+def preflighted(lists_dags: bool, *faults: httpx.Response) -> tuple[FakeAirflow, AirflowClient]:
+    """A client on a fake of 10 DAGs, after its preflight (the version, then the credentials' check), the DAG listing
+    answering `faults` first."""
     fake = FakeAirflow(dags=[Dag(f"dag_{n:03d}") for n in range(10)])
-    client = AirflowClient("http://fake", transport=fake.transport(), username="admin", password=Secret("admin"))
+    for fault in faults:
+        fake.fault("GET", "/api/v2/dags", lambda _r, answer=fault: answer)
+    client = AirflowClient(
+        "http://fake",
+        transport=fake.transport(),
+        username="admin",
+        password=Secret("admin"),
+        backoff=Backoff(base=0.0, cap=0.0, jitter=0.0),
+    )
     client.preflight(lists_dags=lists_dags)
     return fake, client
 
@@ -302,3 +315,38 @@ def test_the_preflights_page_does_not_stand_for_a_read_after_five_seconds_or_aft
         client.create(BackfillRequest("dag_003", datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 2, tzinfo=UTC)))
         assert sorted(client.dag_infos(["dag_003"])) == ["dag_003"]
         assert dag_reads(fake) == ["/api/v2/dags"] * 2  # read again: a write came between
+
+
+def test_a_first_page_airflow_fails_to_serve_leaves_the_check_to_one_dag_and_the_page_to_the_command() -> None:
+    busy = httpx.Response(503, json={"detail": "busy"})
+    fake, client = preflighted(True, busy, busy)  # the preflight's two attempts
+    with client:
+        assert len(dag_reads(fake)) == 3  # the page twice, then the light check: the command goes on
+        assert not client.dag_listing_at_hand
+        assert sorted(client.dag_infos(["dag_001", "dag_002"])) == ["dag_001", "dag_002"]
+        assert len(dag_reads(fake)) == 4  # its own read of the page
+
+
+def test_a_first_page_refused_for_the_credentials_fails_the_preflight_as_the_light_check_does() -> None:
+    said = []
+    for lists_dags in (True, False):
+        with pytest.raises(AirflowAuthError) as caught:
+            preflighted(lists_dags, *[httpx.Response(403, json={"detail": "Forbidden"})] * 2)  # after a new login
+        said.append(caught.value.message)
+    assert (
+        said
+        == [
+            "Airflow at http://fake refused the credentials (GET /api/v2/dags -> 403): check "
+            "BACKFILLCTL_AIRFLOW_USERNAME/PASSWORD"
+        ]
+        * 2
+    )
+
+
+def test_one_dag_is_read_from_the_page_at_hand_else_from_its_details() -> None:
+    fake, client = preflighted(True)
+    with client:
+        assert list(listed_infos(client, ["dag_004"])) == ["dag_004"]  # no call: the preflight's page
+        assert dag_reads(fake) == ["/api/v2/dags"]
+        assert listed_infos(client, ["dag_005"]) == {}  # the page is spent: its details will tell
+        assert dag_reads(fake) == ["/api/v2/dags"]
