@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
     AIRFLOW_VENV,
+    BIN,
     REPO,
     AirflowEnv,
     CountingProxy,
@@ -586,9 +587,12 @@ class Bench:
                 return wall
 
             actions |= {"live": live_pass, "floor": floor_pass}
+            actions |= imports_actions()
             with self.scheduler_held():
                 times = alternate(self.args.rounds, actions)
-                live_calls = self.backfillctl_run(alone, "reconcile", "--once")[1]  # one more steady pass, counted
+                counted, live_calls = self.backfillctl_run(alone, "reconcile", "--once")  # one more steady pass
+            if f"({live} Running)" not in counted.stdout:  # a window an earlier run filled: its backfill made no run
+                raise SystemExit(f"the live backfills did not all run through the rounds, rerun:\n{counted.stdout}")
         finally:
             self.admin.cancel_active(live_dags)
         self.emit(self.pass_table(times, finished, live))
@@ -600,6 +604,7 @@ class Bench:
             f"backfill + every page of its runs, one after another): {secs(floor)}, {self.floor_calls} calls, for "
             f"which Airflow took {secs(median(served['floor']))}; {ratio(ours, floor)}"
         )
+        self.emit(imports_bound(times, floor))
         self.emit(
             f"the pass after a change to the specs folder or a finished binding (this checkout: every finished spec's "
             f"rows read, the rest summary written): {secs(whole.wall)}, {whole.rss_kb / 1024:.0f} MB\n"
@@ -728,6 +733,29 @@ class Bench:
 
     def close(self) -> None:
         self.proxy.__exit__()
+
+
+# what a pass needs beyond the floor's httpx: its store, its git, its schema, its YAML, its command line
+PASS_LIBRARIES = "sqlalchemy, sqlalchemy.dialects.sqlite, git, jsonschema, yaml, typer"
+
+
+def imports_actions() -> dict[str, Callable[[int], float | Run]]:
+    """A process that imports httpx (the floor's one library), and one that imports the libraries a pass needs too."""
+
+    def importing(modules: str) -> Callable[[int], float | Run]:
+        return lambda _i: run([str(BIN / "python"), "-c", f"import {modules}"]).wall
+
+    return {"httpx": importing("httpx"), "libraries": importing(f"httpx, {PASS_LIBRARIES}")}
+
+
+def imports_bound(times: dict[str, list[float | Run]], floor: float) -> str:
+    """What bounds the pass against 1.5× its floor: what the libraries it needs cost to import, beyond httpx."""
+    alone, needed = (median([t for t in times[key] if isinstance(t, float)]) for key in ("httpx", "libraries"))
+    return (
+        f"what bounds it: a process importing httpx takes {secs(alone)}, one importing the libraries a pass needs too "
+        f"({PASS_LIBRARIES}) {secs(needed)}: {secs(needed - alone)} more, before any of its own work; 1.5× the "
+        f"floor leaves {secs(floor / 2)} over it"
+    )
 
 
 def main() -> None:
