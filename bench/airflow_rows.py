@@ -141,6 +141,18 @@ class Airflow:
                     cancelled += 1
         return cancelled
 
+    def latest_end(self, dags: tuple[str, ...] = DAGS) -> datetime | None:
+        """The latest `to_date` of any backfill on `dags`: a window after it holds no run an earlier bench made."""
+        ends = []
+        for dag in dags:
+            offset, total = 0, 1
+            while offset < total:
+                params = {"dag_id": dag, "limit": 100, "offset": offset}
+                answer = self.http.get("/api/v2/backfills", params=params).json()
+                ends += [datetime.fromisoformat(b["to_date"].replace("Z", "+00:00")) for b in answer["backfills"]]
+                offset, total = offset + 100, answer["total_entries"]
+        return max(ends, default=None)
+
     def wait_for_runs(self, dag: str, start: str, end: str, runs: int, timeout: float = 400) -> None:
         """Until the range holds `runs` runs: Airflow inserts a large backfill's runs for minutes."""
         deadline = time.monotonic() + timeout
@@ -202,9 +214,13 @@ class Bench:
         self.admin = Airflow(self.env)
         self.proxy = CountingProxy(self.env.url, latency=args.latency / 1000).__enter__()
         self.tmp = Path(tempfile.mkdtemp(prefix="bench-airflow-rows-"))
-        # a different year per invocation keeps reruns against the same Airflow apart; the rows take up to
-        # ~3,000 days, so they start early enough never to reach the future (Airflow refuses future dates)
-        self.windows = Windows(datetime(1970 + int(time.time()) % 30, 1, 1, tzinfo=UTC))
+        # after every backfill an earlier run made on this Airflow (a window it filled makes no run, and a spec
+        # adopts a backfill of its range); the rows take up to ~3,000 days, and Airflow refuses future dates
+        latest = self.admin.latest_end()
+        start = max(datetime(1970, 1, 1, tzinfo=UTC), (latest or datetime.min.replace(tzinfo=UTC)) + timedelta(days=2))
+        if start + timedelta(days=3_000) > datetime.now(UTC):
+            sys.exit(f"this Airflow's backfills reach {latest:%Y-%m-%d}: start a fresh one (airflow-local up --fresh)")
+        self.windows = Windows(start.replace(hour=0, minute=0, second=0, microsecond=0))
         self.seeded = Windows(datetime(1900, 1, 1, tzinfo=UTC))  # finished specs seeded in the store, never sent
         self.out: list[str] = []
         self.floor_calls, self.served = 0, 0.0
