@@ -188,11 +188,6 @@ class AirflowClient:
 
     # --- DAGs -----------------------------------------------------------------------------------------
 
-    @property
-    def seen_dag_ids(self) -> set[str]:
-        """Every id the DAG listing has shown so far (a missing DAG's likely fixes)."""
-        return self._dags.seen_dag_ids
-
     def dag(self, dag_id: str, *, with_tasks: bool = True) -> DagInfo:
         return self._dags.get(dag_id, with_tasks=with_tasks)
 

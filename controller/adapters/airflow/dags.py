@@ -62,6 +62,7 @@ class Dags:
             found |= {dag_id: info for dag_id, info in listed if info is not None and _periodic(info)}
             offset += len(items)
             pages_left = -(-(total - offset) // PAGE)
+            self._all_listed = self._all_listed or not items or pages_left <= 0  # every id seen: `ids` reads none
             if not items or pages_left <= 0 or pages_left >= len(wanted - found.keys()):
                 break
         return found
@@ -72,7 +73,7 @@ class Dags:
         return self._server.primed(DAGS, FIRST_DAG_PAGE)
 
     def ids(self) -> set[str]:
-        """Every DAG id, from the listing (read once per client)."""
+        """Every DAG id, from the listing (read once per client, and not at all when `infos` read it to its end)."""
         if not self._all_listed:
             self.seen_dag_ids.update(self._server.entries(DAGS, "dags", dict(DAG_ORDER), _dag_id))
             self._all_listed = True

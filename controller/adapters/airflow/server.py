@@ -212,8 +212,7 @@ class Server:
         command that `lists_dags`, its first page, kept for the command's own first read of it (one call, not two).
         """
         transport = self.transport
-        quick = Backoff(transport.backoff.base, transport.backoff.cap, transport.backoff.jitter, attempts=2)
-        saved, transport.backoff = transport.backoff, quick
+        saved, transport.backoff = transport.backoff, _attempts(transport.backoff, 2)
         try:
             version = self._preflight_version()
             if not lists_dags or not self._primed_listing():
@@ -223,17 +222,15 @@ class Server:
         return version
 
     def _primed_listing(self) -> bool:
-        """The DAG listing's first page read and kept (`Primed`); False when Airflow refused it otherwise than for
-        the credentials: the light check decides instead, and the command reads (or does without) the page itself,
-        as it would have (a page's timeout or 5xx is no reason to stop a command the listing only speeds up)."""
+        """The DAG listing's first page read and kept (`Primed`); False when Airflow failed to serve it (a timeout, a
+        5xx): the light check decides instead, in one attempt (the preflight's two are spent), and the command reads
+        (or does without) the page itself, as it would have. Any other answer (a refusal, a 404, a malformed page)
+        fails the preflight as the light check would."""
         try:
             answer = self.json("GET", DAGS, params=FIRST_DAG_PAGE)
-        except AirflowAuthError:
-            raise
-        except AirflowError as exc:
-            log.info(
-                "the DAG listing's first page is unavailable (%s); checking the credentials with one DAG", exc.message
-            )
+        except AirflowUnavailable as exc:
+            log.info("the DAG listing's first page is unavailable (%s); checking the credentials on one", exc.message)
+            self.transport.backoff = _attempts(self.transport.backoff, 1)
             return False
         self._primed = Primed(DAGS, FIRST_DAG_PAGE, answer, self.clock())
         return True
@@ -321,3 +318,7 @@ def _not_airflow(where: str, exc: AirflowError) -> AirflowError:
 
 def _same(primed: Primed, path: str, params: Mapping[str, Any] | None) -> bool:
     return path == primed.path and dict(params or {}) == dict(primed.params)
+
+
+def _attempts(backoff: Backoff, attempts: int) -> Backoff:
+    return Backoff(backoff.base, backoff.cap, backoff.jitter, attempts=attempts)

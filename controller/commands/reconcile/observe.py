@@ -300,13 +300,13 @@ def listed_infos(client: AirflowClient, dag_ids: Iterable[str]) -> dict[str, Dag
 
 
 def with_similar(client: AirflowClient, observed: dict[str, DagObservation]) -> dict[str, DagObservation]:
-    """A DAG that does not exist gets the existing ids closest to its own: from the listing this pass read,
-    else one listing (only when a DAG is missing)."""
+    """A DAG that does not exist gets the existing ids closest to its own, among every DAG id: the listing this pass
+    read when it read it whole, else one listing (only when a DAG is missing)."""
     missing = [o for o in observed.values() if o.info is None and o.error is None]
     if not missing:
         return observed
     try:
-        known = client.seen_dag_ids or client.dag_ids()
+        known = client.dag_ids()
     except AirflowError as exc:
         log.info("DAG listing unavailable (%s); no suggestion for a missing DAG", exc.message)
         return observed

@@ -17,11 +17,12 @@ import httpx
 import pytest
 
 from controller.adapters.airflow import AirflowClient
-from controller.commands.reconcile.observe import listed_infos
+from controller.commands.reconcile.observe import listed_infos, with_similar
 from controller.core.model.airflow import BackfillRequest, RunSummary, summarise
 from controller.core.model.secret import Secret
+from controller.core.plan.world import DagObservation
 from controller.core.rules.retrying import Backoff
-from controller.errors import AirflowAuthError
+from controller.errors import AirflowAuthError, AirflowNotFound, AirflowUnavailable
 from tests.fakes.airflow import Dag, FakeAirflow
 from tests.fakes.calls import record_calls
 
@@ -265,10 +266,12 @@ def test_calls_in_flight_are_bounded_whatever_the_callers_pools() -> None:
 # --- the preflight's page of the DAG listing --------------------------------------------------------------------
 
 
-def preflighted(lists_dags: bool, *faults: httpx.Response) -> tuple[FakeAirflow, AirflowClient]:
-    """A client on a fake of 10 DAGs, after its preflight (the version, then the credentials' check), the DAG listing
-    answering `faults` first."""
-    fake = FakeAirflow(dags=[Dag(f"dag_{n:03d}") for n in range(10)])
+def preflighted(
+    lists_dags: bool, *faults: httpx.Response | httpx.TimeoutException, dags: int = 10, also: str = ""
+) -> tuple[FakeAirflow, AirflowClient]:
+    """A client on a fake of `dags` DAGs (and `also`), after its preflight (the version, then the credentials'
+    check), the DAG listing answering `faults` first."""
+    fake = FakeAirflow(dags=[Dag(f"dag_{n:03d}") for n in range(dags)] + ([Dag(also)] if also else []))
     for fault in faults:
         fake.fault("GET", "/api/v2/dags", lambda _r, answer=fault: answer)
     client = AirflowClient(
@@ -350,3 +353,38 @@ def test_one_dag_is_read_from_the_page_at_hand_else_from_its_details() -> None:
         assert dag_reads(fake) == ["/api/v2/dags"]
         assert listed_infos(client, ["dag_005"]) == {}  # the page is spent: its details will tell
         assert dag_reads(fake) == ["/api/v2/dags"]
+
+
+def test_a_first_page_that_times_out_twice_leaves_one_attempt_to_the_light_check() -> None:
+    late = httpx.ReadTimeout("no answer in time")
+    with pytest.raises(AirflowUnavailable):
+        preflighted(True, late, late, late)
+    fake, client = preflighted(True, late, late)
+    with client:
+        assert len(dag_reads(fake)) == 3  # the page twice, the light check once: three timeouts at most, not four
+
+
+def test_a_first_page_airflow_answers_otherwise_fails_the_preflight_as_the_light_check_does() -> None:
+    said = []
+    for lists_dags in (True, False):
+        with pytest.raises(AirflowNotFound) as caught:
+            preflighted(lists_dags, httpx.Response(404, json={"detail": "Not Found"}))
+        said.append(caught.value.message)
+    assert said == ["GET /api/v2/dags -> 404: Not Found"] * 2
+
+
+def test_a_listing_read_to_its_end_gives_every_dag_id_without_another_call() -> None:
+    fake, client = preflighted(True)
+    with client:
+        assert sorted(client.dag_infos(["dag_001", "dag_002"])) == ["dag_001", "dag_002"]
+        assert len(client.dag_ids()) == 10
+        assert dag_reads(fake) == ["/api/v2/dags"]
+
+
+def test_a_missing_dag_is_matched_against_every_dag_id_not_only_the_first_page() -> None:
+    fake, client = preflighted(True, dags=250, also="orders_rollup")  # the 251st in the listing's order: page 3
+    with client:
+        assert listed_infos(client, ["orders_rolup"]) == {}  # a typo: the page at hand lacks it
+        observed = with_similar(client, {"orders_rolup": DagObservation("orders_rolup", None)})
+        assert observed["orders_rolup"].similar == ("orders_rollup",)
+        assert dag_reads(fake) == ["/api/v2/dags"] * 4  # the preflight's page, then the whole listing's three

@@ -369,9 +369,9 @@ def test_a_hostile_fake_airflow_prints_no_workflow_command_from_a_real_cli(
 ) -> None:
     fake = FakeAirflow()
     method = "POST" if path == "/api/v2/backfills" else "GET"
-    # a retried read fails at each of the preflight's two attempts: at the DAG listing's first page, then at the
-    # light check it falls back to
-    for _ in range(4 if answer.status_code == 503 else 2):
+    # a retried read fails at each of the preflight's attempts: on the DAG listing, its first page's two, then the
+    # one of the light check it falls back to
+    for _ in range(3 if answer.status_code == 503 else 2):
         fake.fault(method, path, lambda _request: answer)
     proxy = SwitchableProxy("http://fake-airflow", transport=fake.transport())
     bench = Bench(tmp_path, url=proxy.url, fake=fake)
