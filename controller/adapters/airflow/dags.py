@@ -15,7 +15,7 @@ from controller.adapters.airflow.decode import (
     objects,
     version_ids_from_json,
 )
-from controller.adapters.airflow.server import DAG_ORDER, DAGS, FIRST_DAG_PAGE, MAX_PAGES, PAGE, Server
+from controller.adapters.airflow.server import DAG_ORDER, DAGS, MAX_PAGES, PAGE, Server
 from controller.core.model.airflow import DagInfo
 from controller.core.model.capabilities import Capabilities
 
@@ -70,7 +70,7 @@ class Dags:
     @property
     def first_page_at_hand(self) -> bool:
         """Whether the listing's first page costs no call (the preflight read it for this command)."""
-        return self._server.primed(DAGS, FIRST_DAG_PAGE)
+        return self._server.first_dag_page_at_hand()
 
     def ids(self) -> set[str]:
         """Every DAG id, from the listing (read once per client, and not at all when `infos` read it to its end)."""

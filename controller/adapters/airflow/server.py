@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -26,7 +26,6 @@ from controller.core.model.capabilities import (
 )
 from controller.core.model.guards import SchedulerHealth
 from controller.core.model.privilege import token_claims
-from controller.core.rules.retrying import Backoff
 from controller.errors import (
     AirflowAuthError,
     AirflowBadAnswer,
@@ -53,10 +52,8 @@ PRIMED_FOR = 5.0
 
 @dataclass(frozen=True)
 class Primed:
-    """An answer the preflight read for the command's first read of the same page."""
+    """The DAG listing's first page as the preflight read it, for the command's own first read of that page."""
 
-    path: str
-    params: Mapping[str, Any]
     answer: Any
     at: float  # monotonic seconds
 
@@ -85,10 +82,9 @@ class Server:
     ) -> Any:
         """One call's JSON answer; a run filter this release lacks is refused before anything is sent. The preflight's
         primed page answers the first GET of it (within `PRIMED_FOR`); any other method drops it unread."""
-        if (primed := self._primed) is not None and (method != "GET" or _same(primed, path, params)):
-            fresh = method == "GET" and self.primed(path, params or {})
+        if (primed := self._primed) is not None and (method != "GET" or _first_dag_page(path, params)):
             self._primed = None
-            if fresh:
+            if method == "GET" and self._fresh(primed):
                 return primed.answer
         if params and any(name in RUN_FILTERS for name in params) and (ignored := self._ignored(params)):
             raise AirflowVersionError(  # the server would ignore it and answer unfiltered: a wrong count
@@ -212,33 +208,36 @@ class Server:
         command that `lists_dags`, its first page, kept for the command's own first read of it (one call, not two).
         """
         transport = self.transport
-        saved, transport.backoff = transport.backoff, _attempts(transport.backoff, 2)
+        saved, transport.backoff = transport.backoff, replace(transport.backoff, attempts=2)
         try:
             version = self._preflight_version()
-            if not lists_dags or not self._primed_listing():
-                self.json("GET", DAGS, params={"limit": 1})
+            if lists_dags and self._primed_listing():
+                return version
+            if lists_dags:  # the page's two attempts are spent: the light check gets one
+                transport.backoff = replace(transport.backoff, attempts=1)
+            self.json("GET", DAGS, params={"limit": 1})
         finally:
             transport.backoff = saved
         return version
 
     def _primed_listing(self) -> bool:
         """The DAG listing's first page read and kept (`Primed`); False when Airflow failed to serve it (a timeout, a
-        5xx): the light check decides instead, in one attempt (the preflight's two are spent), and the command reads
-        (or does without) the page itself, as it would have. Any other answer (a refusal, a 404, a malformed page)
-        fails the preflight as the light check would."""
+        5xx): the light check decides instead, and the command reads (or does without) the page itself, as it would
+        have. Any other answer (a refusal, a 404, a malformed page) fails the preflight as the light check would."""
         try:
             answer = self.json("GET", DAGS, params=FIRST_DAG_PAGE)
         except AirflowUnavailable as exc:
             log.info("the DAG listing's first page is unavailable (%s); checking the credentials on one", exc.message)
-            self.transport.backoff = _attempts(self.transport.backoff, 1)
             return False
-        self._primed = Primed(DAGS, FIRST_DAG_PAGE, answer, self.clock())
+        self._primed = Primed(answer, self.clock())
         return True
 
-    def primed(self, path: str, params: Mapping[str, Any]) -> bool:
-        """Whether the preflight's answer to this page is at hand (its read costs no call)."""
-        kept = self._primed
-        return kept is not None and _same(kept, path, params) and self.clock() - kept.at <= PRIMED_FOR
+    def first_dag_page_at_hand(self) -> bool:
+        """Whether the preflight's first page of the DAG listing is at hand (its read costs no call)."""
+        return self._primed is not None and self._fresh(self._primed)
+
+    def _fresh(self, primed: Primed) -> bool:
+        return self.clock() - primed.at <= PRIMED_FOR
 
     def _preflight_version(self) -> str:
         where = f"BACKFILLCTL_AIRFLOW_URL={self.transport.shown_url}"
@@ -316,9 +315,5 @@ def _not_airflow(where: str, exc: AirflowError) -> AirflowError:
     )
 
 
-def _same(primed: Primed, path: str, params: Mapping[str, Any] | None) -> bool:
-    return path == primed.path and dict(params or {}) == dict(primed.params)
-
-
-def _attempts(backoff: Backoff, attempts: int) -> Backoff:
-    return Backoff(backoff.base, backoff.cap, backoff.jitter, attempts=attempts)
+def _first_dag_page(path: str, params: Mapping[str, Any] | None) -> bool:
+    return path == DAGS and dict(params or {}) == FIRST_DAG_PAGE

@@ -290,7 +290,7 @@ def listed_infos(client: AirflowClient, dag_ids: Iterable[str]) -> dict[str, Dag
     """The DAG infos the listing holds; a listing Airflow refuses leaves each DAG to its own details. One DAG is
     looked up by its details, unless the listing's first page is at hand (the preflight's: no call)."""
     wanted = list(dag_ids)
-    if len(wanted) <= 1 and not (wanted and client.dag_listing_at_hand):
+    if not wanted or (len(wanted) == 1 and not client.dag_listing_at_hand):
         return {}
     try:
         return client.dag_infos(wanted)
